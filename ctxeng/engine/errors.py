@@ -1,0 +1,82 @@
+"""Invalid input, explained by field path.
+
+Every boundary (CLI, REST, policy editor) turns a pydantic `ValidationError` into `InvalidInput`,
+whose messages read `candidates[3].item_id: field required`: the path a person would type to find
+the field, then what is wrong with it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+
+class InvalidInput(ValueError):
+    """A request or policy that cannot be assembled; `errors` name each field path."""
+
+    def __init__(self, errors: list[str], *, what: str = "input") -> None:
+        self.errors = errors
+        self.what = what
+        super().__init__(f"invalid {what}: " + "; ".join(errors))
+
+
+def _path(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += ("." if out else "") + str(part)
+    return out
+
+
+_MESSAGES = {
+    "missing": "field required",
+    "extra_forbidden": "unknown field",
+}
+
+
+def describe(exc: ValidationError) -> list[str]:
+    """Turn a pydantic error into `path: message` lines, most specific path first."""
+    lines: list[str] = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        msg = _MESSAGES.get(err["type"], err["msg"])
+        if err["type"] in ("value_error", "assertion_error"):
+            msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
+            # Model-level validators already name their own path (`candidates[3].item_id: ...`).
+            if ": " in msg and not loc:
+                lines.append(msg)
+                continue
+        if err["type"] == "enum":
+            expected = err.get("ctx", {}).get("expected", "")
+            msg = f"unknown value {err.get('input')!r}; expected {expected}"
+        path = _path(loc)
+        lines.append(f"{path}: {msg}" if path else msg)
+    return lines
+
+
+def validate(model: type[BaseModel], data: Any, *, what: str) -> Any:
+    if not isinstance(data, dict):
+        raise InvalidInput([f"body: expected a JSON object, got {type(data).__name__}"], what=what)
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(describe(exc), what=what) from None
+
+
+def load_json_text(text: str | bytes, *, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInput([f"body: malformed JSON ({exc})"], what=what) from None
+
+
+def load_yaml_text(text: str | bytes, *, what: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise InvalidInput([f"body: malformed YAML ({exc})"], what=what) from None

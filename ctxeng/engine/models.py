@@ -1,0 +1,664 @@
+"""The engine's wire formats: AssemblyRequest, ContextPolicy and ContextAssemblyManifest.
+
+These pydantic v2 models *are* the API schema: the CLI, the REST API and the JSON Schemas in
+`docs/schemas/` all come from them. Every model is frozen and forbids unknown fields, so a typo
+in a request is an error that names the field, never a silently ignored key. Field names follow
+the seed (§2 ContextItem, §10 ContextPolicy and ContextAssemblyManifest); where the seed needed
+more, the addition is documented on the field.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .vocabulary import (
+    AcquisitionOutcome,
+    AssemblyStatus,
+    AssertionResult,
+    BlockedReason,
+    Borrowing,
+    CacheStatus,
+    EvidenceUse,
+    ExclusionReason,
+    Eviction,
+    Freshness,
+    GateResult,
+    HardGate,
+    LoadMode,
+    PreserveKey,
+    RankingFactor,
+    Role,
+    SourceLimitMode,
+    ToolResultStatus,
+    TransformType,
+    Trust,
+    UnresolvedCallHandling,
+    Zone,
+)
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Open(BaseModel):
+    """A frozen model that keeps unknown keys: used for free-form references (source_ref)."""
+
+    model_config = ConfigDict(frozen=True, extra="allow")
+
+
+# --------------------------------------------------------------------------- request
+
+
+class PolicyRef(Frozen):
+    id: str = Field(min_length=1)
+    revision: int | None = Field(default=None, description="omit to use the current published revision")
+    digest: str | None = None
+
+
+class Principal(Frozen):
+    id: str = Field(min_length=1)
+    tenant: str = Field(min_length=1)
+    project: str = Field(min_length=1)
+
+
+class ModelSpec(Frozen):
+    provider: str = Field(min_length=1)
+    name: str = Field(min_length=1)
+    context_limit: int = Field(gt=0)
+    api_version: str | None = None
+
+
+class SourceSpec(Open):
+    type: str
+    id: str
+
+
+class SourceAcquisition(Frozen):
+    source_request_id: str = Field(min_length=1)
+    source: SourceSpec
+    outcome: AcquisitionOutcome
+    reason: str | None = None
+    result_digest: str | None = None
+
+
+class ToolCall(Frozen):
+    """One call the agent's assistant turn made, in assistant source order."""
+
+    call_id: str = Field(min_length=1)
+    tool_name: str = Field(min_length=1)
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    status: ToolResultStatus = ToolResultStatus.UNKNOWN
+    result_item_id: str | None = Field(default=None, description="candidate holding the result; null = unresolved")
+    completed_seq: int | None = Field(default=None, description="completion order; never changes pairing")
+
+
+class ToolDefinition(Frozen):
+    name: str = Field(min_length=1)
+    description: str = ""
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+class LineageNode(Frozen):
+    node_id: str
+    type: str
+    digest: str | None = None
+    input_node_ids: list[str] = Field(default_factory=list)
+
+
+class InputRange(Frozen):
+    start_item_id: str
+    end_item_id: str
+
+
+class ArtifactRef(Frozen):
+    """Re-injection handle (seed §7): the service loads the object and re-admits it through every gate."""
+
+    artifact_id: str = Field(min_length=1)
+    revision: int | str | None = None
+
+
+class ContextItem(Frozen):
+    """A candidate (seed §2 ContextItem plus content, kind, ranking and summary fields)."""
+
+    item_id: str = Field(min_length=1)
+    kind: str = Field(min_length=1)
+    source_type: str = Field(min_length=1)
+    source_ref: dict[str, Any]
+    source_lineage: list[LineageNode] = Field(default_factory=list)
+    producer: str = ""
+    content: str | None = Field(default=None, description="inline content; null only with artifact_ref")
+    artifact_ref: ArtifactRef | None = None
+    content_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    revision: int | str | None = None
+    scope: str = Field(min_length=1)
+    observed_at: str | None = None
+    freshness: Freshness = Freshness.VALID
+    trust: Trust | None = Field(default=None, description="null = the policy's default for source_type")
+    intended_role: Role
+    security_class: str = "internal"
+    completeness: Literal["complete", "partial", "unknown"] = "complete"
+    estimated_tokens: int | None = Field(default=None, ge=0, description="ignored: the engine counts itself")
+    relevance: float | None = Field(default=None, ge=0.0, le=1.0)
+    stages: list[str] | None = Field(default=None, description="stages this item serves; null = every stage")
+    load_mode: LoadMode | None = None
+    required: bool = Field(default=False, description="blocked if this item cannot be included")
+    call_id: str | None = None
+    claim: str | None = None
+    open_item_ids: list[str] | None = None
+    input_item_ids: list[str] | None = None
+    input_range: InputRange | None = None
+    source_refs: list[dict[str, Any]] | None = None
+    preserves: dict[str, Any] | None = None
+    source_request_id: str | None = None
+
+    @model_validator(mode="after")
+    def _content_or_artifact(self) -> ContextItem:
+        if self.content is None and self.artifact_ref is None:
+            raise ValueError("content: field required (or give artifact_ref for re-injection)")
+        return self
+
+
+class CheckpointClaim(Frozen):
+    claim: str
+    source_ref: dict[str, Any]
+
+
+class CheckpointState(Frozen):
+    """Structured state for the deterministic checkpoint summary of seed §6."""
+
+    summary_id: str = "checkpoint-summary"
+    goal: str
+    constraints: list[str] = Field(default_factory=list)
+    current_stage: str
+    done: list[str] = Field(default_factory=list)
+    in_progress: list[str] = Field(default_factory=list)
+    blocked: list[str] = Field(default_factory=list)
+    confirmed_claims: list[CheckpointClaim] = Field(default_factory=list)
+    conflicts_and_negative_findings: list[str] = Field(default_factory=list)
+    open_item_ids: list[str] = Field(default_factory=list)
+    draft_revision: int | str | None = None
+    next_steps: list[str] = Field(default_factory=list)
+    artifact_refs: list[str] = Field(default_factory=list)
+    input_item_ids: list[str] = Field(min_length=1)
+    input_range: InputRange | None = None
+
+
+class RuntimeState(Frozen):
+    """What the runtime knows for verifying summaries (optional; derived from items when absent)."""
+
+    open_item_ids: list[str] | None = None
+    article_draft_revision: int | str | None = None
+
+
+class AssemblyRequest(Frozen):
+    schema_version: Literal["assembly-request/v1"] = "assembly-request/v1"
+    run_id: str = Field(min_length=1)
+    step_id: str = Field(min_length=1)
+    policy: PolicyRef
+    principal: Principal
+    scope: str = Field(min_length=1)
+    stage: str = Field(min_length=1)
+    model: ModelSpec
+    adapter: str | None = Field(default=None, description="null = the policy's serialization.adapter")
+    required_revisions: dict[str, int | str] = Field(default_factory=dict)
+    source_acquisition: list[SourceAcquisition] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    tools: list[ToolDefinition] = Field(default_factory=list)
+    candidates: list[ContextItem]
+    runtime_state: RuntimeState | None = None
+    checkpoint: CheckpointState | None = None
+    runtime_policy_revision: str | None = None
+    previous_prefix_identity: str | None = Field(default=None, description="for cache hit/miss status")
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> AssemblyRequest:
+        seen: dict[str, int] = {}
+        for i, item in enumerate(self.candidates):
+            if item.item_id in seen:
+                raise ValueError(
+                    f"candidates[{i}].item_id: duplicate item_id {item.item_id!r} "
+                    f"(also candidates[{seen[item.item_id]}])"
+                )
+            seen[item.item_id] = i
+        calls: dict[str, int] = {}
+        for i, call in enumerate(self.tool_calls):
+            if call.call_id in calls:
+                raise ValueError(f"tool_calls[{i}].call_id: duplicate call_id {call.call_id!r}")
+            calls[call.call_id] = i
+            if call.result_item_id is not None:
+                j = seen.get(call.result_item_id)
+                if j is None:
+                    raise ValueError(
+                        f"tool_calls[{i}].result_item_id: result item {call.result_item_id!r} "
+                        "is not among the candidates"
+                    )
+                if self.candidates[j].call_id != call.call_id:
+                    raise ValueError(
+                        f"candidates[{j}].call_id: must be {call.call_id!r} to pair with tool_calls[{i}]"
+                    )
+        for j, item in enumerate(self.candidates):
+            if item.call_id is not None:
+                i = calls.get(item.call_id)
+                if i is None:
+                    raise ValueError(f"candidates[{j}].call_id: no tool call with call_id {item.call_id!r}")
+                if self.tool_calls[i].result_item_id != item.item_id:
+                    raise ValueError(
+                        f"candidates[{j}].call_id: tool call {item.call_id!r} names another result item"
+                    )
+        acq: set[str] = set()
+        for i, rec in enumerate(self.source_acquisition):
+            if rec.source_request_id in acq:
+                raise ValueError(
+                    f"source_acquisition[{i}].source_request_id: duplicate {rec.source_request_id!r}"
+                )
+            acq.add(rec.source_request_id)
+        return self
+
+
+# --------------------------------------------------------------------------- policy
+
+
+class PolicyHeader(Frozen):
+    id: str = Field(min_length=1)
+    revision: int = Field(ge=1)
+    digest: str | None = None
+
+
+class PolicyScope(Frozen):
+    task_type: str | None = None
+    principal_policy: str | None = None
+
+
+class RevisionAuthority(Frozen):
+    required_revision_sources: list[str] = Field(default_factory=list)
+
+
+class FreshnessPolicy(Frozen):
+    states: list[Freshness] = Field(default_factory=lambda: list(Freshness))
+    refresh_required: str = "fetch_authoritative_source_before_admission"
+    expired: str = "reject"
+    unverifiable: str = "reject_or_request_resolution"
+
+
+class AcquisitionPolicy(Frozen):
+    outcomes: list[AcquisitionOutcome] = Field(default_factory=lambda: list(AcquisitionOutcome))
+
+
+class AdmissionPolicy(Frozen):
+    hard_filters: list[HardGate] = Field(default_factory=lambda: list(HardGate))
+    ranking: list[RankingFactor] = Field(default_factory=lambda: list(RankingFactor))
+    exclusion_reasons: list[ExclusionReason] = Field(default_factory=lambda: list(ExclusionReason))
+    min_relevance: float = Field(default=0.0, ge=0.0, le=1.0, description="eligible items below it: ranking_lost")
+
+    @field_validator("hard_filters")
+    @classmethod
+    def _unique(cls, v: list[HardGate]) -> list[HardGate]:
+        if len(set(v)) != len(v):
+            raise ValueError("hard filters must not repeat")
+        return v
+
+
+class TrustPolicy(Frozen):
+    default_by_source: dict[str, Trust] = Field(default_factory=dict)
+
+
+class SecurityPolicy(Frozen):
+    external_instruction_text: Literal["isolate_as_data"] = "isolate_as_data"
+    secret_material: Literal["deny_or_redact", "deny"] = "deny_or_redact"
+    cross_scope_data: Literal["deny"] = "deny"
+    required_assessments: list[str] = Field(default_factory=list)
+    secret_classes: list[str] = Field(default_factory=lambda: ["secret", "credential", "restricted_secret"])
+
+
+class ResidentPolicy(Frozen):
+    include: list[str] = Field(default_factory=list)
+
+
+class RetrievalPolicy(Frozen):
+    default_sources: list[str] = Field(default_factory=list)
+    diagnostic_sources: list[str] = Field(default_factory=list)
+    governed_candidate_sources: list[str] = Field(default_factory=list)
+    require: list[str] = Field(default_factory=list)
+
+
+class DisclosurePolicy(Frozen):
+    mode: Literal["index_then_detail"] = "index_then_detail"
+    indexes: list[str] = Field(default_factory=list)
+
+
+class StructurePolicy(Frozen):
+    preserve: list[str] = Field(default_factory=list)
+    unresolved_tool_calls: UnresolvedCallHandling = UnresolvedCallHandling.SYNTHETIC_RESULT
+    evidence_use_allowed_for: list[ToolResultStatus] = Field(
+        default_factory=lambda: [ToolResultStatus.SUCCESS],
+        description="result statuses that may serve as confirmed evidence; others are diagnostic_only",
+    )
+
+
+class SourceLimit(Frozen):
+    default: SourceLimitMode
+    max_tokens: int | None = Field(default=None, gt=0)
+
+
+class Partition(Frozen):
+    minimum: int = Field(default=0, ge=0)
+    maximum: int | None = Field(default=None, gt=0)
+    eviction: Eviction = Eviction.REDUCE_CANDIDATES
+    kinds: list[str] = Field(default_factory=list)
+    required: bool = False
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> Partition:
+        if self.maximum is not None and self.minimum > self.maximum:
+            raise ValueError(f"minimum {self.minimum} exceeds maximum {self.maximum}")
+        return self
+
+
+class BudgetPolicy(Frozen):
+    model_context_limit: int = Field(gt=0)
+    response_reserve: int = Field(ge=0)
+    protocol_overhead: int = Field(ge=0)
+    safety_margin: int = Field(ge=0)
+    partitions: dict[str, Partition]
+    borrowing: Borrowing = Borrowing.PRESERVE_ALL_MINIMUMS
+
+    @model_validator(mode="after")
+    def _consistent(self) -> BudgetPolicy:
+        usable = self.model_context_limit - self.response_reserve - self.protocol_overhead - self.safety_margin
+        if usable <= 0:
+            raise ValueError("model_context_limit: leaves no usable input budget after reserve, overhead and margin")
+        if not self.partitions:
+            raise ValueError("partitions: at least one partition required")
+        total_min = sum(p.minimum for p in self.partitions.values())
+        if total_min > usable:
+            raise ValueError(f"partitions: minimums sum to {total_min}, more than the usable budget {usable}")
+        owner: dict[str, str] = {}
+        for name, part in self.partitions.items():
+            for kind in part.kinds:
+                if kind in owner:
+                    raise ValueError(f"partitions.{name}.kinds: kind {kind!r} already in partition {owner[kind]!r}")
+                owner[kind] = name
+        return self
+
+
+class TransformPolicy(Frozen):
+    trigger: str = "over_partition_or_source_limit"
+    allowed: list[TransformType] = Field(default_factory=lambda: [TransformType.NONE])
+    preserve: list[PreserveKey] = Field(default_factory=list)
+
+
+class SerializationPolicy(Frozen):
+    adapter: Literal["openai_chat", "anthropic_messages"] = "openai_chat"
+    policy_version: str = "openai-chat/1"
+    preserve: list[str] = Field(default_factory=list)
+
+
+class CachePolicy(Frozen):
+    stable_prefix_sources: list[str] = Field(default_factory=lambda: ["system_policy"])
+    identity: list[str] = Field(default_factory=list)
+    invalidate_on: list[str] = Field(default_factory=list)
+
+
+class ExternalizationPolicy(Frozen):
+    targets: list[str] = Field(default_factory=list)
+
+
+class ReinjectionPolicy(Frozen):
+    require: list[str] = Field(default_factory=list)
+
+
+class ExpiryPolicy(Frozen):
+    on: list[str] = Field(default_factory=list)
+
+
+class ContextPolicy(Frozen):
+    policy_schema_version: Literal["context-policy/v1"] = "context-policy/v1"
+    policy: PolicyHeader
+    scope: PolicyScope = Field(default_factory=PolicyScope)
+    revision_authority: RevisionAuthority = Field(default_factory=RevisionAuthority)
+    freshness: FreshnessPolicy = Field(default_factory=FreshnessPolicy)
+    source_acquisition: AcquisitionPolicy = Field(default_factory=AcquisitionPolicy)
+    admission: AdmissionPolicy = Field(default_factory=AdmissionPolicy)
+    trust: TrustPolicy = Field(default_factory=TrustPolicy)
+    role_limits: dict[Trust, list[Role]]
+    security: SecurityPolicy = Field(default_factory=SecurityPolicy)
+    resident: ResidentPolicy = Field(default_factory=ResidentPolicy)
+    retrieval: RetrievalPolicy = Field(default_factory=RetrievalPolicy)
+    disclosure: DisclosurePolicy = Field(default_factory=DisclosurePolicy)
+    structure: StructurePolicy = Field(default_factory=StructurePolicy)
+    source_limits: dict[str, SourceLimit] = Field(default_factory=dict)
+    budget: BudgetPolicy
+    transforms: TransformPolicy = Field(default_factory=TransformPolicy)
+    serialization: SerializationPolicy = Field(default_factory=SerializationPolicy)
+    cache: CachePolicy = Field(default_factory=CachePolicy)
+    externalization: ExternalizationPolicy = Field(default_factory=ExternalizationPolicy)
+    reinjection: ReinjectionPolicy = Field(default_factory=ReinjectionPolicy)
+    expiry: ExpiryPolicy = Field(default_factory=ExpiryPolicy)
+
+    @property
+    def label(self) -> str:
+        return f"{self.policy.id}/{self.policy.revision}"
+
+
+# --------------------------------------------------------------------------- manifest
+
+
+class PolicyIdentity(Frozen):
+    id: str
+    revision: int
+    digest: str
+
+
+class AdapterIdentity(Frozen):
+    name: str
+    version: str
+    serialization_policy_version: str
+
+
+class AssemblyHeader(Frozen):
+    id: str
+    run_id: str
+    step_id: str
+    status: AssemblyStatus
+    blocked_reason: BlockedReason | None = None
+    missing: list[str] = Field(default_factory=list)
+    blocked_detail: list[str] = Field(default_factory=list)
+    policy: PolicyIdentity
+    model: ModelSpec
+    adapter: AdapterIdentity
+    principal: Principal
+    scope: str
+    stage: str
+    estimator: str
+    candidate_set_digest: str
+    assembly_input_hash: str | None = None
+    serialized_model_input_hash: str | None = None
+    data_fence_nonce: str
+    created_at: str
+
+
+class CandidateRecord(Frozen):
+    item_id: str
+    kind: str
+    source_type: str
+    source_ref: dict[str, Any]
+    source_request_id: str | None = None
+    producer: str
+    content_hash: str
+    revision: int | str | None
+    scope: str
+    freshness: Freshness
+    trust: Trust | None
+    intended_role: Role
+    security_class: str
+    completeness: str
+    estimated_tokens: int | None
+    artifact_ref: ArtifactRef | None = None
+
+
+class PartitionUsage(Frozen):
+    used: int
+    minimum: int
+    maximum: int | None = None
+    eviction: Eviction
+    items: int
+    borrowed: int = 0
+
+
+class BudgetRecord(Frozen):
+    model_context_limit: int
+    response_reserve: int
+    protocol_overhead: int
+    safety_margin: int
+    usable_input: int
+    estimated_used: int
+    actual_input_tokens: int | None = None
+    borrowing: Borrowing
+    partitions: dict[str, PartitionUsage]
+
+
+class IncludedRecord(Frozen):
+    item_id: str
+    kind: str
+    source_type: str
+    source_ref: dict[str, Any]
+    source_lineage: list[LineageNode]
+    content_hash: str
+    revision: int | str | None
+    scope: str
+    trust: Trust
+    intended_role: Role
+    zone: Zone
+    security_class: str
+    hard_gate_results: dict[str, GateResult]
+    security_assessment: dict[str, str]
+    admission_reason: str
+    load_mode: LoadMode
+    partition: str
+    tokens: int
+    rank: int | None = None
+    transform_record_id: str | None = None
+    call_id: str | None = None
+    evidence_use: EvidenceUse | None = None
+
+
+class ExcludedRecord(Frozen):
+    item_id: str
+    kind: str
+    source_type: str
+    source_ref: dict[str, Any]
+    content_hash: str
+    trust: Trust | None
+    intended_role: Role
+    security_class: str
+    reason: ExclusionReason
+    hard_gate: HardGate | None = None
+    hard_gate_results: dict[str, GateResult] = Field(default_factory=dict)
+    security_assessment: dict[str, str] | str = Field(default_factory=dict)
+    detail: str
+    refresh_condition: str | None = None
+    partition: str | None = None
+    tokens: int | None = None
+    failed_assertions: list[str] = Field(default_factory=list)
+    call_id: str | None = None
+
+
+class TransformRecord(Frozen):
+    record_id: str
+    type: TransformType
+    input_item_ids: list[str]
+    input_range: InputRange | None = None
+    input_digest: str
+    objective: str
+    policy_version: str
+    transformer_version: str
+    output_item_id: str
+    output_digest: str | None
+    preservation_assertions: dict[str, AssertionResult]
+    token_estimate_before: int
+    token_estimate_after: int | None
+    trust_before: str
+    trust_after: str
+    status: Literal["applied", "verified", "blocked"]
+    before_excerpt: str = ""
+    after_excerpt: str = ""
+
+
+class ToolPairRecord(Frozen):
+    call_id: str
+    serialized_call_id: str
+    tool_name: str
+    canonicalization: str = "tool_name_plus_canonical_json_args/v1"
+    canonical_argument_hash: str
+    result_item_id: str | None
+    result_hash: str | None
+    status: ToolResultStatus
+    pairing_assertion: str
+    evidence_use: EvidenceUse
+    completed_seq: int | None
+    source_order: int
+    serialized_order: int | None
+    decision: Literal["included", "excluded", "unresolved"]
+    unresolved_handling: UnresolvedCallHandling | None = None
+    tokens: int | None = None
+
+
+class SummaryRecord(Frozen):
+    summary_id: str
+    item_id: str
+    input_item_ids: list[str]
+    input_range: InputRange | None = None
+    input_digest: str
+    transform_record_id: str
+    preservation_assertions: dict[str, AssertionResult]
+    decision: Literal["included", "excluded", "not_admitted"]
+
+
+class ArtifactRefRecord(Frozen):
+    kind: str
+    id: str
+    revision: int | str | None = None
+    hash: str | None = None
+    item_id: str | None = None
+
+
+class CacheRecord(Frozen):
+    prefix_hash: str | None
+    prefix_identity: str
+    prefix_source_ids: list[str]
+    policy: Literal["eligible", "bypassed"]
+    status: CacheStatus
+
+
+class StageRecord(Frozen):
+    seq: int
+    stage: str
+    items_in: int
+    items_out: int
+    note: str = ""
+
+
+class ContextAssemblyManifest(Frozen):
+    manifest_schema_version: Literal["context-assembly-manifest/v1"] = "context-assembly-manifest/v1"
+    assembly: AssemblyHeader
+    source_acquisition: list[SourceAcquisition]
+    candidate_items: list[CandidateRecord]
+    budget: BudgetRecord
+    included: list[IncludedRecord]
+    excluded: list[ExcludedRecord]
+    transforms: list[TransformRecord]
+    tool_pairs: list[ToolPairRecord]
+    summaries: list[SummaryRecord]
+    artifact_refs: list[ArtifactRefRecord]
+    checkpoint_ref: str | None = None
+    cache: CacheRecord
+    stages: list[StageRecord]
+
+    def excluded_reasons(self) -> dict[str, str]:
+        return {e.item_id: e.reason.value for e in self.excluded}
+
+    def included_ids(self) -> list[str]:
+        return [i.item_id for i in self.included]

@@ -1,0 +1,216 @@
+"""The vocabulary of DESIGN.md, defined once.
+
+Every decision word the engine writes into a manifest comes from an enum here, so the API, the
+dashboard and the tests all spell them the same way. Enums subclass `str` so they serialize as
+their plain values.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ExclusionReason(StrEnum):
+    HARD_GATE_REJECTED = "hard_gate_rejected"
+    PERMISSION_DENIED = "permission_denied"
+    STALE_REVISION = "stale_revision"
+    EXPIRED = "expired"
+    UNVERIFIABLE = "unverifiable"
+    RANKING_LOST = "ranking_lost"
+    BUDGET_EVICTED = "budget_evicted"
+    SECURITY_REJECTED = "security_rejected"
+    TRANSFORM_BLOCKED = "transform_blocked"
+
+
+class AcquisitionOutcome(StrEnum):
+    RETRIEVED = "retrieved"
+    NOT_RETRIEVED = "not_retrieved"
+    RETRIEVAL_FAILED = "retrieval_failed"
+
+
+class Freshness(StrEnum):
+    VALID = "valid"
+    REFRESH_REQUIRED = "refresh_required"
+    EXPIRED = "expired"
+    UNVERIFIABLE = "unverifiable"
+
+
+class Trust(StrEnum):
+    CONTROL_AUTHORITY = "control_authority"
+    TASK_AUTHORITY = "task_authority"
+    TRUSTED_STATE = "trusted_state"
+    REPOSITORY_EVIDENCE = "repository_evidence"
+    EXTERNAL_EVIDENCE = "external_evidence"
+    PROJECT_EDITABLE = "project_editable"
+    DERIVED_CONTEXT = "derived_context"
+    GOVERNED_MEMORY_CANDIDATE = "governed_memory_candidate"
+
+
+# Authority order used to prove "trust never rises": a transform's output may not rank above its
+# input, and an item may not claim more authority than its source type grants by default.
+TRUST_RANK: dict[Trust, int] = {
+    Trust.CONTROL_AUTHORITY: 7,
+    Trust.TASK_AUTHORITY: 6,
+    Trust.TRUSTED_STATE: 5,
+    Trust.REPOSITORY_EVIDENCE: 4,
+    Trust.EXTERNAL_EVIDENCE: 3,
+    Trust.PROJECT_EDITABLE: 2,
+    Trust.DERIVED_CONTEXT: 2,
+    Trust.GOVERNED_MEMORY_CANDIDATE: 1,
+}
+
+
+class Role(StrEnum):
+    CONTROL = "control"
+    TASK_INTENT = "task_intent"
+    STATE = "state"
+    UNTRUSTED_DATA = "untrusted_data"
+    DERIVED_CONTEXT = "derived_context"
+
+
+class Zone(StrEnum):
+    """The four trust zones an admitted item is placed in (seed §4)."""
+
+    CONTROL = "control"
+    TASK = "task"
+    STATE = "state"
+    UNTRUSTED_DATA = "untrusted_data"
+
+
+ROLE_ZONE: dict[Role, Zone] = {
+    Role.CONTROL: Zone.CONTROL,
+    Role.TASK_INTENT: Zone.TASK,
+    Role.STATE: Zone.STATE,
+    Role.DERIVED_CONTEXT: Zone.STATE,
+    Role.UNTRUSTED_DATA: Zone.UNTRUSTED_DATA,
+}
+
+
+class ToolResultStatus(StrEnum):
+    SUCCESS = "success"
+    ERROR = "error"
+    CANCELED = "canceled"
+    PARTIAL = "partial"
+    UNKNOWN = "unknown"
+
+
+class EvidenceUse(StrEnum):
+    CONFIRMED_BY_POLICY = "confirmed_by_policy"
+    DIAGNOSTIC_ONLY = "diagnostic_only"
+    UNRESOLVED = "unresolved"
+
+
+class LoadMode(StrEnum):
+    RESIDENT = "resident"
+    RETRIEVE = "retrieve"
+    DISCLOSE = "disclose"
+
+
+class AssemblyStatus(StrEnum):
+    READY = "ready"
+    BLOCKED = "blocked"
+
+
+class BlockedReason(StrEnum):
+    REQUIRED_PARTITION_MISSING = "required_partition_missing"
+    TRANSFORM_BLOCKED = "transform_blocked"
+
+
+class GateResult(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_EVALUATED = "not_evaluated"
+
+
+class AssertionResult(StrEnum):
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_APPLICABLE = "not_applicable"
+
+
+class HardGate(StrEnum):
+    """Hard filters, in the order a policy may list them (seed §10 `admission.hard_filters`)."""
+
+    PERMISSION = "permission"
+    TENANT_AND_PROJECT_SCOPE = "tenant_and_project_scope"
+    REQUIRED_REVISION = "required_revision"
+    FRESHNESS = "freshness"
+    TRUST_ROLE_COMPATIBILITY = "trust_role_compatibility"
+    STRUCTURAL_INTEGRITY = "structural_integrity"
+    SECURITY_POLICY_COMPLIANCE = "security_policy_compliance"
+
+
+class RankingFactor(StrEnum):
+    CURRENT_DECISION_RELEVANCE = "current_decision_relevance"
+    STAGE_RELEVANCE = "stage_relevance"
+    EVIDENCE_PRIORITY = "evidence_priority"
+    RETRIEVAL_COST = "retrieval_cost"
+
+
+class Eviction(StrEnum):
+    NEVER = "never"
+    STRUCTURED_SUMMARY = "structured_summary"
+    REDUCE_CANDIDATES = "reduce_candidates"
+    COMPLETE_PAIR_ONLY = "complete_pair_only"
+    FIRST = "first"
+
+
+class Borrowing(StrEnum):
+    PRESERVE_ALL_MINIMUMS = "preserve_all_minimums"
+    LEND_UNUSED_MINIMUMS = "lend_unused_minimums"
+
+
+class SourceLimitMode(StrEnum):
+    EXCERPT_WITH_LINE_RANGE = "excerpt_with_line_range"
+    FAILURES_PLUS_ARTIFACT_REF = "failures_plus_artifact_ref"
+    RELEVANT_SECTIONS_PLUS_HASH = "relevant_sections_plus_hash"
+    WHOLE = "whole"
+
+
+class TransformType(StrEnum):
+    NONE = "none"
+    TRUNCATE_ITEM = "truncate_item"
+    EXCERPT = "excerpt"
+    SUMMARIZE = "summarize"
+    DECISION_COMPRESS = "decision_compress"
+
+
+class PreserveKey(StrEnum):
+    """What a transform must keep (seed §6 `required_after_transform`, policy `transforms.preserve`)."""
+
+    GOAL = "goal"
+    CONSTRAINTS = "constraints"
+    HARD_CONSTRAINTS = "hard_constraints"
+    CURRENT_STAGE = "current_stage"
+    DONE_IN_PROGRESS_BLOCKED = "done_in_progress_blocked"
+    OPEN_ITEMS = "open_items"
+    SOURCE_REFS = "source_refs"
+    SOURCE_REFS_AND_REVISIONS = "source_refs_and_revisions"
+    EXACT_VALUES_AND_ERRORS = "exact_values_and_errors"
+    CONFLICTS_AND_NEGATIVE_FINDINGS = "conflicts_and_negative_findings"
+    UNRESOLVED_TOOL_CALLS = "unresolved_tool_calls"
+    ARTICLE_DRAFT_REVISION = "article_draft_revision"
+    ARTIFACT_REFS = "artifact_refs"
+    ARTIFACT_AND_CHECKPOINT_REFS = "artifact_and_checkpoint_refs"
+    INPUT_ITEMS = "input_items"
+
+
+class UnresolvedCallHandling(StrEnum):
+    SYNTHETIC_RESULT = "synthetic_result"
+    OMIT_CALL = "omit_call"
+
+
+class CacheStatus(StrEnum):
+    HIT = "hit"
+    MISS = "miss"
+    BYPASSED = "bypassed"
+
+
+ARTIFACT_KINDS = (
+    "research_plan",
+    "source_records",
+    "evidence_pack",
+    "article_draft",
+    "review_decision",
+    "publish_receipt",
+)
