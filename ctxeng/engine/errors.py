@@ -8,6 +8,7 @@ the field, then what is wrong with it.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import yaml
@@ -75,8 +76,21 @@ def load_json_text(text: str | bytes, *, what: str) -> Any:
         raise InvalidInput([f"body: malformed JSON ({exc})"], what=what) from None
 
 
+class _Yaml12Loader(yaml.SafeLoader):
+    """SafeLoader where only true/false are booleans: YAML 1.1 reads the seed's `expiry.on` as True."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
 def load_yaml_text(text: str | bytes, *, what: str) -> Any:
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise InvalidInput([f"body: malformed YAML ({exc})"], what=what) from None

@@ -1,0 +1,43 @@
+"""Parsing requests and policies at the boundary, and the policy digest.
+
+`policy_digest` is sha256 over the canonical JSON of the policy body with `policy.digest` removed,
+after defaults are filled in, so the same policy written in YAML or JSON, with keys in any order,
+has one digest. The service stores it on each PolicyRevision and the manifest records it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InvalidInput, load_json_text, load_yaml_text, validate
+from .hashing import sha256_json
+from .models import AssemblyRequest, ContextPolicy
+
+MAX_CANDIDATES = 20_000
+
+
+def parse_request(data: dict[str, Any] | str | bytes) -> AssemblyRequest:
+    if isinstance(data, (str, bytes)):
+        data = load_json_text(data, what="request")
+    if isinstance(data, dict) and isinstance(data.get("candidates"), list) and len(data["candidates"]) > MAX_CANDIDATES:
+        raise InvalidInput(
+            [f"candidates: {len(data['candidates'])} candidates, more than the limit {MAX_CANDIDATES}"],
+            what="request",
+        )
+    return validate(AssemblyRequest, data, what="request")
+
+
+def parse_policy(data: dict[str, Any] | str | bytes) -> ContextPolicy:
+    if isinstance(data, (str, bytes)):
+        data = load_yaml_text(data, what="policy")
+    return validate(ContextPolicy, data, what="policy")
+
+
+def policy_body(policy: ContextPolicy) -> dict[str, Any]:
+    body = policy.model_dump(mode="json")
+    body["policy"].pop("digest", None)
+    return body
+
+
+def policy_digest(policy: ContextPolicy) -> str:
+    return sha256_json(policy_body(policy))
