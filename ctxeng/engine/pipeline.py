@@ -1,14 +1,38 @@
-"""Placeholder until the stages land."""
+"""The assembly pipeline: the stages of seed §9, called in order, and nothing else.
+
+    acquisition -> hard gates -> ranking -> load modes -> structure -> source limits -> budget
+    -> transforms -> seal (-> render -> adapter)
+
+Each stage is a module with its contract in its docstring; this module only orders them and logs
+each stage into the manifest's `stages` list, which is how tests pin the seed's invariants
+(acquisition before admission, gates before ranking, structure before transforms ...).
+Deterministic: the same request, policy revision and adapter version give byte-identical
+serialized input and the same hashes (`created_at` is the only clock, and it is hashed nowhere).
+"""
+
 from __future__ import annotations
+
+import hashlib
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
-from .models import ContextAssemblyManifest
+
+from . import acquisition, budget, gates, loading, ranking, seal, source_limits, structure, transforms
+from .adapters import get_adapter
+from .cache import cache_record
+from .errors import InvalidInput
+from .models import AssemblyRequest, ContextAssemblyManifest, ContextPolicy
+from .policy import policy_digest
+from .render import render
+from .tokens import Tokenizer, default_tokenizer
+from .working import Assembly
 
 
 @dataclass(frozen=True)
 class AssemblyResult:
     manifest: ContextAssemblyManifest
     serialized_input: dict[str, Any] | None
+    assembly_input: dict[str, Any] | None = None
 
     @property
     def status(self) -> str:
@@ -18,5 +42,89 @@ class AssemblyResult:
         return self.manifest.model_dump(mode="json")
 
 
-def assemble(request, policy, *, tokenizer=None, created_at=None) -> AssemblyResult:
-    raise NotImplementedError
+def _check_compatible(request: AssemblyRequest, policy: ContextPolicy) -> str:
+    errors = []
+    if request.policy.id != policy.policy.id:
+        errors.append(f"policy.id: request names policy {request.policy.id!r}, the policy given is {policy.policy.id!r}")
+    if request.policy.revision is not None and request.policy.revision != policy.policy.revision:
+        errors.append(f"policy.revision: request names revision {request.policy.revision}, the policy given is revision {policy.policy.revision}")
+    adapter = request.adapter or policy.serialization.adapter
+    if get_adapter(adapter) is None:
+        errors.append(f"adapter: unknown adapter {adapter!r}; expected 'openai_chat' or 'anthropic_messages'")
+    if errors:
+        raise InvalidInput(errors, what="request")
+    return adapter
+
+
+def assemble(
+    request: AssemblyRequest,
+    policy: ContextPolicy,
+    *,
+    tokenizer: Tokenizer | None = None,
+    created_at: str | None = None,
+) -> AssemblyResult:
+    adapter = get_adapter(_check_compatible(request, policy))
+    assert adapter is not None
+    tok = tokenizer or default_tokenizer()
+    digest = policy_digest(policy)
+
+    asm = Assembly(request=request, policy=policy, policy_digest=digest, tokenizer=tok, nonce="", candidate_set_digest="")
+    acquisition.inventory(asm)
+    asm.candidate_set_digest = acquisition.candidate_set_digest(
+        request, [(c.item_id, acquisition.content_digest(c.content)) for c in asm.candidates]
+    )
+    asm.nonce = hashlib.sha256(f"{asm.candidate_set_digest}|{digest}".encode()).hexdigest()[:16]
+    acquisition.measure(asm)
+    asm.log("acquisition", len(asm.candidates), f"{len(request.source_acquisition)} source requests recorded")
+
+    n = len(asm.alive())
+    gates.apply_hard_gates(asm)
+    asm.log("hard_gates", n)
+
+    n = len(asm.alive())
+    ranking.rank(asm)
+    asm.log("ranking", n)
+
+    n = len(asm.alive())
+    loading.assign_load_modes(asm)
+    asm.log("load_modes", n)
+
+    n = len(asm.alive())
+    structure.place_in_zones(asm)
+    structure.pair_tool_calls(asm)
+    structure.resolve_unresolved(asm)
+    asm.log("structure", n, f"{len(asm.pairs)} tool calls paired by call_id")
+
+    n = len(asm.alive())
+    source_limits.apply_source_limits(asm)
+    asm.log("source_limits", n)
+
+    n = len(asm.alive())
+    alloc = budget.allocate(asm)
+    structure.resolve_unresolved(asm)
+    asm.log("budget", n, f"usable {alloc.usable}")
+
+    n = len(asm.alive())
+    transforms.verify_summaries(asm)
+    asm.log("transforms", n)
+
+    seal.check_required(asm)
+    included = asm.alive()
+    assembly_input = serialized = None
+    if asm.blocked_reason is None:
+        assembly_input = render(asm, included)
+        model = {"name": request.model.name, "max_tokens": policy.budget.response_reserve}
+        serialized = adapter.serialize(assembly_input, model)
+    asm.log("seal", len(included), "blocked" if asm.blocked_reason else "ready")
+    manifest = seal.seal(
+        asm,
+        adapter=adapter,
+        usable=alloc.usable,
+        limit=alloc.context_limit,
+        created_at=created_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        assembly_input=assembly_input,
+        serialized=serialized,
+        cache=cache_record(asm, included),
+        estimator=getattr(tok, "name", type(tok).__name__),
+    )
+    return AssemblyResult(manifest=manifest, serialized_input=serialized, assembly_input=assembly_input)

@@ -1,0 +1,126 @@
+"""`python -m ctxeng` — assemble, validate a policy, or print a JSON Schema, from a shell.
+
+    python -m ctxeng assemble --policy P.yaml --request R.json [--manifest-out M.json] [--input-out I.json]
+    python -m ctxeng validate-policy P.yaml
+    python -m ctxeng schema {request,policy,manifest}
+
+Exit codes: 0 ready (or valid), 3 blocked, 2 invalid input, with one `path: message` line per
+error on stderr. No traceback reaches the user for bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+EXIT_READY = 0
+EXIT_INVALID = 2
+EXIT_BLOCKED = 3
+
+SCHEMAS = ("request", "policy", "manifest")
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise _Invalid([f"{what}: cannot read {path!r}: {exc.strerror}"]) from None
+
+
+class _Invalid(Exception):
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = errors
+
+
+def _write_json(path: str | None, doc: object) -> None:
+    text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    if path is None or path == "-":
+        sys.stdout.write(text)
+    else:
+        Path(path).write_text(text, encoding="utf-8")
+
+
+def cmd_assemble(args: argparse.Namespace) -> int:
+    from .engine import InvalidInput, assemble, parse_policy, parse_request
+
+    try:
+        policy = parse_policy(_read(args.policy, "policy"))
+        request = parse_request(_read(args.request, "request"))
+        result = assemble(request, policy)
+    except InvalidInput as exc:
+        raise _Invalid([f"{exc.what}: {e}" if exc.what == "policy" else e for e in exc.errors]) from None
+    _write_json(args.manifest_out, result.manifest_dict())
+    if args.input_out:
+        _write_json(args.input_out, result.serialized_input)
+    m = result.manifest
+    summary = f"{m.assembly.status.value}: {len(m.included)} included, {len(m.excluded)} excluded"
+    if m.assembly.blocked_reason:
+        summary += f"; blocked_reason={m.assembly.blocked_reason.value} missing={','.join(m.assembly.missing)}"
+        if args.input_out:
+            Path(args.input_out).unlink(missing_ok=True) if args.input_out != "-" else None
+    print(summary, file=sys.stderr)
+    return EXIT_BLOCKED if m.assembly.blocked_reason else EXIT_READY
+
+
+def cmd_validate_policy(args: argparse.Namespace) -> int:
+    from .engine import InvalidInput, parse_policy, policy_digest
+
+    try:
+        policy = parse_policy(_read(args.policy, "policy"))
+    except InvalidInput as exc:
+        raise _Invalid(exc.errors) from None
+    print(f"valid: {policy.label} digest {policy_digest(policy)}")
+    return EXIT_READY
+
+
+def schema_for(name: str) -> dict:
+    from .engine.models import AssemblyRequest, ContextAssemblyManifest, ContextPolicy
+
+    model = {"request": AssemblyRequest, "policy": ContextPolicy, "manifest": ContextAssemblyManifest}[name]
+    return model.model_json_schema()
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    _write_json(None, schema_for(args.name))
+    return EXIT_READY
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # argparse exits 2 too; keep its message, drop the noise
+        self.print_usage(sys.stderr)
+        print(f"ctxeng: {message}", file=sys.stderr)
+        sys.exit(EXIT_INVALID)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="ctxeng", description="Assemble model context under a versioned ContextPolicy.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    a = sub.add_parser("assemble", help="assemble a request under a policy; manifest to stdout")
+    a.add_argument("--policy", required=True, help="ContextPolicy YAML or JSON file ('-' for stdin)")
+    a.add_argument("--request", required=True, help="AssemblyRequest JSON file ('-' for stdin)")
+    a.add_argument("--manifest-out", help="write the manifest here instead of stdout")
+    a.add_argument("--input-out", help="write the provider payload here (not written when blocked)")
+    a.set_defaults(func=cmd_assemble)
+    v = sub.add_parser("validate-policy", help="validate a ContextPolicy file and print its digest")
+    v.add_argument("policy")
+    v.set_defaults(func=cmd_validate_policy)
+    s = sub.add_parser("schema", help="print the JSON Schema of a wire format")
+    s.add_argument("name", choices=SCHEMAS)
+    s.set_defaults(func=cmd_schema)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except _Invalid as exc:
+        for line in exc.errors:
+            print(f"invalid: {line}", file=sys.stderr)
+        return EXIT_INVALID
+
+
+if __name__ == "__main__":
+    sys.exit(main())

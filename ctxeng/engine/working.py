@@ -1,0 +1,150 @@
+"""The mutable working set the stages pass along, and nothing else.
+
+Requests and policies are frozen pydantic models; a stage records its decision on a `Candidate`
+(the item, its resolved trust, current content, tokens, gate results, partition ...) and the seal
+stage turns the candidates into the frozen manifest. Keeping this one small module the only
+mutable state makes "which stage decided what" easy to read.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .models import AssemblyRequest, ContextItem, ContextPolicy, ToolCall, TransformRecord
+from .tokens import Tokenizer
+from .vocabulary import (
+    EvidenceUse,
+    ExclusionReason,
+    GateResult,
+    HardGate,
+    LoadMode,
+    Role,
+    Trust,
+    UnresolvedCallHandling,
+    Zone,
+)
+
+
+@dataclass
+class Exclusion:
+    reason: ExclusionReason
+    detail: str
+    stage: str
+    hard_gate: HardGate | None = None
+    refresh_condition: str | None = None
+    failed_assertions: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Candidate:
+    item: ContextItem
+    order: int
+    content: str
+    trust: Trust | None
+    original_tokens: int | None = None
+    tokens: int = 0
+    header_tokens: int = 0
+    gate_results: dict[str, Any] = field(default_factory=dict)
+    security_assessment: dict[str, str] = field(default_factory=dict)
+    pinned: bool = False
+    rank: int | None = None
+    load_mode: LoadMode | None = None
+    zone: Zone | None = None
+    partition: str | None = None
+    admission_reason: str = ""
+    transform_record_id: str | None = None
+    evidence_use: EvidenceUse | None = None
+    exclusion: Exclusion | None = None
+
+    @property
+    def item_id(self) -> str:
+        return self.item.item_id
+
+    @property
+    def role(self) -> Role:
+        return self.item.intended_role
+
+    @property
+    def alive(self) -> bool:
+        return self.exclusion is None
+
+    def exclude(self, exclusion: Exclusion) -> None:
+        if self.exclusion is None:  # the first decision stands: nothing later rewrites a reason
+            self.exclusion = exclusion
+
+
+@dataclass
+class ToolPair:
+    """A call and (at most) one result, kept or evicted as one unit."""
+
+    call: ToolCall
+    source_order: int
+    canonical_argument_hash: str
+    serialized_call_id: str
+    arguments_json: str
+    result: Candidate | None
+    evidence_use: EvidenceUse
+    call_tokens: int = 0
+    unresolved_handling: UnresolvedCallHandling | None = None
+    synthetic_result: str | None = None
+    synthetic_tokens: int = 0
+    included: bool = False
+    serialized_order: int | None = None
+
+    @property
+    def resolved(self) -> bool:
+        return self.result is not None and self.result.alive
+
+    @property
+    def tokens(self) -> int:
+        if self.resolved:
+            return self.call_tokens + self.result.tokens  # type: ignore[union-attr]
+        return self.call_tokens + self.synthetic_tokens
+
+
+@dataclass
+class StageLog:
+    seq: int
+    stage: str
+    items_in: int
+    items_out: int
+    note: str = ""
+
+
+@dataclass
+class Assembly:
+    """Everything one assembly attempt knows while it runs."""
+
+    request: AssemblyRequest
+    policy: ContextPolicy
+    policy_digest: str
+    tokenizer: Tokenizer
+    nonce: str
+    candidate_set_digest: str
+    candidates: list[Candidate] = field(default_factory=list)
+    pairs: list[ToolPair] = field(default_factory=list)
+    transforms: list[TransformRecord] = field(default_factory=list)
+    stages: list[StageLog] = field(default_factory=list)
+    blocked_reason: Any = None
+    missing: list[str] = field(default_factory=list)
+    blocked_detail: list[str] = field(default_factory=list)
+    budget: Any = None
+    summaries: list[Any] = field(default_factory=list)
+
+    def alive(self) -> list[Candidate]:
+        return [c for c in self.candidates if c.alive]
+
+    def by_id(self) -> dict[str, Candidate]:
+        return {c.item_id: c for c in self.candidates}
+
+    def log(self, stage: str, items_in: int, note: str = "") -> None:
+        self.stages.append(StageLog(len(self.stages) + 1, stage, items_in, len(self.alive()), note))
+
+    def block(self, reason: Any, missing: list[str], detail: str) -> None:
+        if self.blocked_reason is None:
+            self.blocked_reason = reason
+        for m in missing:
+            if m not in self.missing:
+                self.missing.append(m)
+        self.blocked_detail.append(detail)

@@ -1,0 +1,39 @@
+"""Errors that services raise and the REST layer maps to a status code.
+
+Services speak in these words (not HTTP); `ctxeng.rest.exception_handler` turns them into
+`{"errors": [...]}` with 400 / 403 / 404 / 409. `manifests.models.Immutable` maps to 409 too.
+"""
+
+from __future__ import annotations
+
+
+class ServiceError(Exception):
+    status_code = 400
+
+    def __init__(self, *errors: str) -> None:
+        self.errors = list(errors)
+        super().__init__("; ".join(errors))
+
+
+class BadReference(ServiceError):
+    """The body names something that does not exist (an unknown policy or revision)."""
+
+    status_code = 400
+
+
+class Forbidden(ServiceError):
+    """The user lacks the tenant or the role for this operation."""
+
+    status_code = 403
+
+
+class NotFound(ServiceError):
+    """Not there, or not visible to this user (the two are indistinguishable on purpose)."""
+
+    status_code = 404
+
+
+class Conflict(ServiceError):
+    """The operation contradicts the stored state (a published revision, a reused idempotency key)."""
+
+    status_code = 409

@@ -1,0 +1,115 @@
+"""REST plumbing shared by the apps: reading JSON bodies, the error format, the exception handler.
+
+Every error the API returns is JSON: `{"errors": ["path: what is wrong", ...]}` with the engine's
+field paths for invalid bodies (400), a plain message for auth (401/403), not-found (404), conflicts
+(409) and oversized bodies (413). Views parse bodies with `read_json` and validate them with the
+engine's pydantic models, so nothing here re-declares the engine's shapes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any, TypeVar
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404
+from pydantic import BaseModel
+from rest_framework import exceptions, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from ctxeng.engine import InvalidInput
+from ctxeng.errors import ServiceError
+from ctxeng.engine.errors import validate
+
+logger = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class ApiError(exceptions.APIException):
+    """An error with a status and one or more messages, rendered as `{"errors": [...]}`."""
+
+    def __init__(self, status_code: int, *errors: str) -> None:
+        self.status_code = status_code
+        self.errors = list(errors)
+        super().__init__(detail="; ".join(errors))
+
+
+class PayloadTooLarge(ApiError):
+    def __init__(self, size: int | None = None) -> None:
+        limit = settings.CTXENG_MAX_REQUEST_BYTES
+        what = f"{size} bytes" if size is not None else "the body"
+        super().__init__(
+            status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+            f"body: {what} exceeds the limit of {limit} bytes (CTXENG_MAX_REQUEST_BYTES)",
+        )
+
+
+def read_json(request: Request) -> Any:
+    """The request body as JSON, refusing bodies over the limit (413) and malformed JSON (400).
+
+    Reads the raw body through Django so `DATA_UPLOAD_MAX_MEMORY_SIZE` applies (DRF's parsers
+    stream past it).
+    """
+    try:
+        declared = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        declared = 0
+    if declared > settings.CTXENG_MAX_REQUEST_BYTES:
+        raise PayloadTooLarge(declared)
+    try:
+        raw = request._request.body  # noqa: SLF001 - the Django request enforces the size limit
+    except RequestDataTooBig:
+        raise PayloadTooLarge() from None
+    if not raw.strip():
+        raise ApiError(status.HTTP_400_BAD_REQUEST, "body: expected a JSON object, got an empty body")
+    try:
+        return json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ApiError(status.HTTP_400_BAD_REQUEST, f"body: malformed JSON ({exc})") from None
+
+
+def read_model(request: Request, model: type[M], *, what: str) -> M:
+    """Parse and validate a body with a pydantic model; errors name field paths (400)."""
+    return validate(model, read_json(request), what=what)
+
+
+def errors_response(status_code: int, errors: list[str]) -> Response:
+    return Response({"errors": errors}, status=status_code)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    from manifests.models import Immutable
+
+    if isinstance(exc, InvalidInput):
+        return errors_response(status.HTTP_400_BAD_REQUEST, exc.errors)
+    if isinstance(exc, ServiceError):
+        return errors_response(exc.status_code, exc.errors)
+    if isinstance(exc, Immutable):
+        return errors_response(status.HTTP_409_CONFLICT, [str(exc)])
+    if isinstance(exc, ApiError):
+        return errors_response(exc.status_code, exc.errors)
+    if isinstance(exc, RequestDataTooBig):
+        return errors_response(PayloadTooLarge.status_code, PayloadTooLarge().errors)
+    if isinstance(exc, exceptions.ParseError):
+        return errors_response(status.HTTP_400_BAD_REQUEST, [f"body: {exc.detail}"])
+    if isinstance(exc, Http404):
+        return errors_response(status.HTTP_404_NOT_FOUND, [str(exc) or "not found"])
+    response = drf_exception_handler(exc, context)
+    if response is not None:
+        detail = response.data
+        if isinstance(detail, dict) and "detail" in detail:
+            messages = [str(detail["detail"])]
+        elif isinstance(detail, list):
+            messages = [str(d) for d in detail]
+        else:
+            messages = [f"{k}: {v}" for k, v in (detail or {}).items()]
+        response.data = {"errors": messages}
+        return response
+    # Unexpected: log the traceback for the operator, give the client JSON without one.
+    logger.exception("unhandled error in %s", context.get("view"))
+    return errors_response(status.HTTP_500_INTERNAL_SERVER_ERROR, ["internal error; the server log has details"])

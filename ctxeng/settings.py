@@ -1,0 +1,235 @@
+"""Django settings for ctxeng, read from the environment.
+
+Embedded defaults run on one machine with nothing but Python: a SQLite file under `var/` and
+assembly jobs executed in-process right after the submitting transaction commits. Set
+`DATABASE_URL` (PostgreSQL) and `REDIS_URL` (Celery broker) for production; see docs/service.md
+for the full table. Every helper fails loudly on a value it cannot read, so a typo in the
+environment stops the process at start instead of changing behaviour silently.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def envbool(name: str, default: str) -> bool:
+    value = os.environ.get(name, default).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise ImproperlyConfigured(f"{name}: expected true/false, got {value!r}")
+
+
+def envint(name: str, default: str) -> int:
+    value = os.environ.get(name, default).strip()
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: expected an integer, got {value!r}") from None
+
+
+def envfloat(name: str, default: str) -> float:
+    value = os.environ.get(name, default).strip()
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name}: expected a number, got {value!r}") from None
+
+
+def envlist(name: str, default: str) -> list[str]:
+    return [part.strip() for part in os.environ.get(name, default).split(",") if part.strip()]
+
+
+DEBUG = envbool("DJANGO_DEBUG", "true")
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("DJANGO_SECRET_KEY must be set when DJANGO_DEBUG is false")
+    SECRET_KEY = "insecure-development-key-only-for-DJANGO_DEBUG=true-on-one-machine"
+ALLOWED_HOSTS = envlist("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,testserver" if DEBUG else "")
+CSRF_TRUSTED_ORIGINS = envlist("DJANGO_CSRF_TRUSTED_ORIGINS", "")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "manifests",
+    "policies",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "ctxeng.urls"
+WSGI_APPLICATION = "ctxeng.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# --------------------------------------------------------------------------- database
+
+VAR_DIR = Path(os.environ.get("CTXENG_VAR_DIR", str(BASE_DIR / "var")))
+DATABASE_URL = os.environ.get("DATABASE_URL", "") or f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("CTXENG_DB_CONN_MAX_AGE", "0"))}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # Web requests, the in-process runner and worker heartbeats write concurrently: wait, don't fail.
+    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
+    if DATABASES["default"]["NAME"] != ":memory:":
+        Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --------------------------------------------------------------------------- auth, i18n, static
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "/admin/login/"
+LOGIN_REDIRECT_URL = "/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+# --------------------------------------------------------------------------- production hardening
+
+if not DEBUG:
+    SESSION_COOKIE_SECURE = envbool("DJANGO_SECURE_COOKIES", "true")
+    CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+    SECURE_SSL_REDIRECT = envbool("DJANGO_SECURE_SSL_REDIRECT", "true")
+    SECURE_HSTS_SECONDS = envint("DJANGO_SECURE_HSTS_SECONDS", "31536000")
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# --------------------------------------------------------------------------- REST API
+
+# Bodies above this are refused with 413 before they are parsed (one request carries up to
+# 20,000 candidates with inline content).
+CTXENG_MAX_REQUEST_BYTES = envint("CTXENG_MAX_REQUEST_BYTES", str(16 * 1024 * 1024))
+DATA_UPLOAD_MAX_MEMORY_SIZE = CTXENG_MAX_REQUEST_BYTES
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "ctxeng.rest.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "ctxeng API",
+    "DESCRIPTION": "Submit context assemblies, fetch sealed manifests and model input, version policies.",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "COMPONENT_SPLIT_REQUEST": True,
+}
+
+# --------------------------------------------------------------------------- jobs
+
+# Unset: jobs run in this process right after the submitting transaction commits.
+REDIS_URL = os.environ.get("REDIS_URL", "")
+CTXENG_JOBS_INLINE = not REDIS_URL
+
+CTXENG_MAX_ATTEMPTS = envint("CTXENG_MAX_ATTEMPTS", "3")
+# A running job writes heartbeat_at every CTXENG_HEARTBEAT_SECONDS; a job whose heartbeat is older
+# than CTXENG_STALE_AFTER_SECONDS is presumed lost with its worker and is requeued (or failed once
+# it has used CTXENG_MAX_ATTEMPTS). Every worker sweeps at start and every CTXENG_SWEEP_SECONDS.
+CTXENG_HEARTBEAT_SECONDS = envfloat("CTXENG_HEARTBEAT_SECONDS", "10")
+CTXENG_STALE_AFTER_SECONDS = envfloat("CTXENG_STALE_AFTER_SECONDS", "40")
+CTXENG_SWEEP_SECONDS = envfloat("CTXENG_SWEEP_SECONDS", "15")
+# A queued job whose message has not been picked up this long is enqueued again (a message
+# prefetched by a worker that then died stays invisible in Redis until its visibility timeout).
+CTXENG_REQUEUE_QUEUED_AFTER_SECONDS = envfloat("CTXENG_REQUEUE_QUEUED_AFTER_SECONDS", "60")
+CTXENG_JOB_SOFT_TIME_LIMIT = envint("CTXENG_JOB_SOFT_TIME_LIMIT", "240")
+CTXENG_JOB_TIME_LIMIT = envint("CTXENG_JOB_TIME_LIMIT", "300")
+if CTXENG_JOB_SOFT_TIME_LIMIT >= CTXENG_JOB_TIME_LIMIT:
+    raise ImproperlyConfigured("CTXENG_JOB_SOFT_TIME_LIMIT must be below CTXENG_JOB_TIME_LIMIT")
+# Test hooks read by the task (never set in production): sleep before assembling, or SIGKILL the
+# worker process for jobs of one run id. They make worker-crash tests deterministic.
+CTXENG_TEST_TASK_SLEEP_SECONDS = envfloat("CTXENG_TEST_TASK_SLEEP_SECONDS", "0")
+CTXENG_TEST_CRASH_RUN_ID = os.environ.get("CTXENG_TEST_CRASH_RUN_ID", "")
+
+CELERY_BROKER_URL = REDIS_URL or "memory://"
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SOFT_TIME_LIMIT = CTXENG_JOB_SOFT_TIME_LIMIT
+CELERY_TASK_TIME_LIMIT = CTXENG_JOB_TIME_LIMIT
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# An unacknowledged message comes back after this; it must exceed the hard time limit, or a job
+# that is still running would be delivered twice (harmless, the claim refuses it, but wasteful).
+# Recovery after a crash does not wait for it: the stale-job sweep requeues from the database.
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "visibility_timeout": envint("CTXENG_VISIBILITY_TIMEOUT", str(CTXENG_JOB_TIME_LIMIT + 60)),
+}
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# --------------------------------------------------------------------------- examples
+
+CTXENG_EXAMPLES_DIR = Path(os.environ.get("CTXENG_EXAMPLES_DIR", str(BASE_DIR.parent / "shared" / "examples")))
+CTXENG_VENDORED_EXAMPLES_DIR = BASE_DIR / "docs" / "examples"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("CTXENG_LOG_LEVEL", "INFO")},
+    "loggers": {"django.db.backends": {"level": "WARNING"}},
+}
