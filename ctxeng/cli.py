@@ -35,7 +35,10 @@ class _Invalid(Exception):
 
 
 def _write_json(path: str | None, doc: object) -> None:
-    text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n"
+    _write_text(path, json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=False) + "\n")
+
+
+def _write_text(path: str | None, text: str) -> None:
     if path is None or path == "-":
         sys.stdout.write(text)
     else:
@@ -51,15 +54,18 @@ def cmd_assemble(args: argparse.Namespace) -> int:
         result = assemble(request, policy)
     except InvalidInput as exc:
         raise _Invalid([f"{exc.what}: {e}" if exc.what == "policy" else e for e in exc.errors]) from None
-    _write_json(args.manifest_out, result.manifest_dict())
-    if args.input_out:
-        _write_json(args.input_out, result.serialized_input)
+    # The same bytes as _write_json(manifest_dict()), from pydantic's serializer: json.dumps with
+    # an indent runs the pure-Python encoder, most of the CLI's time on a manifest of 2,000 items.
+    _write_text(args.manifest_out, result.manifest.model_dump_json(indent=2) + "\n")
     m = result.manifest
+    if args.input_out and result.serialized_input is not None:
+        _write_json(args.input_out, result.serialized_input)
+    elif args.input_out and args.input_out != "-":
+        # Blocked: there is no model input, and a stale file from an earlier run must not pass for one.
+        Path(args.input_out).unlink(missing_ok=True)
     summary = f"{m.assembly.status.value}: {len(m.included)} included, {len(m.excluded)} excluded"
     if m.assembly.blocked_reason:
         summary += f"; blocked_reason={m.assembly.blocked_reason.value} missing={','.join(m.assembly.missing)}"
-        if args.input_out:
-            Path(args.input_out).unlink(missing_ok=True) if args.input_out != "-" else None
     print(summary, file=sys.stderr)
     return EXIT_BLOCKED if m.assembly.blocked_reason else EXIT_READY
 

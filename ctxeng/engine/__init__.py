@@ -11,7 +11,14 @@ Input errors raise `InvalidInput` whose `.errors` name field paths.
 """
 
 from .errors import InvalidInput
-from .models import AssemblyRequest, ContextAssemblyManifest, ContextItem, ContextPolicy, ToolCall, TransformRecord
+from .models import (
+    AssemblyRequest,
+    ContextAssemblyManifest,
+    ContextItem,
+    ContextPolicy,
+    ToolCall,
+    TransformRecord,
+)
 from .pipeline import AssemblyResult, assemble
 from .policy import parse_policy, parse_request, policy_digest
 

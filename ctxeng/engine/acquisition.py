@@ -9,9 +9,8 @@ state), and each candidate's actual content digest and token count are measured 
 
 from __future__ import annotations
 
-import hashlib
-
-from .hashing import sha256_json
+from . import hashing
+from .hashing import sha256_json, sha256_text
 from .render import FENCE, block_header
 from .transforms import checkpoint_item
 from .vocabulary import ROLE_ZONE, Role
@@ -19,6 +18,7 @@ from .working import Assembly, Candidate
 
 
 def inventory(asm: Assembly) -> None:
+    hashing.forget()  # the digest memo serves one assembly; keep nothing alive from the last one
     req = asm.request
     items = list(req.candidates)
     if req.checkpoint is not None and all(i.item_id != req.checkpoint.summary_id for i in items):
@@ -31,43 +31,76 @@ def inventory(asm: Assembly) -> None:
 
 
 def candidate_set_digest(asm_request, items_content_hashes: list[tuple[str, str]]) -> str:
+    """A digest of the candidate *set*: the order candidates arrive in and the order tool calls
+    completed in (`completed_seq`) change nothing, so they may not change the fence nonce either."""
     return sha256_json(
         {
             "run_id": asm_request.run_id,
             "step_id": asm_request.step_id,
             "scope": asm_request.scope,
             "stage": asm_request.stage,
-            "candidates": items_content_hashes,
-            "tool_calls": [c.model_dump(mode="json") for c in asm_request.tool_calls],
+            "candidates": sorted(items_content_hashes),
+            "tool_calls": [c.model_dump(mode="json", exclude={"completed_seq"}) for c in asm_request.tool_calls],
             "required_revisions": asm_request.required_revisions,
         }
     )
 
 
 def content_digest(text: str) -> str:
-    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_text(text)
 
 
 def measure(asm: Assembly) -> None:
-    """Count every candidate's tokens once (cached by content digest), fence header included."""
+    """Count every candidate's tokens once (cached by content digest), fence header included.
+
+    A fence header is `<<<ctxeng:block nonce=N {identity}>>>`. The nonce changes at every step, the
+    identity does not; where the tokenizer guarantees a token boundary before ` {` (see
+    `TiktokenTokenizer.splits_before_space_punctuation`), the header is counted as the nonce part
+    (once per assembly) plus the identity part (cached by digest across steps), which is exact.
+    Otherwise each whole header is counted.
+    """
     texts: dict[str, str] = {}
     keys = []
     for cand in asm.candidates:
-        key = cand.item.content_hash if cand.content and content_digest(cand.content) == cand.item.content_hash else content_digest(cand.content)
+        key = content_digest(cand.content)
         keys.append(key)
         texts[key] = cand.content
     counts = _count_many(asm, texts)
-    headers: dict[str, str] = {}
+    split = getattr(asm.tokenizer, "splits_before_space_punctuation", False)
+    prefix = f"{FENCE}block nonce={asm.nonce}"
+    header_keys: list[tuple[str, bool] | None] = []
+    parts: dict[str, str] = {}
     for cand in asm.candidates:
-        if cand.role != Role.CONTROL:
-            cand.zone = ROLE_ZONE[cand.role]
-            h = block_header(cand, asm.nonce)
-            headers[content_digest(h)] = h
-    header_counts = _count_many(asm, headers)
-    for cand, key in zip(asm.candidates, keys, strict=True):
-        cand.header_tokens = 0 if cand.role == Role.CONTROL else header_counts[content_digest(block_header(cand, asm.nonce))] + len(FENCE)
+        if cand.role == Role.CONTROL:
+            header_keys.append(None)
+            continue
+        cand.zone = ROLE_ZONE[cand.role]
+        h = block_header(cand, asm.nonce)
+        nonce_free = split and _boundary_after(h, prefix)
+        if nonce_free:
+            h = h[len(prefix) :]
+        key = content_digest(h)
+        header_keys.append((key, nonce_free))
+        parts[key] = h
+    prefix_key = content_digest(prefix)
+    parts[prefix_key] = prefix
+    part_counts = _count_many(asm, parts)
+    for cand, key, header in zip(asm.candidates, keys, header_keys, strict=True):
+        if header is None:
+            cand.header_tokens = 0
+        else:
+            n = part_counts[header[0]] + (part_counts[prefix_key] if header[1] else 0)
+            cand.header_tokens = n + len(FENCE)
         cand.original_tokens = counts[key] + cand.header_tokens
         cand.tokens = cand.original_tokens
+
+
+def _boundary_after(header: str, prefix: str) -> bool:
+    """True when `header` is `prefix`, a space, then punctuation: a pre-tokenizer piece boundary."""
+    if not header.startswith(prefix) or len(header) < len(prefix) + 2 or header[len(prefix)] != " ":
+        return False
+    nxt = header[len(prefix) + 1]
+    return not (nxt.isalnum() or nxt.isspace())
 
 
 def _count_many(asm: Assembly, texts: dict[str, str]) -> dict[str, int]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .vocabulary import BlockedReason, Borrowing, ExclusionReason, Eviction
+from .vocabulary import BlockedReason, Borrowing, Eviction, ExclusionReason
 from .working import Assembly, Candidate, Exclusion, ToolPair
 
 _EVICTION_ORDER = {
@@ -173,5 +173,6 @@ def _evict(asm: Assembly, unit: Unit, detail: str) -> None:
         unit.item.exclude(ex)
     elif unit.pair is not None:
         unit.pair.included = False
+        unit.pair.evicted = True
         if unit.pair.result is not None:
             unit.pair.result.exclude(Exclusion(ExclusionReason.BUDGET_EVICTED, detail + " (evicted with its call, as one pair)", "budget"))

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from .hashing import sha256_json
 from .models import CacheRecord
+from .render import control_items
 from .vocabulary import CacheStatus
 from .working import Assembly, Candidate
 
 
 def cache_record(asm: Assembly, included: list[Candidate]) -> CacheRecord:
     sources = set(asm.policy.cache.stable_prefix_sources)
-    prefix = [c for c in sorted(included, key=lambda c: c.order) if c.item.source_type in sources and c.zone and c.zone.value == "control"]
+    prefix = [c for c in control_items(asm, included) if c.item.source_type in sources]
     identity = sha256_json(
         {
             "ordered_source_ids": [c.item_id for c in prefix],

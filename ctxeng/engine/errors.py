@@ -34,6 +34,8 @@ def _path(loc: tuple[Any, ...]) -> str:
     return out
 
 
+_OWN_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\]|\.[A-Za-z0-9_-]+)*: ")
+
 _MESSAGES = {
     "missing": "field required",
     "extra_forbidden": "unknown field",
@@ -44,13 +46,17 @@ def describe(exc: ValidationError) -> list[str]:
     """Turn a pydantic error into `path: message` lines, most specific path first."""
     lines: list[str] = []
     for err in exc.errors(include_url=False):
-        loc = tuple(p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        loc = tuple(
+            p for p in err["loc"] if not (isinstance(p, str) and (p.startswith("function-") or p == "[key]"))
+        )
         msg = _MESSAGES.get(err["type"], err["msg"])
         if err["type"] in ("value_error", "assertion_error"):
             msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
-            # Model-level validators already name their own path (`candidates[3].item_id: ...`).
-            if ": " in msg and not loc:
-                lines.append(msg)
+            # Model-level validators name the field below their model (`candidates[3].item_id: ...`,
+            # `content: field required`): join that onto the model's own path.
+            own = _OWN_PATH.match(msg)
+            if own:
+                lines.append(f"{_path(loc)}.{msg}" if loc and not own.group(0).startswith("[") else msg)
                 continue
         if err["type"] == "enum":
             expected = err.get("ctx", {}).get("expected", "")

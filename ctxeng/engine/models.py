@@ -20,9 +20,9 @@ from .vocabulary import (
     BlockedReason,
     Borrowing,
     CacheStatus,
+    Eviction,
     EvidenceUse,
     ExclusionReason,
-    Eviction,
     Freshness,
     GateResult,
     HardGate,
@@ -84,11 +84,14 @@ class SourceAcquisition(Frozen):
     result_digest: str | None = None
 
 
+TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
+
+
 class ToolCall(Frozen):
     """One call the agent's assistant turn made, in assistant source order."""
 
     call_id: str = Field(min_length=1)
-    tool_name: str = Field(min_length=1)
+    tool_name: str = Field(pattern=TOOL_NAME_PATTERN, description="the name both providers accept: [A-Za-z0-9_-]{1,64}")
     arguments: dict[str, Any] = Field(default_factory=dict)
     status: ToolResultStatus = ToolResultStatus.UNKNOWN
     result_item_id: str | None = Field(default=None, description="candidate holding the result; null = unresolved")
@@ -96,7 +99,7 @@ class ToolCall(Frozen):
 
 
 class ToolDefinition(Frozen):
-    name: str = Field(min_length=1)
+    name: str = Field(pattern=TOOL_NAME_PATTERN)
     description: str = ""
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
@@ -180,6 +183,7 @@ class CheckpointState(Frozen):
     conflicts_and_negative_findings: list[str] = Field(default_factory=list)
     open_item_ids: list[str] = Field(default_factory=list)
     draft_revision: int | str | None = None
+    unresolved_tool_calls: list[str] = Field(default_factory=list, description="call ids still without a result")
     next_steps: list[str] = Field(default_factory=list)
     artifact_refs: list[str] = Field(default_factory=list)
     input_item_ids: list[str] = Field(min_length=1)
@@ -287,6 +291,9 @@ class AcquisitionPolicy(Frozen):
     outcomes: list[AcquisitionOutcome] = Field(default_factory=lambda: list(AcquisitionOutcome))
 
 
+MANDATORY_GATES = (HardGate.TRUST_ROLE_COMPATIBILITY, HardGate.STRUCTURAL_INTEGRITY)
+
+
 class AdmissionPolicy(Frozen):
     hard_filters: list[HardGate] = Field(default_factory=lambda: list(HardGate))
     ranking: list[RankingFactor] = Field(default_factory=lambda: list(RankingFactor))
@@ -298,6 +305,12 @@ class AdmissionPolicy(Frozen):
     def _unique(cls, v: list[HardGate]) -> list[HardGate]:
         if len(set(v)) != len(v):
             raise ValueError("hard filters must not repeat")
+        # The seed's invariants rest on these two: without integrity a tampered or re-injected
+        # object is admitted unchecked; without trust-role compatibility untrusted text could
+        # take the control role. A policy may reorder them, not drop them.
+        missing = [g.value for g in MANDATORY_GATES if g not in v]
+        if missing:
+            raise ValueError(f"must include {' and '.join(missing)} (the engine's invariants depend on them)")
         return v
 
 

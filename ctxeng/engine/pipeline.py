@@ -97,11 +97,13 @@ def assemble(
 
     n = len(asm.alive())
     source_limits.apply_source_limits(asm)
+    # A result the source limit blocked leaves its call unresolved: decide that before budgeting,
+    # so the call's synthetic result (or its omission) is what the budget counts.
+    structure.resolve_unresolved(asm)
     asm.log("source_limits", n)
 
     n = len(asm.alive())
     alloc = budget.allocate(asm)
-    structure.resolve_unresolved(asm)
     asm.log("budget", n, f"usable {alloc.usable}")
 
     n = len(asm.alive())

@@ -2,7 +2,9 @@
 
 Contract: the assembly input is a plain JSON document: the control text (only items whose role is
 `control`), then one fenced block per other admitted item in zone order (task, state, untrusted
-data) and request order within a zone, then the included tool pairs in assistant source order.
+data) and rank order within a zone, then the included tool pairs in assistant source order. Rank
+order (ties broken by item_id) rather than request order: the order candidates or tool results
+happen to arrive in must not change the serialized input or its hash.
 Every block carries its identity (item_id, kind, trust, role, source_ref, revision, content hash)
 in its fence header. Fences carry a per-assembly nonce derived from the candidate set and the
 policy, so a block's own content cannot predict it; any text in the content that imitates a
@@ -58,15 +60,26 @@ def fenced(cand: Candidate, nonce: str) -> str:
     return f"{block_header(cand, nonce)}\n{body}\n{block_footer(nonce)}"
 
 
+def placement_key(cand: Candidate) -> tuple[int, str]:
+    """Where a block goes within its zone: rank order, independent of the request's candidate order."""
+    return (cand.rank if cand.rank is not None else 10**9, cand.item_id)
+
+
+def control_items(asm: Assembly, included: list[Candidate]) -> list[Candidate]:
+    """The control zone in serialized order: stable-prefix sources first, so the cacheable prefix is a true prefix."""
+    stable_sources = set(asm.policy.cache.stable_prefix_sources)
+    control = [c for c in included if c.zone == Zone.CONTROL]
+    control.sort(key=lambda c: (c.item.source_type not in stable_sources, placement_key(c)))
+    return control
+
+
 def render(asm: Assembly, included: list[Candidate]) -> dict[str, Any]:
     nonce = asm.nonce
     paired = {id(p.result) for p in asm.pairs if p.result is not None}
     plain = [c for c in included if id(c) not in paired]
-    plain.sort(key=lambda c: (ZONE_ORDER.index(c.zone), c.order))  # type: ignore[arg-type]
+    plain.sort(key=lambda c: (ZONE_ORDER.index(c.zone), placement_key(c)))  # type: ignore[arg-type]
     stable_sources = set(asm.policy.cache.stable_prefix_sources)
-    control = [c for c in plain if c.zone == Zone.CONTROL]
-    # Stable-prefix sources first so the cacheable prefix is a true prefix.
-    control.sort(key=lambda c: (c.item.source_type not in stable_sources, c.order))
+    control = control_items(asm, plain)
     blocks = [
         {
             "item_id": c.item_id,
@@ -88,7 +101,8 @@ def render(asm: Assembly, included: list[Candidate]) -> dict[str, Any]:
                 "tool_name": pair.call.tool_name,
                 "arguments_json": pair.arguments_json,
                 "status": pair.call.status.value,
-                "is_error": pair.call.status.value in ("error", "canceled"),
+                # A synthetic result stands in for output that never arrived: never a success.
+                "is_error": not pair.resolved or pair.call.status.value in ("error", "canceled"),
                 "result": result,
             }
         )

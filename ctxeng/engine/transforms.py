@@ -55,7 +55,8 @@ _SECTIONS = {
 
 
 def is_summary(item: ContextItem) -> bool:
-    return item.kind == "summary" or item.source_type in SUMMARY_SOURCE_TYPES
+    """A derived summary to verify; a tool result is the tool's own output, paired, never one of these."""
+    return item.call_id is None and (item.kind == "summary" or item.source_type in SUMMARY_SOURCE_TYPES)
 
 
 def expected_open_items(asm: Assembly) -> list[str]:
@@ -85,7 +86,8 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
     preserves = item.preserves or {}
     results: dict[str, AssertionResult] = {}
     P, F, NA = AssertionResult.PASSED, AssertionResult.FAILED, AssertionResult.NOT_APPLICABLE
-    unresolved = [p.call.call_id for p in asm.pairs if not p.resolved]
+    # Calls still waiting for a result; a pair the budget evicted whole is resolved, just not shown.
+    unresolved = [p.call.call_id for p in asm.pairs if p.unresolved_handling is not None]
     by_id = asm.by_id()
     for key in asm.policy.transforms.preserve:
         if key in _SECTIONS:
@@ -208,6 +210,7 @@ def render_checkpoint(state: CheckpointState) -> str:
             f"Conflicts and Negative Findings: {_lines(state.conflicts_and_negative_findings)}",
             f"Open Items: {', '.join(state.open_item_ids) if state.open_item_ids else 'none'}",
             f"Draft Revision: {state.draft_revision if state.draft_revision is not None else 'none'}",
+            f"Unresolved Tool Calls: {', '.join(state.unresolved_tool_calls) if state.unresolved_tool_calls else 'none'}",
             f"Next Steps: {_lines(state.next_steps)}",
             f"Artifact / Checkpoint Refs: {', '.join(state.artifact_refs) if state.artifact_refs else 'none'}",
         ]
@@ -223,7 +226,7 @@ def _ref_label(ref: dict) -> str:
 def checkpoint_item(state: CheckpointState, *, scope: str) -> ContextItem:
     """Build the checkpoint summary as a candidate; it then passes every gate like any other."""
     content = render_checkpoint(state)
-    preserves: dict = {"open_item_ids": list(state.open_item_ids)}
+    preserves: dict = {"open_item_ids": list(state.open_item_ids), "unresolved_tool_calls": list(state.unresolved_tool_calls)}
     if state.draft_revision is not None:
         preserves["article_draft_revision"] = state.draft_revision
     return ContextItem(

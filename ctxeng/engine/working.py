@@ -16,7 +16,6 @@ from .tokens import Tokenizer
 from .vocabulary import (
     EvidenceUse,
     ExclusionReason,
-    GateResult,
     HardGate,
     LoadMode,
     Role,
@@ -90,6 +89,7 @@ class ToolPair:
     synthetic_result: str | None = None
     synthetic_tokens: int = 0
     included: bool = False
+    evicted: bool = False
     serialized_order: int | None = None
 
     @property

@@ -1,0 +1,115 @@
+"""A structural validator for provider payloads: what OpenAI chat and Anthropic messages accept.
+
+Not the providers' full schemas; the rules the engine could break: roles, where system text may
+be, tool call / tool result pairing both ways, Anthropic's user/assistant alternation, and the id
+and tool-name alphabets.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+CALL_ID = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
+TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def validate_openai_chat(payload: dict[str, Any]) -> None:
+    assert isinstance(payload.get("model"), str) and payload["model"]
+    messages = payload["messages"]
+    assert messages, "no messages"
+    for i, msg in enumerate(messages):
+        role = msg["role"]
+        assert role in ("system", "developer", "user", "assistant", "tool"), role
+        if role in ("system", "developer"):
+            assert i == 0, "system text only as the first message"
+            assert isinstance(msg["content"], str) and msg["content"]
+        if role == "user":
+            content = msg["content"]
+            assert isinstance(content, str) or all(p["type"] == "text" and isinstance(p["text"], str) for p in content)
+            assert content, "empty user message"
+    for i, msg in enumerate(messages):
+        if msg["role"] == "assistant" and msg.get("tool_calls"):
+            ids = [tc["id"] for tc in msg["tool_calls"]]
+            assert len(set(ids)) == len(ids), "duplicate tool call ids in one turn"
+            for tc in msg["tool_calls"]:
+                assert CALL_ID.match(tc["id"]), tc["id"]
+                assert tc["type"] == "function"
+                assert TOOL_NAME.match(tc["function"]["name"]), tc["function"]["name"]
+                assert isinstance(tc["function"]["arguments"], str)
+            following = []
+            for nxt in messages[i + 1 :]:
+                if nxt["role"] != "tool":
+                    break
+                following.append(nxt["tool_call_id"])
+            assert sorted(following) == sorted(ids), f"tool messages {following} do not answer calls {ids}"
+        if msg["role"] == "tool":
+            assert isinstance(msg["content"], str)
+            owner = next((m for m in reversed(messages[:i]) if m["role"] != "tool"), None)
+            assert owner is not None and owner["role"] == "assistant", "a tool message must follow an assistant tool-call turn"
+            assert msg["tool_call_id"] in [tc["id"] for tc in owner.get("tool_calls", [])], "orphaned tool result"
+    for tool in payload.get("tools", []):
+        assert tool["type"] == "function" and TOOL_NAME.match(tool["function"]["name"])
+        assert tool["function"]["parameters"].get("type") == "object"
+
+
+def validate_anthropic_messages(payload: dict[str, Any]) -> None:
+    assert isinstance(payload.get("model"), str) and payload["model"]
+    assert isinstance(payload.get("max_tokens"), int) and payload["max_tokens"] > 0
+    system = payload.get("system")
+    assert system is None or isinstance(system, str)
+    messages = payload["messages"]
+    assert messages and messages[0]["role"] == "user", "must start with a user message"
+    for i, msg in enumerate(messages):
+        assert msg["role"] in ("user", "assistant"), f"role {msg['role']} is not allowed in messages"
+        if i:
+            assert msg["role"] != messages[i - 1]["role"], "user and assistant must alternate"
+        content = msg["content"]
+        assert content, "empty message"
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for block in blocks:
+            assert block["type"] in ("text", "tool_use", "tool_result"), block["type"]
+            if block["type"] == "tool_use":
+                assert msg["role"] == "assistant"
+                assert CALL_ID.match(block["id"]) and TOOL_NAME.match(block["name"])
+                assert isinstance(block["input"], dict)
+            if block["type"] == "tool_result":
+                assert msg["role"] == "user"
+                assert isinstance(block["content"], str) and isinstance(block.get("is_error", False), bool)
+        uses = [b["id"] for b in blocks if b["type"] == "tool_use"]
+        results = [b["tool_use_id"] for b in blocks if b["type"] == "tool_result"]
+        if uses:
+            assert len(set(uses)) == len(uses)
+            assert i + 1 < len(messages), "a tool_use without a following user turn"
+            nxt = messages[i + 1]["content"]
+            answered = [b["tool_use_id"] for b in nxt if isinstance(nxt, list) and b["type"] == "tool_result"]
+            assert sorted(answered) == sorted(uses), f"tool_results {answered} do not answer tool_uses {uses}"
+            first = [b["type"] for b in nxt][: len(uses)]
+            assert first == ["tool_result"] * len(uses), "tool_result blocks must come first in the next user turn"
+        if results:
+            prev = messages[i - 1]["content"] if i else []
+            prev_uses = [b["id"] for b in prev if isinstance(prev, list) and b["type"] == "tool_use"]
+            assert sorted(results) == sorted(prev_uses), "orphaned tool_result"
+    for tool in payload.get("tools", []):
+        assert TOOL_NAME.match(tool["name"]) and tool["input_schema"].get("type") == "object"
+
+
+def validate(payload: dict[str, Any], adapter: str) -> None:
+    {"openai_chat": validate_openai_chat, "anthropic_messages": validate_anthropic_messages}[adapter](payload)
+
+
+def call_ids(payload: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(tool call ids in order, tool result ids in order) in either provider's payload."""
+    calls, results = [], []
+    for msg in payload["messages"]:
+        for tc in msg.get("tool_calls") or []:
+            calls.append(tc["id"])
+        if msg["role"] == "tool":
+            results.append(msg["tool_call_id"])
+        if isinstance(msg.get("content"), list):
+            for b in msg["content"]:
+                if b.get("type") == "tool_use":
+                    calls.append(b["id"])
+                if b.get("type") == "tool_result":
+                    results.append(b["tool_use_id"])
+    return calls, results

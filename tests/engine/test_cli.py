@@ -1,0 +1,117 @@
+"""`python -m ctxeng`: the worked examples through the CLI, exit codes, and `path: message` errors."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ctxeng.cli import main
+from tests.golden import check_expected, examples_dir, load_example
+
+from .builders import policy, request
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def ctxeng_process(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """The real command, in a subprocess."""
+    return subprocess.run([sys.executable, "-m", "ctxeng", *args], cwd=REPO, capture_output=True, text=True, input=stdin)
+
+
+def ctxeng(*args: str) -> subprocess.CompletedProcess:
+    """The same entry point in-process (fast): exit code, stdout and stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:
+            code = exc.code
+    return subprocess.CompletedProcess(args, code, out.getvalue(), err.getvalue())
+
+
+@pytest.fixture
+def example():
+    return examples_dir() / "research-agent"
+
+
+def test_the_worked_example_is_ready_through_the_cli_and_reaches_every_decision(example, tmp_path):
+    m, i = tmp_path / "manifest.json", tmp_path / "input.json"
+    out = ctxeng_process("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request.json"), "--manifest-out", str(m), "--input-out", str(i))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.startswith("ready:")
+    check_expected(json.loads(m.read_text()), json.loads(i.read_text()), load_example("expected.json"))
+
+
+def test_the_blocked_example_exits_3_and_writes_no_model_input(example, tmp_path):
+    m, i = tmp_path / "manifest.json", tmp_path / "input.json"
+    i.write_text("stale input from an earlier run")
+    out = ctxeng_process("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request-blocked.json"), "--manifest-out", str(m), "--input-out", str(i))
+    assert out.returncode == 3, out.stderr
+    assert "blocked_reason=required_partition_missing" in out.stderr
+    assert not i.exists()
+    check_expected(json.loads(m.read_text()), None, load_example("expected-blocked.json"))
+
+
+def test_the_manifest_goes_to_stdout_without_manifest_out(example):
+    out = ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request.json"))
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["assembly"]["status"] == "ready"
+
+
+def test_the_request_can_come_from_stdin(example):
+    out = ctxeng_process("assemble", "--policy", str(example / "policy.yaml"), "--request", "-", stdin=(example / "request.json").read_text())
+    assert out.returncode == 0
+
+
+def test_invalid_input_exits_2_with_one_path_message_line_per_error_and_no_traceback(tmp_path):
+    req = request()
+    del req["candidates"][3]["item_id"]
+    req["candidates"][0]["freshness"] = "fresh"
+    (tmp_path / "r.json").write_text(json.dumps(req))
+    (tmp_path / "p.json").write_text(json.dumps(policy()))
+    out = ctxeng("assemble", "--policy", str(tmp_path / "p.json"), "--request", str(tmp_path / "r.json"))
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert "invalid: candidates[3].item_id: field required" in lines
+    assert any(ln.startswith("invalid: candidates[0].freshness: unknown value 'fresh'") for ln in lines)
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_an_invalid_policy_exits_2_naming_the_policy_path(tmp_path):
+    pol = policy()
+    pol["budget"]["partitions"]["control"]["eviction"] = "sometimes"
+    (tmp_path / "p.json").write_text(json.dumps(pol))
+    (tmp_path / "r.json").write_text(json.dumps(request()))
+    out = ctxeng("assemble", "--policy", str(tmp_path / "p.json"), "--request", str(tmp_path / "r.json"))
+    assert out.returncode == 2
+    assert out.stderr.startswith("invalid: policy: budget.partitions.control.eviction: unknown value 'sometimes'")
+
+
+def test_a_missing_file_or_malformed_json_exits_2(tmp_path, example):
+    out = ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(tmp_path / "nope.json"))
+    assert out.returncode == 2 and "cannot read" in out.stderr
+    (tmp_path / "bad.json").write_text("{")
+    out = ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(tmp_path / "bad.json"))
+    assert out.returncode == 2 and "body: malformed JSON" in out.stderr
+
+
+def test_a_usage_error_exits_2():
+    assert ctxeng("assemble", "--policy", "x").returncode == 2
+
+
+def test_validate_policy_prints_the_label_and_digest(example):
+    out = ctxeng("validate-policy", str(example / "policy.yaml"))
+    assert out.returncode == 0 and out.stdout.startswith("valid: source-research/3 digest sha256:")
+
+
+@pytest.mark.parametrize("name", ["request", "policy", "manifest"])
+def test_schema_prints_the_json_schema_of_each_wire_format(name):
+    out = ctxeng("schema", name)
+    assert out.returncode == 0
+    assert json.loads(out.stdout)["type"] == "object"
