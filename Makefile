@@ -29,7 +29,11 @@ lint: install
 	$(BIN)/ruff check .
 
 bench: install
+	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.run
+
+schema: install
+	for n in request policy manifest; do $(BIN)/python -m ctxeng schema $$n > docs/schemas/$$n.schema.json; done
 
 clean:
 	rm -rf $(VENV) .pytest_cache

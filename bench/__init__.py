@@ -1,0 +1,1 @@
+"""`make bench`: the engine and service benchmarks of issue 5, as ratios against same-run baselines."""

@@ -1,0 +1,102 @@
+"""Benchmark 5 — the dashboard's manifest page on a huge manifest.
+
+In a child interpreter (own SQLite file, jobs in process): the worked example's policy is
+published, then two synthetic requests under it are assembled through the real job path, one
+with 100 candidates and one with 10,000 (so 10,000 manifest item rows). `/assemblies/<id>/` is
+rendered for each with Django's test client, logged in as a reviewer; figures are the SQL query
+count of one render (target <= 10) and the median render time, 10k against 100 (target <= 2x).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from .infra import ROOT, python, python_env
+from .timing import Row, at_most, ms
+
+
+def run(*, quick: bool = False) -> list[Row]:
+    if not (ROOT / "manifests" / "views.py").exists():
+        return [Row("5 dashboard", "section", "not run: the dashboard (manifests.views) is not built yet")]
+    with tempfile.TemporaryDirectory(prefix="ctxeng-bench-dash-") as tmp:
+        env = python_env()
+        env.pop("REDIS_URL", None)
+        env.update(
+            DJANGO_SETTINGS_MODULE="ctxeng.settings",
+            DATABASE_URL=f"sqlite:///{tmp}/bench.sqlite3",
+            # Debug settings serve static files unhashed (no collectstatic step); templates and
+            # queries are the same as in production.
+            DJANGO_DEBUG="1",
+            DJANGO_ALLOWED_HOSTS="testserver,localhost",
+        )
+        out = subprocess.run(
+            [python(), "-m", "bench.dashboard", "child", "quick" if quick else "full"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        )
+    if out.returncode != 0:
+        return [Row("5 dashboard", "section", "not run: " + (out.stderr.strip().splitlines() or ["child failed"])[-1][:300], data={"stderr": out.stderr[-3000:]})]
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    small, large = r["100"], r["10000"]
+    q = large["queries"]
+    return [
+        Row("5 dashboard", "SQL queries, manifest page, 10,000 items", f"{q} queries (100 items: {small['queries']})", None, "<= 10", q <= 10, data=r),
+        at_most(
+            "5 dashboard", "manifest page time, 10,000 vs 100 items", f"{ms(large['median'])} vs {ms(small['median'])}",
+            large["median"] / small["median"], 2.0, bytes=[small["bytes"], large["bytes"]],
+        ),
+    ]
+
+
+def _child(quick: bool) -> None:
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+    from django.db import connection
+    from django.test import Client
+
+    from bench import workload
+    from manifests.services import assembly_job_submit
+
+    call_command("migrate", verbosity=0, interactive=False)
+    call_command("load_example", stdout=open(os.devnull, "w"))
+    user = get_user_model().objects.get(username="demo")
+    client = Client()
+    client.force_login(user)
+    rounds = 3 if quick else 7
+    out = {}
+    for n in (100, 10_000):
+        body = workload.make_request(n_items=n, total_bytes=n * 400, n_tool_pairs=min(40, n // 10), seed=n, context_limit=16_000)
+        body["policy"] = {"id": body["policy"]["id"]}
+        job, _ = assembly_job_submit(user=user, data=body, idempotency_key=None)
+        job.refresh_from_db()
+        url = f"/assemblies/{job.id}/"
+        first = client.get(url, secure=True)
+        if first.status_code != 200:
+            raise RuntimeError(f"{url} answered {first.status_code} (job {job.status})")
+        executed: list[str] = []
+
+        def counting(execute, sql, params, many, context, executed=executed):
+            executed.append(sql)
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(counting):
+            page = client.get(url, secure=True)
+        times = []
+        for _ in range(rounds):
+            t0 = time.perf_counter()
+            client.get(url, secure=True)
+            times.append(time.perf_counter() - t0)
+        out[str(n)] = {"queries": len(executed), "sql": executed, "median": statistics.median(times), "times": times, "bytes": len(page.content), "job_status": job.status}
+    print(json.dumps(out))
+
+
+if __name__ == "__main__" and len(sys.argv) == 3 and sys.argv[1] == "child":
+    _child(sys.argv[2] == "quick")

