@@ -22,8 +22,8 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from ctxeng.engine import InvalidInput
-from ctxeng.errors import ServiceError
 from ctxeng.engine.errors import validate
+from ctxeng.errors import ServiceError
 
 logger = logging.getLogger(__name__)
 
@@ -49,11 +49,11 @@ class PayloadTooLarge(ApiError):
         )
 
 
-def read_json(request: Request) -> Any:
+def read_json(request: Request, *, empty: Any = None) -> Any:
     """The request body as JSON, refusing bodies over the limit (413) and malformed JSON (400).
 
     Reads the raw body through Django so `DATA_UPLOAD_MAX_MEMORY_SIZE` applies (DRF's parsers
-    stream past it).
+    stream past it). An empty body is an error unless `empty` gives its value.
     """
     try:
         declared = int(request.META.get("CONTENT_LENGTH") or 0)
@@ -66,6 +66,8 @@ def read_json(request: Request) -> Any:
     except RequestDataTooBig:
         raise PayloadTooLarge() from None
     if not raw.strip():
+        if empty is not None:
+            return empty
         raise ApiError(status.HTTP_400_BAD_REQUEST, "body: expected a JSON object, got an empty body")
     try:
         return json.loads(raw)

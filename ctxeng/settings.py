@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "manifests",
     "policies",
 ]
@@ -108,7 +109,9 @@ DATABASE_URL = os.environ.get("DATABASE_URL", "") or f"sqlite:///{VAR_DIR / 'db.
 DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint("CTXENG_DB_CONN_MAX_AGE", "0"))}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web requests, the in-process runner and worker heartbeats write concurrently: wait, don't fail.
-    DATABASES["default"].setdefault("OPTIONS", {}).update({"timeout": 30, "transaction_mode": "IMMEDIATE"})
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
     if DATABASES["default"]["NAME"] != ":memory:":
         Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -119,7 +122,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
 
 LANGUAGE_CODE = "en-us"
@@ -130,6 +133,10 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+WHITENOISE_USE_FINDERS = DEBUG  # serve straight from static/ in development, no collectstatic
+if DEBUG:
+    # WhiteNoise warns at every start when STATIC_ROOT is missing (it exists after collectstatic).
+    STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
@@ -176,7 +183,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Submit context assemblies, fetch sealed manifests and model input, version policies.",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
-    "COMPONENT_SPLIT_REQUEST": True,
+    # Swagger UI's assets come vendored from drf-spectacular-sidecar: the docs page needs no CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --------------------------------------------------------------------------- jobs
@@ -219,7 +229,6 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BROKER_TRANSPORT_OPTIONS = {
     "visibility_timeout": envint("CTXENG_VISIBILITY_TIMEOUT", str(CTXENG_JOB_TIME_LIMIT + 60)),
 }
-CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 # --------------------------------------------------------------------------- examples
 

@@ -1,6 +1,7 @@
-"""Root URLs: the REST API under /api/v1/, its schema and docs, admin, health, home."""
+"""Root URLs: the REST API under /api/v1/, its schema and docs, admin, health, and the dashboard pages."""
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
@@ -14,4 +15,8 @@ urlpatterns = [
     path("api/v1/", include("manifests.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("login/", auth_views.LoginView.as_view(template_name="ctxeng/login.html"), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
+    path("", include("manifests.urls_pages")),
+    path("", include("policies.urls_pages")),
 ]

@@ -1,17 +1,28 @@
-"""Site-wide views: a placeholder home page (the dashboard replaces it) and a health check."""
+"""Site-wide views: the dashboard home page (recent runs, blocked assemblies) and a health check."""
 
 from __future__ import annotations
 
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from manifests import dashboard_selectors
+from manifests.models import JobStatus
+from manifests.views import dashboard_page
 
 
+@require_GET
+@dashboard_page
 def home(request: HttpRequest) -> HttpResponse:
-    return HttpResponse(
-        "<!doctype html><title>ctxeng</title><h1>ctxeng</h1>"
-        '<p>REST API under <a href="/api/v1/">/api/v1/</a>; '
-        'docs at <a href="/api/docs/">/api/docs/</a>.</p>',
-    )
+    tenant = request.tenancy.current
+    context = {"recent_runs": [], "blocked": []}
+    if tenant is not None:
+        context = {
+            "recent_runs": list(dashboard_selectors.runs_list(tenant=tenant)[:10]),
+            "blocked": dashboard_selectors.recent_jobs(tenant=tenant, status=JobStatus.BLOCKED, limit=10),
+        }
+    return render(request, "ctxeng/home.html", context)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

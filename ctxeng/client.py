@@ -1,0 +1,167 @@
+"""A stdlib-only Python client for the ctxeng REST API (agents need no extra dependency).
+
+    from ctxeng.client import Client
+    client = Client("http://127.0.0.1:8000", token="...")
+    assembly = client.assemble(request_dict, wait=True, timeout=60)
+    assembly.status      # "ready" | "blocked"
+    assembly.input       # the provider payload (None when blocked)
+    assembly.manifest    # the sealed manifest document
+    client.report_usage(assembly.id, input_tokens=..., cached_tokens=..., output_tokens=...)
+
+Errors are typed: InvalidRequest (400, `.errors` with field paths), AuthError (401/403),
+NotFound (404), Conflict (409), PayloadTooLarge (413), AssemblyFailed (the job ended `failed`),
+Timeout (not final within `timeout`). All derive from ClientError.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any
+
+FINAL = ("ready", "blocked", "failed")
+
+
+class ClientError(Exception):
+    def __init__(self, message: str, *, status: int | None = None, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.errors = errors or [message]
+
+
+class InvalidRequest(ClientError):
+    """400: the body was refused; `.errors` name field paths (`candidates[3].item_id: field required`)."""
+
+
+class AuthError(ClientError):
+    """401 (no or bad token) or 403 (no membership or role in the tenant)."""
+
+
+class NotFound(ClientError):
+    pass
+
+
+class Conflict(ClientError):
+    """409: e.g. an Idempotency-Key reused for another body, or the input of a blocked assembly."""
+
+
+class PayloadTooLarge(ClientError):
+    pass
+
+
+class ServerError(ClientError):
+    pass
+
+
+class AssemblyFailed(ClientError):
+    """The job ended `failed` (an engine error, or its worker died CTXENG_MAX_ATTEMPTS times)."""
+
+
+class Timeout(ClientError):
+    """The job was not final within the timeout; it is still queued or running on the server."""
+
+
+_BY_STATUS = {400: InvalidRequest, 401: AuthError, 403: AuthError, 404: NotFound, 409: Conflict, 413: PayloadTooLarge}
+
+
+@dataclass
+class Assembly:
+    id: str
+    status: str
+    job: dict[str, Any]
+    manifest: dict[str, Any] | None = None
+    input: dict[str, Any] | None = field(default=None)
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+
+class Client:
+    def __init__(self, base_url: str, token: str, *, request_timeout: float = 30.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.token = token
+        self.request_timeout = request_timeout
+
+    # ------------------------------------------------------------------ transport
+
+    def _call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+        url = path if path.startswith("http") else f"{self.base_url}{path}"
+        data = None if body is None else json.dumps(body).encode("utf-8")
+        request = urllib.request.Request(url, data=data, method=method)
+        request.add_header("Authorization", f"Token {self.token}")
+        request.add_header("Accept", "application/json")
+        if data is not None:
+            request.add_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            request.add_header(name, value)
+        try:
+            with urllib.request.urlopen(request, timeout=self.request_timeout) as response:  # noqa: S310
+                return response.status, _decode(response.read())
+        except urllib.error.HTTPError as exc:
+            payload = _decode(exc.read())
+            errors = payload.get("errors") if isinstance(payload, dict) else None
+            errors = errors or [f"HTTP {exc.code}"]
+            error_class = _BY_STATUS.get(exc.code, ServerError)
+            raise error_class("; ".join(errors), status=exc.code, errors=errors) from None
+        except urllib.error.URLError as exc:
+            raise ClientError(f"cannot reach {url}: {exc.reason}") from None
+
+    # ------------------------------------------------------------------ API
+
+    def submit(self, request: dict[str, Any], *, idempotency_key: str | None = None) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+        return self._call("POST", "/api/v1/assemblies/", request, headers)[1]
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/api/v1/assemblies/{job_id}/")[1]
+
+    def manifest(self, job_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/api/v1/assemblies/{job_id}/manifest/")[1]
+
+    def input(self, job_id: str) -> dict[str, Any]:
+        return self._call("GET", f"/api/v1/assemblies/{job_id}/input/")[1]
+
+    def report_usage(self, job_id: str, *, input_tokens: int, cached_tokens: int = 0, output_tokens: int = 0) -> dict:
+        body = {"input_tokens": input_tokens, "cached_tokens": cached_tokens, "output_tokens": output_tokens}
+        return self._call("POST", f"/api/v1/assemblies/{job_id}/usage/", body)[1]
+
+    def assemble(
+        self,
+        request: dict[str, Any],
+        *,
+        wait: bool = True,
+        timeout: float = 120.0,
+        poll_interval: float = 0.5,
+        idempotency_key: str | None = None,
+    ) -> Assembly:
+        """Submit, and with `wait`, poll until final and fetch the manifest and input."""
+        submitted = self.submit(request, idempotency_key=idempotency_key)
+        job_id = submitted["id"]
+        if not wait:
+            return Assembly(id=job_id, status=submitted["status"], job=submitted)
+        deadline = time.monotonic() + timeout
+        job = self.job(job_id)
+        while job["status"] not in FINAL:
+            if time.monotonic() >= deadline:
+                raise Timeout(f"assembly {job_id} still {job['status']} after {timeout} s", errors=[job["status"]])
+            time.sleep(poll_interval)
+            job = self.job(job_id)
+        if job["status"] == "failed":
+            raise AssemblyFailed(f"assembly {job_id} failed: {job.get('error')}", errors=[job.get("error") or "failed"])
+        manifest = self.manifest(job_id)
+        provider_input = self.input(job_id) if job["status"] == "ready" else None
+        return Assembly(id=job_id, status=job["status"], job=job, manifest=manifest, input=provider_input)
+
+
+def _decode(raw: bytes) -> Any:
+    if not raw:
+        return None
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {"errors": [raw[:200].decode("utf-8", "replace")]}

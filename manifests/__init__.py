@@ -1,0 +1,1 @@
+"""Tenants, runs, assembly jobs, sealed manifests and their per-item rows, artifacts; REST API and worker."""

@@ -1,0 +1,391 @@
+"""Reads for the reviewer dashboard: tenancy context, runs, manifests, item search, comparison.
+
+Every function takes the tenant ids the acting user belongs to (from `memberships_of`), so an
+object in any other tenant is simply not found (the view turns that into 404). A sealed manifest
+can hold 20,000 items: pages never load `Manifest.document` whole. They pull the sections they
+show with JSON key transforms (one query), page item tables by position in memory, and fetch the
+stored request (item bodies) or provider payload only for the one item or region that asks.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, Max, Q, QuerySet
+from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
+
+from ctxeng.engine import parse_request
+from ctxeng.engine.vocabulary import ExclusionReason
+
+from .models import AssemblyJob, JobStatus, Manifest, ManifestItem, Membership, Role, Run, Tenant
+from .selectors import artifact_for_ref
+
+# The sections a manifest page shows; candidate_items (the largest part) is never fetched.
+PAGE_SECTIONS = (
+    "assembly",
+    "budget",
+    "included",
+    "excluded",
+    "source_acquisition",
+    "transforms",
+    "tool_pairs",
+    "summaries",
+    "artifact_refs",
+    "cache",
+    "stages",
+)
+REASON_ORDER = [reason.value for reason in ExclusionReason]
+_HEAVY_JOB_FIELDS = ("request", "manifest__document", "manifest__provider_input")
+
+
+@dataclass(frozen=True)
+class Tenancy:
+    """The user's tenants with roles, and the one the session currently acts in."""
+
+    tenants: list[Tenant]
+    roles: dict[int, frozenset[str]]
+    current: Tenant | None
+
+    @property
+    def tenant_ids(self) -> list[int]:
+        return [tenant.id for tenant in self.tenants]
+
+    def has_role(self, tenant: Tenant, role: str) -> bool:
+        return role in self.roles.get(tenant.id, frozenset())
+
+    @property
+    def current_roles(self) -> frozenset[str]:
+        return self.roles.get(self.current.id, frozenset()) if self.current else frozenset()
+
+
+def memberships_of(user: AbstractBaseUser, *, preferred_slug: str | None) -> Tenancy:
+    """One query: the user's memberships; admin implies every role."""
+    tenants: dict[int, Tenant] = {}
+    roles: dict[int, set[str]] = {}
+    for membership in Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug"):
+        tenants[membership.tenant_id] = membership.tenant
+        roles.setdefault(membership.tenant_id, set()).add(membership.role)
+    for granted in roles.values():
+        if Role.ADMIN in granted:
+            granted |= set(Role.values)
+    ordered = list(tenants.values())
+    current = next((t for t in ordered if t.slug == preferred_slug), ordered[0] if ordered else None)
+    return Tenancy(tenants=ordered, roles={k: frozenset(v) for k, v in roles.items()}, current=current)
+
+
+# --------------------------------------------------------------------------- runs and jobs
+
+
+def light_jobs(tenant_ids: list[int]) -> QuerySet[AssemblyJob]:
+    return (
+        AssemblyJob.objects.filter(tenant_id__in=tenant_ids)
+        .select_related("run", "tenant", "policy_revision__policy", "manifest", "manifest__usage")
+        .defer(*_HEAVY_JOB_FIELDS)
+    )
+
+
+def _doc_text(section: str, key: str) -> KeyTextTransform:
+    """One scalar of a job's sealed manifest document, read in SQL (the document stays unloaded)."""
+    return KeyTextTransform(key, KeyTransform(section, "manifest__document"))
+
+
+def runs_list(
+    *, tenant: Tenant, status: str = "", policy: str = "", since: date | None = None, until: date | None = None
+) -> QuerySet[Run]:
+    """Runs of one tenant, newest first, with attempt counts; filters match any of a run's jobs."""
+    runs = Run.objects.filter(tenant=tenant)
+    if status:
+        runs = runs.filter(jobs__status=status)
+    if policy:
+        runs = runs.filter(jobs__policy_revision__policy__policy_id=policy)
+    if since:
+        runs = runs.filter(created_at__date__gte=since)
+    if until:
+        runs = runs.filter(created_at__date__lte=until)
+    return (
+        Run.objects.filter(pk__in=runs.values("pk"))
+        .annotate(
+            attempts=Count("jobs", distinct=True),
+            ready=Count("jobs", filter=Q(jobs__status=JobStatus.READY), distinct=True),
+            blocked=Count("jobs", filter=Q(jobs__status=JobStatus.BLOCKED), distinct=True),
+            failed=Count("jobs", filter=Q(jobs__status=JobStatus.FAILED), distinct=True),
+            last_attempt_at=Max("jobs__created_at"),
+        )
+        .order_by("-created_at", "-id")
+    )
+
+
+def run_get(*, tenant_ids: list[int], run_id: str, prefer_tenant: Tenant | None) -> Run | None:
+    runs = list(Run.objects.filter(tenant_id__in=tenant_ids, run_id=run_id).select_related("tenant"))
+    if not runs:
+        return None
+    return next((run for run in runs if prefer_tenant and run.tenant_id == prefer_tenant.id), runs[0])
+
+
+def run_timeline(run: Run) -> list[AssemblyJob]:
+    """A run's attempts in order, with the manifest's budget figures pulled out of the document."""
+    return list(
+        light_jobs([run.tenant_id])
+        .filter(run=run)
+        .annotate(
+            usable_input=_doc_text("budget", "usable_input"),
+            blocked_reason=_doc_text("assembly", "blocked_reason"),
+        )
+        .order_by("created_at", "id")
+    )
+
+
+def policy_ids_in(tenant: Tenant) -> list[str]:
+    from policies.models import Policy
+
+    return list(Policy.objects.filter(tenant=tenant).values_list("policy_id", flat=True).order_by("policy_id"))
+
+
+def recent_jobs(*, tenant: Tenant, status: str = "", limit: int = 10) -> list[AssemblyJob]:
+    jobs = light_jobs([tenant.id])
+    if status:
+        jobs = jobs.filter(status=status)
+    return list(
+        jobs.annotate(blocked_reason=_doc_text("assembly", "blocked_reason")).order_by("-created_at")[:limit]
+    )
+
+
+def assembly_get(*, tenant_ids: list[int], job_id: str) -> AssemblyJob | None:
+    try:
+        key = uuid.UUID(str(job_id))
+    except ValueError:
+        return None
+    return light_jobs(tenant_ids).filter(id=key).first()
+
+
+# --------------------------------------------------------------------------- manifest sections
+
+
+def manifest_sections(manifest_id: int, sections: tuple[str, ...] = PAGE_SECTIONS) -> dict[str, Any]:
+    """The named top-level sections of a sealed manifest, in one query, without candidate_items."""
+    row = Manifest.objects.filter(pk=manifest_id).values(**{name: KT(f"document__{name}") for name in sections}).first()
+    if row is None:
+        return {}
+    # KT returns the section as JSON text on every backend; decode once here.
+    return {name: (json.loads(value) if isinstance(value, str) else value) for name, value in row.items()}
+
+
+def provider_input(manifest_id: int) -> Any:
+    return Manifest.objects.filter(pk=manifest_id).values_list("provider_input", flat=True).first()
+
+
+def excluded_grouped(excluded: list[dict[str, Any]], reason: str = "") -> list[dict[str, Any]]:
+    """Excluded records ordered by reason (vocabulary order), manifest order within a reason."""
+    rank = {name: i for i, name in enumerate(REASON_ORDER)}
+    rows = [row for row in excluded if not reason or row.get("reason") == reason]
+    return sorted(rows, key=lambda row: rank.get(row.get("reason"), len(rank)))
+
+
+def reason_counts(excluded: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    counts = Counter(row.get("reason") for row in excluded)
+    return [(name, counts[name]) for name in REASON_ORDER if counts.get(name)]
+
+
+@dataclass
+class ItemBody:
+    """An item's submitted content (what the gates saw), bounded for display."""
+
+    content: str | None
+    truncated: bool
+    total_chars: int
+    from_artifact: str | None = None
+    candidate: dict[str, Any] = field(default_factory=dict)
+
+
+BODY_LIMIT = 20_000
+
+
+def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
+    """The candidate as the agent submitted it (one query for the stored request)."""
+    raw = AssemblyJob.objects.filter(pk=job.pk).values_list("request", flat=True).first() or {}
+    candidate = next((c for c in raw.get("candidates", []) if c.get("item_id") == item_id), None)
+    if candidate is None:
+        return None
+    content = candidate.get("content")
+    from_artifact = None
+    if content is None and candidate.get("artifact_ref"):
+        ref = candidate["artifact_ref"]
+        artifact = artifact_for_ref(tenant=job.tenant, artifact_id=ref.get("artifact_id"), revision=ref.get("revision"))
+        from_artifact = f"{ref.get('artifact_id')}@{ref.get('revision')}"
+        content = artifact.content if artifact else None
+    total = len(content or "")
+    shown = (content or "")[:BODY_LIMIT] if content is not None else None
+    meta = {k: v for k, v in candidate.items() if k != "content"}
+    return ItemBody(content=shown, truncated=total > BODY_LIMIT, total_chars=total, from_artifact=from_artifact,
+                    candidate=meta)
+
+
+def request_of(job: AssemblyJob):
+    """The stored request parsed by the engine (used by replays)."""
+    raw = AssemblyJob.objects.filter(pk=job.pk).values_list("request", flat=True).first()
+    return parse_request(raw)
+
+
+# --------------------------------------------------------------------------- "why excluded?"
+
+
+def item_search(
+    *, tenant_ids: list[int], q: str = "", reason: str = "", decision: str = "excluded"
+) -> QuerySet[ManifestItem]:
+    """Item decisions across manifests: exact or partial item_id, or text inside source_ref."""
+    rows = ManifestItem.objects.filter(manifest__job__tenant_id__in=tenant_ids)
+    if decision:
+        rows = rows.filter(decision=decision)
+    if reason:
+        rows = rows.filter(reason=reason)
+    if q:
+        rows = rows.filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q))
+    return (
+        rows.select_related("manifest__job__run", "manifest__job__tenant")
+        .defer("manifest__document", "manifest__provider_input", "manifest__job__request")
+        .order_by("-manifest__created_at", "id")
+    )
+
+
+# --------------------------------------------------------------------------- compare
+
+
+def _decisions(sections: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    for row in sections.get("included") or []:
+        out[row["item_id"]] = {"decision": "included", "reason": row.get("admission_reason"), "partition": row.get("partition"),
+                               "tokens": row.get("tokens")}
+    for row in sections.get("excluded") or []:
+        out[row["item_id"]] = {"decision": "excluded", "reason": row.get("reason"), "hard_gate": row.get("hard_gate"),
+                               "detail": row.get("detail"), "partition": row.get("partition"), "tokens": row.get("tokens")}
+    return out
+
+
+def partition_deltas(budget_a: dict[str, Any] | None, budget_b: dict[str, Any] | None) -> list[dict[str, Any]]:
+    parts_a = (budget_a or {}).get("partitions") or {}
+    parts_b = (budget_b or {}).get("partitions") or {}
+    names = list(parts_a) + [name for name in parts_b if name not in parts_a]
+    rows = []
+    for name in names:
+        a, b = parts_a.get(name) or {}, parts_b.get(name) or {}
+        used_a, used_b = a.get("used"), b.get("used")
+        rows.append({
+            "name": name,
+            "used_a": used_a,
+            "used_b": used_b,
+            "delta": (used_b or 0) - (used_a or 0),
+            "items_a": a.get("items"),
+            "items_b": b.get("items"),
+            "minimum_a": a.get("minimum"),
+            "minimum_b": b.get("minimum"),
+            "maximum_a": a.get("maximum"),
+            "maximum_b": b.get("maximum"),
+        })
+    return rows
+
+
+def compare_sections(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """What changed from manifest a to manifest b: flips, items on one side only, partitions, status."""
+    da, db = _decisions(a), _decisions(b)
+    flips, changed_reason = [], []
+    for item_id, before in da.items():
+        after = db.get(item_id)
+        if after is None:
+            continue
+        if before["decision"] != after["decision"]:
+            flips.append({"item_id": item_id, "before": before, "after": after})
+        elif before["reason"] != after["reason"] or before.get("partition") != after.get("partition"):
+            changed_reason.append({"item_id": item_id, "before": before, "after": after})
+    assembly_a, assembly_b = a.get("assembly") or {}, b.get("assembly") or {}
+    return {
+        "flips": flips,
+        "to_excluded": [f for f in flips if f["after"]["decision"] == "excluded"],
+        "to_included": [f for f in flips if f["after"]["decision"] == "included"],
+        "changed_reason": changed_reason,
+        "only_a": [{"item_id": k, **v} for k, v in da.items() if k not in db],
+        "only_b": [{"item_id": k, **v} for k, v in db.items() if k not in da],
+        "partitions": partition_deltas(a.get("budget"), b.get("budget")),
+        "status_a": assembly_a.get("status"),
+        "status_b": assembly_b.get("status"),
+        "blocked_reason_a": assembly_a.get("blocked_reason"),
+        "blocked_reason_b": assembly_b.get("blocked_reason"),
+        "used_a": (a.get("budget") or {}).get("estimated_used"),
+        "used_b": (b.get("budget") or {}).get("estimated_used"),
+    }
+
+
+# --------------------------------------------------------------------------- serialized input
+
+_FENCE = re.compile(r"<<<ctxeng:block nonce=\S+ (\{.*?\})>>>\n(.*?)\n<<<ctxeng:end nonce=\S+>>>", re.DOTALL)
+UNTRUSTED_ZONES = ("untrusted_data", "derived_context")
+
+
+def _segments(text: str) -> list[dict[str, Any]]:
+    """Split one content string into plain text and fenced item blocks (with their identity)."""
+    out: list[dict[str, Any]] = []
+    cursor = 0
+    for match in _FENCE.finditer(text):
+        if text[cursor:match.start()].strip():
+            out.append({"text": text[cursor:match.start()], "block": None, "untrusted": False})
+        try:
+            header = json.loads(match.group(1))
+        except ValueError:
+            header = {}
+        zone = header.get("zone") or header.get("role") or ""
+        out.append({"text": match.group(2), "block": header, "zone": zone, "untrusted": zone in UNTRUSTED_ZONES})
+        cursor = match.end()
+    if text[cursor:].strip():
+        out.append({"text": text[cursor:], "block": None, "untrusted": False})
+    return out
+
+
+def _content_segments(content: Any) -> list[dict[str, Any]]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return _segments(content)
+    if isinstance(content, list):
+        out: list[dict[str, Any]] = []
+        for part in content:
+            if not isinstance(part, dict):
+                out.append({"text": json.dumps(part), "block": None, "untrusted": False})
+            elif part.get("type") == "text":
+                out += _segments(part.get("text") or "")
+            elif part.get("type") == "tool_use":
+                out.append({"text": json.dumps(part.get("input"), sort_keys=True), "block": None, "untrusted": False,
+                            "tool": f"tool_use {part.get('name')} id={part.get('id')}"})
+            elif part.get("type") == "tool_result":
+                for seg in _content_segments(part.get("content")):
+                    seg["tool"] = f"tool_result for {part.get('tool_use_id')}"
+                    out.append(seg)
+            else:
+                out.append({"text": json.dumps(part, sort_keys=True), "block": None, "untrusted": False})
+        return out
+    return [{"text": json.dumps(content, sort_keys=True), "block": None, "untrusted": False}]
+
+
+def input_messages(payload: Any) -> list[dict[str, Any]]:
+    """The provider payload as messages by role, each split into segments; untrusted blocks flagged."""
+    if not isinstance(payload, dict):
+        return []
+    messages: list[dict[str, Any]] = []
+    system = payload.get("system")
+    if system:
+        messages.append({"role": "system", "segments": _content_segments(system), "extra": []})
+    for message in payload.get("messages") or []:
+        extra = []
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            extra.append(f"tool call {call.get('id')}: {function.get('name')}({function.get('arguments')})")
+        if message.get("tool_call_id"):
+            extra.append(f"result for tool call {message['tool_call_id']}")
+        messages.append({"role": message.get("role", "?"), "segments": _content_segments(message.get("content")),
+                         "extra": extra})
+    return messages

@@ -1,0 +1,227 @@
+"""Tenancy, assembly jobs and their sealed results.
+
+- Tenant / Membership: a user acts in a tenant under one or more roles (one row per role).
+- Run / AssemblyJob: the job row is the source of truth for an assembly; it is saved first,
+  enqueued on commit, claimed with a guarded status change and ends `ready | blocked | failed`.
+- Manifest: the sealed ContextAssemblyManifest document and the provider input, one per job
+  (a unique constraint), immutable once written; ManifestItem rows index every decision by
+  item_id so "every manifest where X was excluded, and why" is one indexed query.
+- Artifact: an externalized object a candidate may name with `artifact_ref` for re-injection.
+- UsageReport: the provider's actual token usage, stored beside the estimate; it never changes
+  the sealed manifest.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class Immutable(Exception):
+    """Raised when code tries to change a sealed manifest, a stored artifact or a published revision."""
+
+
+class Role(models.TextChoices):
+    AGENT = "agent"
+    REVIEWER = "reviewer"
+    POLICY_EDITOR = "policy_editor"
+    ADMIN = "admin"
+
+
+class Tenant(models.Model):
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class Membership(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=20, choices=Role.choices)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "tenant", "role"], name="membership_unique_role")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.tenant} as {self.role}"
+
+
+class Run(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
+    run_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "run_id"], name="run_unique_per_tenant")]
+
+    def __str__(self) -> str:
+        return self.run_id
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    READY = "ready"
+    BLOCKED = "blocked"
+    FAILED = "failed"
+
+
+FINAL_STATUSES = (JobStatus.READY, JobStatus.BLOCKED, JobStatus.FAILED)
+
+
+class AssemblyJob(models.Model):
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="jobs")
+    step_id = models.CharField(max_length=200)
+    request = models.JSONField(help_text="the AssemblyRequest as submitted")
+    request_digest = models.CharField(max_length=80)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    policy_revision = models.ForeignKey(
+        "policies.PolicyRevision", on_delete=models.PROTECT, related_name="jobs"
+    )
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    attempts = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["tenant", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="job_unique_idempotency_key",
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="job_status_heartbeat")]
+
+    def __str__(self) -> str:
+        return f"{self.run.run_id}/{self.step_id} ({self.status})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATUSES
+
+
+class Manifest(models.Model):
+    job = models.OneToOneField(AssemblyJob, on_delete=models.CASCADE, related_name="manifest")
+    assembly_id = models.CharField(max_length=200)
+    status = models.CharField(max_length=10)
+    document = models.JSONField(help_text="the sealed ContextAssemblyManifest")
+    provider_input = models.JSONField(null=True, blank=True, help_text="the serialized model input; null when blocked")
+    assembly_input_hash = models.CharField(max_length=80, blank=True)
+    serialized_model_input_hash = models.CharField(max_length=80, blank=True)
+    estimated_input_tokens = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return self.assembly_id
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise Immutable(f"manifest {self.assembly_id} is sealed and cannot be changed")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise Immutable(f"manifest {self.assembly_id} is sealed and cannot be deleted")
+
+
+class Decision(models.TextChoices):
+    INCLUDED = "included"
+    EXCLUDED = "excluded"
+
+
+class ManifestItem(models.Model):
+    manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="items")
+    item_id = models.CharField(max_length=300, db_index=True)
+    decision = models.CharField(max_length=10, choices=Decision.choices)
+    reason = models.CharField(max_length=200, blank=True, help_text="exclusion reason, or the admission reason")
+    hard_gate = models.CharField(max_length=60, blank=True)
+    detail = models.TextField(blank=True)
+    partition = models.CharField(max_length=100, blank=True)
+    tokens = models.PositiveIntegerField(null=True, blank=True)
+    trust = models.CharField(max_length=60, blank=True)
+    role = models.CharField(max_length=60, blank=True)
+    kind = models.CharField(max_length=100)
+    source_type = models.CharField(max_length=100)
+    source_ref = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["manifest_id", "id"]
+        indexes = [models.Index(fields=["item_id", "decision"], name="item_decision")]
+
+    def __str__(self) -> str:
+        return f"{self.item_id}: {self.decision}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise Immutable("manifest item rows are sealed with their manifest")
+        super().save(*args, **kwargs)
+
+
+class Artifact(models.Model):
+    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="artifacts")
+    artifact_id = models.CharField(max_length=300)
+    revision = models.CharField(max_length=100)
+    kind = models.CharField(max_length=100)
+    content = models.TextField()
+    content_hash = models.CharField(max_length=80)
+    writer = models.CharField(max_length=200)
+    scope = models.CharField(max_length=300)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["artifact_id", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(fields=["tenant", "artifact_id", "revision"], name="artifact_unique_revision")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.artifact_id}@{self.revision}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise Immutable(f"artifact {self} is stored; write a new revision instead")
+        super().save(*args, **kwargs)
+
+
+class UsageReport(models.Model):
+    manifest = models.OneToOneField(Manifest, on_delete=models.CASCADE, related_name="usage")
+    input_tokens = models.PositiveIntegerField()
+    cached_tokens = models.PositiveIntegerField(default=0)
+    output_tokens = models.PositiveIntegerField(default=0)
+    estimated_input_tokens = models.PositiveIntegerField(help_text="the engine's estimate, copied for calibration")
+    reported_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    reported_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"usage for {self.manifest_id}"

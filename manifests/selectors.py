@@ -1,0 +1,107 @@
+"""Reads for tenancy, jobs, manifests, item decisions and artifacts.
+
+Every selector that returns tenant data takes the acting user and filters by the user's tenants,
+so another tenant's object is simply not found (404), never "forbidden" (which would confirm it
+exists).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import QuerySet
+
+from ctxeng.errors import Forbidden, NotFound
+
+from .models import Artifact, AssemblyJob, Manifest, ManifestItem, Membership, Role, Tenant
+
+
+def tenants_for(user: AbstractBaseUser) -> QuerySet[Tenant]:
+    if not user.is_authenticated:
+        return Tenant.objects.none()
+    return Tenant.objects.filter(memberships__user=user).distinct()
+
+
+def roles_in(user: AbstractBaseUser, tenant: Tenant) -> set[str]:
+    roles = set(Membership.objects.filter(user=user, tenant=tenant).values_list("role", flat=True))
+    if Role.ADMIN in roles:
+        roles |= set(Role.values)
+    return roles
+
+
+def tenant_for_role(user: AbstractBaseUser, *, role: str, slug: str | None = None) -> Tenant:
+    """The tenant a write acts in: the named one, or the user's only tenant holding `role`.
+
+    A tenant outside the user's memberships, or one where the user lacks the role: Forbidden.
+    """
+    if slug is not None:
+        tenant = tenants_for(user).filter(slug=slug).first()
+        if tenant is None:
+            raise Forbidden(f"tenant: you are not a member of tenant {slug!r}")
+        if role not in roles_in(user, tenant):
+            raise Forbidden(f"tenant: the {role} role is required in tenant {slug!r}")
+        return tenant
+    candidates = [t for t in tenants_for(user) if role in roles_in(user, t)]
+    if not candidates:
+        raise Forbidden(f"the {role} role is required")
+    if len(candidates) > 1:
+        raise Forbidden(f"tenant: you hold {role} in several tenants; name one with tenant")
+    return candidates[0]
+
+
+def jobs_for(
+    user: AbstractBaseUser, *, run_id: str | None = None, status: str | None = None, policy: str | None = None
+) -> QuerySet[AssemblyJob]:
+    jobs = (
+        AssemblyJob.objects.filter(tenant__in=tenants_for(user))
+        .select_related("run", "tenant", "policy_revision__policy", "manifest")
+        # Listing jobs must not load sealed documents (megabytes each); they are fetched one by one.
+        .defer("request", "policy_revision__body", "manifest__document", "manifest__provider_input")
+    )
+    if run_id:
+        jobs = jobs.filter(run__run_id=run_id)
+    if status:
+        jobs = jobs.filter(status=status)
+    if policy:
+        jobs = jobs.filter(policy_revision__policy__policy_id=policy)
+    return jobs.order_by("-created_at")
+
+
+def job_get(user: AbstractBaseUser, job_id: str | uuid.UUID) -> AssemblyJob:
+    try:
+        key = uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound(f"assembly {job_id}: not found") from None
+    job = jobs_for(user).filter(id=key).first()
+    if job is None:
+        raise NotFound(f"assembly {job_id}: not found")
+    return job
+
+
+def job_manifest(job: AssemblyJob) -> Manifest | None:
+    return Manifest.objects.filter(job=job).first()
+
+
+def item_decisions(user: AbstractBaseUser, item_id: str) -> QuerySet[ManifestItem]:
+    """Every manifest where `item_id` appeared, newest first: one indexed query on item_id."""
+    return (
+        ManifestItem.objects.filter(item_id=item_id, manifest__job__tenant__in=tenants_for(user))
+        .select_related("manifest__job__run")
+        .order_by("-manifest__created_at", "id")
+    )
+
+
+def artifacts_for(user: AbstractBaseUser, *, artifact_id: str | None = None) -> QuerySet[Artifact]:
+    artifacts = Artifact.objects.filter(tenant__in=tenants_for(user)).select_related("tenant")
+    if artifact_id:
+        artifacts = artifacts.filter(artifact_id=artifact_id)
+    return artifacts
+
+
+def artifact_for_ref(*, tenant: Tenant, artifact_id: str, revision: int | str | None) -> Artifact | None:
+    """The artifact a candidate's artifact_ref names, in the request's tenant; newest if no revision."""
+    artifacts = Artifact.objects.filter(tenant=tenant, artifact_id=artifact_id)
+    if revision is not None:
+        artifacts = artifacts.filter(revision=str(revision))
+    return artifacts.order_by("-created_at", "-id").first()

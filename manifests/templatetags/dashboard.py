@@ -1,0 +1,168 @@
+"""Formatting for the dashboard templates: hashes, anchors, badges, query strings, budget geometry.
+
+Tags and filters here only format what the view passed in; none of them queries the database.
+Every string they build goes through Django's escaping (format_html or autoescape), so untrusted
+item content can never become markup.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def short_hash(value: Any, length: int = 12) -> str:
+    """`sha256:0123…` kept recognisable: algorithm prefix and the first `length` hex digits."""
+    if not value:
+        return "—"
+    text = str(value)
+    algo, sep, digest = text.partition(":")
+    return f"{algo}:{digest[:length]}…" if sep and len(digest) > length else text
+
+
+@register.filter
+def item_anchor(item_id: Any) -> str:
+    """A stable, markup-safe element id for an item row, whatever characters the item_id holds."""
+    return "item-" + hashlib.sha256(str(item_id).encode()).hexdigest()[:16]
+
+
+@register.filter
+def compact_json(value: Any) -> str:
+    if value is None or value == {}:
+        return ""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(", ", ": "))
+
+
+@register.filter
+def ref_text(source_ref: Any) -> str:
+    """A source_ref as `key=value` pairs in a fixed order (still escaped by the template)."""
+    if not isinstance(source_ref, dict):
+        return "" if source_ref is None else str(source_ref)
+    return " ".join(f"{k}={v}" for k, v in source_ref.items())
+
+
+_GOOD = {"ready", "passed", "retrieved", "included", "success", "applied", "verified", "published", "valid",
+         "hit", "isolated_as_data", "confirmed_by_policy", "eligible"}
+_BAD = {"blocked", "failed", "excluded", "retrieval_failed", "error", "transform_blocked", "security_rejected",
+        "permission_denied", "hard_gate_rejected", "unresolved"}
+_WARN = {"not_retrieved", "queued", "running", "partial", "draft", "stale_revision", "expired", "unverifiable",
+         "budget_evicted", "ranking_lost", "diagnostic_only", "miss", "canceled", "unknown", "bypassed"}
+
+
+@register.filter
+def tone(value: Any) -> str:
+    """The badge colour for a vocabulary word: good / bad / warn / muted."""
+    word = str(value or "")
+    if word in _GOOD:
+        return "good"
+    if word in _BAD:
+        return "bad"
+    if word in _WARN:
+        return "warn"
+    return "muted"
+
+
+@register.filter
+def gate_mark(result: Any) -> str:
+    return {"passed": "✓", "failed": "✗", "not_evaluated": "·", "not_applicable": "–"}.get(str(result), "?")
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    if isinstance(mapping, dict):
+        return mapping.get(key)
+    return None
+
+
+@register.filter
+def signed(value: Any) -> str:
+    try:
+        number = int(value)
+    except (TypeError, ValueError):
+        return "—"
+    return f"+{number}" if number > 0 else str(number)
+
+
+@register.simple_tag(takes_context=True)
+def query(context: dict[str, Any], **changes: Any) -> str:
+    """The current query string with `changes` applied (None or "" removes a key), for page links."""
+    params = context["request"].GET.copy()
+    for key, value in changes.items():
+        if value in (None, ""):
+            params.pop(key, None)
+        else:
+            params[key] = value
+    encoded = params.urlencode()
+    return f"?{encoded}" if encoded else "?"
+
+
+# --------------------------------------------------------------------------- budget chart
+
+_SEGMENT_COLOURS = ["#3b6fb6", "#4f9a8f", "#b7813a", "#8a5bb0", "#b54e6a", "#5c7a2e", "#2f8fb7", "#9a6b4f"]
+
+
+@register.inclusion_tag("manifests/partials/budget_chart.html")
+def budget_chart(budget: dict[str, Any]) -> dict[str, Any]:
+    """Geometry for the SVG budget chart (percent of the model's context limit).
+
+    Top bar: each partition's used tokens stacked, then the unused usable budget, then protocol
+    overhead, safety margin and response reserve. Below, one row per partition scaled to the
+    usable budget with its used fill and minimum / maximum marks.
+    """
+    limit = max(int(budget.get("model_context_limit") or 0), 1)
+    usable = max(int(budget.get("usable_input") or 0), 1)
+    partitions = budget.get("partitions") or {}
+    segments, x = [], 0.0
+    for index, (name, part) in enumerate(partitions.items()):
+        width = 100.0 * int(part.get("used") or 0) / limit
+        segments.append({"name": name, "x": x, "width": width, "colour": _SEGMENT_COLOURS[index % len(_SEGMENT_COLOURS)],
+                         "tokens": part.get("used") or 0})
+        x += width
+    used_total = sum(int(p.get("used") or 0) for p in partitions.values())
+    free = max(0, int(budget.get("usable_input") or 0) - used_total)
+    segments.append({"name": "unused usable", "x": x, "width": 100.0 * free / limit, "colour": "#e4e8ee",
+                     "tokens": free, "muted": True})
+    x += 100.0 * free / limit
+    for name, key, colour in (("protocol overhead", "protocol_overhead", "#9aa3ad"),
+                              ("safety margin", "safety_margin", "#c3c9d0"),
+                              ("response reserve", "response_reserve", "#6b7580")):
+        width = 100.0 * int(budget.get(key) or 0) / limit
+        segments.append({"name": name, "x": x, "width": width, "colour": colour, "tokens": budget.get(key) or 0,
+                         "reserved": True})
+        x += width
+    rows = []
+    for index, (name, part) in enumerate(partitions.items()):
+        used = int(part.get("used") or 0)
+        minimum = int(part.get("minimum") or 0)
+        maximum = part.get("maximum")
+        rows.append({
+            "name": name,
+            "colour": _SEGMENT_COLOURS[index % len(_SEGMENT_COLOURS)],
+            "used": used,
+            "used_pct": min(100.0, 100.0 * used / usable),
+            "minimum": minimum,
+            "minimum_pct": min(100.0, 100.0 * minimum / usable),
+            "maximum": maximum,
+            "maximum_pct": min(100.0, 100.0 * int(maximum) / usable) if maximum is not None else None,
+            "below_minimum": used < minimum,
+            "items": part.get("items"),
+            "eviction": part.get("eviction"),
+            "borrowed": part.get("borrowed") or 0,
+        })
+    return {"budget": budget, "segments": segments, "rows": rows, "usable": usable, "limit": limit,
+            "usable_pct": 100.0 * usable / limit}
+
+
+@register.simple_tag(takes_context=True)
+def page_query(context: dict[str, Any], param: str, number: int, anchor: str = "") -> str:
+    """The current query string with `param` set to page `number` (and an optional #anchor)."""
+    params = context["request"].GET.copy()
+    params[param] = number
+    params.pop("item", None)
+    return f"?{params.urlencode()}" + (f"#{anchor}" if anchor else "")

@@ -1,0 +1,323 @@
+"""Reviewer pages: runs, a run's timeline, the manifest page and its partials, search, compare.
+
+Views are thin: resolve the acting user's tenancy, call a dashboard selector, render. Objects
+outside the user's tenants are 404. Item tables, the serialized input and item bodies are
+separate partial URLs (htmx swaps them in place; without JavaScript the links reload the page),
+so a manifest with 10,000 items renders a page of rows, never all of them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from datetime import date
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+
+from ctxeng.engine.vocabulary import AcquisitionOutcome
+
+from . import dashboard_selectors as sel
+from .models import AssemblyJob, JobStatus
+
+PAGE_SIZE = 100
+SESSION_TENANT = "ctxeng_tenant"
+LOGIN_URL = "/login/"
+
+
+def dashboard_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Login required; attaches `request.tenancy` (the user's tenants and the current one)."""
+
+    @login_required(login_url=LOGIN_URL)
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        request.tenancy = sel.memberships_of(request.user, preferred_slug=request.session.get(SESSION_TENANT))
+        return view(request, *args, **kwargs)
+
+    return wrapped
+
+
+def page_of(rows: Any, number: Any, per_page: int = PAGE_SIZE):
+    return Paginator(rows, per_page).get_page(number)
+
+
+# --------------------------------------------------------------------------- tenancy
+
+
+@require_POST
+@dashboard_page
+def tenant_switch(request: HttpRequest) -> HttpResponse:
+    slug = request.POST.get("tenant", "")
+    if not any(tenant.slug == slug for tenant in request.tenancy.tenants):
+        raise Http404("no such tenant")
+    request.session[SESSION_TENANT] = slug
+    target = request.POST.get("next") or "/"
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = "/"
+    return HttpResponseRedirect(target)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+def _date(value: str) -> date | None:
+    try:
+        return date.fromisoformat(value) if value else None
+    except ValueError:
+        return None
+
+
+@require_GET
+@dashboard_page
+def runs(request: HttpRequest) -> HttpResponse:
+    tenant = request.tenancy.current
+    filters = {
+        "status": request.GET.get("status", "") if request.GET.get("status") in JobStatus.values else "",
+        "policy": request.GET.get("policy", "").strip(),
+        "since": request.GET.get("since", "").strip(),
+        "until": request.GET.get("until", "").strip(),
+    }
+    if tenant is None:
+        page, policies = page_of([], 1), []
+    else:
+        rows = sel.runs_list(tenant=tenant, status=filters["status"], policy=filters["policy"],
+                             since=_date(filters["since"]), until=_date(filters["until"]))
+        page, policies = page_of(rows, request.GET.get("page"), 50), sel.policy_ids_in(tenant)
+    return render(request, "manifests/runs.html", {
+        "page": page, "filters": filters, "statuses": JobStatus.values, "policies": policies,
+    })
+
+
+@require_GET
+@dashboard_page
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    run = sel.run_get(tenant_ids=request.tenancy.tenant_ids, run_id=run_id, prefer_tenant=request.tenancy.current)
+    if run is None:
+        raise Http404("run not found")
+    jobs = sel.run_timeline(run)
+    previous = None
+    for job in jobs:
+        job.previous_id = previous
+        if hasattr(job, "manifest"):
+            previous = job.id
+        usable = int(job.usable_input) if job.usable_input not in (None, "") else None
+        used = job.manifest.estimated_input_tokens if hasattr(job, "manifest") else None
+        job.usable = usable
+        job.used = used
+        job.used_percent = min(100, round(100 * used / usable)) if usable and used is not None else 0
+    return render(request, "manifests/run.html", {"run": run, "jobs": jobs})
+
+
+# --------------------------------------------------------------------------- the manifest page
+
+
+def _job_or_404(request: HttpRequest, job_id: str) -> AssemblyJob:
+    job = sel.assembly_get(tenant_ids=request.tenancy.tenant_ids, job_id=job_id)
+    if job is None:
+        raise Http404("assembly not found")
+    return job
+
+
+def _manifest_of(job: AssemblyJob):
+    return getattr(job, "manifest", None) if hasattr(job, "manifest") else None
+
+
+def _page_number_of(rows: list[dict[str, Any]], item_id: str, per_page: int = PAGE_SIZE) -> int | None:
+    for index, row in enumerate(rows):
+        if row.get("item_id") == item_id:
+            return index // per_page + 1
+    return None
+
+
+def _section_context(job: AssemblyJob, sections: dict[str, Any], params: Any, focus: str = "") -> dict[str, Any]:
+    included = sections.get("included") or []
+    excluded_all = sections.get("excluded") or []
+    reason = params.get("reason", "")
+    excluded = sel.excluded_grouped(excluded_all, reason)
+    included_page = params.get("included_page")
+    excluded_page = params.get("excluded_page")
+    if focus:
+        included_page = _page_number_of(included, focus) or included_page
+        excluded_page = _page_number_of(excluded, focus) or excluded_page
+    return {
+        "included_page": page_of(included, included_page),
+        "excluded_page": page_of(excluded, excluded_page),
+        "reason": reason,
+        "reason_counts": sel.reason_counts(excluded_all),
+        "excluded_total": len(excluded_all),
+        "tool_pairs_page": page_of(sections.get("tool_pairs") or [], params.get("tool_pairs_page"), PAGE_SIZE),
+        "transforms_page": page_of(sections.get("transforms") or [], params.get("transforms_page"), 20),
+    }
+
+
+def _acquisition(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    missing = (AcquisitionOutcome.NOT_RETRIEVED.value, AcquisitionOutcome.RETRIEVAL_FAILED.value)
+    return {
+        "problems": [row for row in rows if row.get("outcome") in missing],
+        "retrieved": [row for row in rows if row.get("outcome") not in missing],
+    }
+
+
+def _lineage(sections: dict[str, Any], limit: int = 50) -> dict[str, Any]:
+    """Items whose content derives from other objects (excerpts, summaries), with their node trees."""
+    items = [row for row in sections.get("included") or [] if row.get("source_lineage")]
+    trees = [{"item_id": row["item_id"], "roots": lineage_tree(row["source_lineage"])} for row in items[:limit]]
+    summaries = sections.get("summaries") or []
+    return {"trees": trees, "more": max(0, len(items) - limit), "summaries": summaries[:limit],
+            "more_summaries": max(0, len(summaries) - limit)}
+
+
+def lineage_tree(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Nest lineage nodes: each node's children are the nodes it was derived from (input_node_ids)."""
+    by_id = {node["node_id"]: node for node in nodes}
+    used_as_input = {i for node in nodes for i in node.get("input_node_ids") or []}
+
+    def build(node: dict[str, Any], seen: frozenset[str]) -> dict[str, Any]:
+        inputs = [by_id[i] for i in node.get("input_node_ids") or [] if i in by_id and i not in seen]
+        return {**node, "children": [build(child, seen | {child["node_id"]}) for child in inputs],
+                "unknown_inputs": [i for i in node.get("input_node_ids") or [] if i not in by_id]}
+
+    roots = [node for node in nodes if node["node_id"] not in used_as_input] or nodes[-1:]
+    return [build(root, frozenset({root["node_id"]})) for root in roots]
+
+
+@require_GET
+@dashboard_page
+def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    job = _job_or_404(request, job_id)
+    manifest = _manifest_of(job)
+    context: dict[str, Any] = {"job": job, "manifest": manifest, "focus": request.GET.get("item", "")}
+    if manifest is not None:
+        sections = sel.manifest_sections(manifest.pk)
+        context.update(_section_context(job, sections, request.GET, focus=context["focus"]))
+        context.update({
+            "assembly": sections.get("assembly") or {},
+            "budget": sections.get("budget") or {},
+            "cache": sections.get("cache") or {},
+            "stages": sections.get("stages") or [],
+            "acquisition": _acquisition(sections.get("source_acquisition") or []),
+            "lineage": _lineage(sections),
+            "included_total": len(sections.get("included") or []),
+            "unresolved": [p for p in sections.get("tool_pairs") or [] if p.get("decision") == "unresolved"],
+            "usage": getattr(manifest, "usage", None) if hasattr(manifest, "usage") else None,
+        })
+        if context["usage"] is not None:
+            context["usage_delta"] = context["usage"].input_tokens - int(context["budget"].get("estimated_used") or 0)
+    return render(request, "manifests/manifest.html", context)
+
+
+_SECTION_PARTIALS = {
+    "included": "manifests/partials/included_table.html",
+    "excluded": "manifests/partials/excluded_table.html",
+    "tool_pairs": "manifests/partials/tool_pairs.html",
+    "transforms": "manifests/partials/transforms.html",
+}
+
+
+@require_GET
+@dashboard_page
+def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpResponse:
+    """One paginated region of the manifest page (htmx swaps it; it is also a plain page)."""
+    if section not in _SECTION_PARTIALS:
+        raise Http404("no such section")
+    job = _job_or_404(request, job_id)
+    manifest = _manifest_of(job)
+    if manifest is None:
+        raise Http404("not sealed yet")
+    sections = sel.manifest_sections(manifest.pk, (section,))
+    params = request.GET.copy()
+    params[f"{section}_page"] = request.GET.get("page", "1")
+    context = {"job": job, "manifest": manifest, **_section_context(job, sections, params)}
+    if section == "excluded":
+        context["reason_counts"] = sel.reason_counts(sections.get("excluded") or [])
+    return render(request, _SECTION_PARTIALS[section], context)
+
+
+@require_GET
+@dashboard_page
+def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
+    """One item's full record: gates, security assessment, lineage and its submitted body."""
+    job = _job_or_404(request, job_id)
+    manifest = _manifest_of(job)
+    item_id = request.GET.get("item_id", "")
+    if manifest is None or not item_id:
+        raise Http404("no such item")
+    sections = sel.manifest_sections(manifest.pk, ("included", "excluded", "transforms"))
+    record = next((r for r in sections.get("included") or [] if r.get("item_id") == item_id), None)
+    decision = "included"
+    if record is None:
+        record = next((r for r in sections.get("excluded") or [] if r.get("item_id") == item_id), None)
+        decision = "excluded"
+    if record is None:
+        raise Http404("no such item")
+    transform_id = record.get("transform_record_id")
+    transforms = [t for t in sections.get("transforms") or []
+                  if t.get("record_id") == transform_id or item_id in (t.get("input_item_ids") or [])
+                  or t.get("output_item_id") == item_id]
+    return render(request, "manifests/partials/item_detail.html", {
+        "job": job, "record": record, "decision": decision,
+        "lineage": lineage_tree(record.get("source_lineage") or []),
+        "transforms": transforms, "body": sel.item_body(job, item_id),
+    })
+
+
+@require_GET
+@dashboard_page
+def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
+    """The serialized model input by role, untrusted blocks marked; paged by segment."""
+    job = _job_or_404(request, job_id)
+    manifest = _manifest_of(job)
+    if manifest is None:
+        raise Http404("not sealed yet")
+    rows = []
+    for index, message in enumerate(sel.input_messages(sel.provider_input(manifest.pk) if manifest.status == "ready" else None)):
+        segments = message["segments"] or [{"text": "", "block": None, "untrusted": False}]
+        for position, segment in enumerate(segments):
+            rows.append({"index": index + 1, "role": message["role"], "first": position == 0,
+                         "extra": message["extra"] if position == 0 else [], "segment": segment})
+    return render(request, "manifests/partials/serialized_input.html", {
+        "job": job, "manifest": manifest, "page": page_of(rows, request.GET.get("page"), 60),
+        "untrusted_count": sum(1 for row in rows if row["segment"]["untrusted"]),
+    })
+
+
+# --------------------------------------------------------------------------- why excluded? / compare
+
+
+@require_GET
+@dashboard_page
+def why(request: HttpRequest) -> HttpResponse:
+    q = request.GET.get("q", "").strip()
+    reason = request.GET.get("reason", "").strip()
+    decision = request.GET.get("decision", "excluded")
+    if decision not in ("included", "excluded", ""):
+        decision = "excluded"
+    searched = bool(q or reason)
+    rows = sel.item_search(tenant_ids=request.tenancy.tenant_ids, q=q, reason=reason, decision=decision) if searched else []
+    return render(request, "manifests/why.html", {
+        "q": q, "reason": reason, "decision": decision, "searched": searched,
+        "page": page_of(rows, request.GET.get("page"), 50), "reasons": sel.REASON_ORDER,
+    })
+
+
+@require_GET
+@dashboard_page
+def compare(request: HttpRequest) -> HttpResponse:
+    a_id, b_id = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
+    context: dict[str, Any] = {"a_id": a_id, "b_id": b_id, "result": None}
+    if a_id and b_id:
+        job_a, job_b = _job_or_404(request, a_id), _job_or_404(request, b_id)
+        if _manifest_of(job_a) is None or _manifest_of(job_b) is None:
+            raise Http404("both assemblies must be sealed")
+        wanted = ("assembly", "budget", "included", "excluded")
+        context.update({
+            "job_a": job_a, "job_b": job_b,
+            "result": sel.compare_sections(sel.manifest_sections(job_a.manifest.pk, wanted),
+                                           sel.manifest_sections(job_b.manifest.pk, wanted)),
+        })
+    return render(request, "manifests/compare.html", context)

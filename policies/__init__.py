@@ -1,0 +1,1 @@
+"""Versioned context policies: drafts, published (immutable) revisions, structural diffs."""

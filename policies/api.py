@@ -1,0 +1,200 @@
+"""REST API for policies: thin views that parse, call a service or selector, and serialize.
+
+Bodies are validated by the engine's ContextPolicy model (errors name field paths); a policy
+editor role (or admin) is required to write. Others' policies are 404.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from pydantic import BaseModel, ConfigDict, Field
+from rest_framework import serializers, status
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from ctxeng.engine import ContextPolicy
+from ctxeng.engine.errors import validate
+from ctxeng.errors import BadReference, Forbidden
+from ctxeng.rest import read_json, read_model
+from manifests.models import Role
+from manifests.selectors import roles_in, tenant_for_role
+
+from . import selectors, services
+from .diffing import diff
+from .models import Policy, PolicyRevision
+
+
+class RevisionBody(BaseModel):
+    """`{"body": <ContextPolicy>, "tenant": "<slug>"?}`; tenant defaults to your only editor tenant."""
+
+    model_config = ConfigDict(extra="forbid")
+    body: dict[str, Any]
+    tenant: str | None = None
+
+
+class PublishBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    note: str = Field(default="", max_length=10_000)
+
+
+def revision_json(revision: PolicyRevision, *, with_body: bool = False) -> dict[str, Any]:
+    data = {
+        "policy_id": revision.policy.policy_id,
+        "tenant": revision.policy.tenant.slug,
+        "revision": revision.revision,
+        "status": revision.status,
+        "digest": revision.digest,
+        "created_by": revision.created_by.get_username() if revision.created_by else None,
+        "created_at": revision.created_at,
+        "published_by": revision.published_by.get_username() if revision.published_by else None,
+        "published_at": revision.published_at,
+        "publish_note": revision.publish_note,
+        "retired_at": revision.retired_at,
+    }
+    if with_body:
+        data["body"] = revision.body
+    return data
+
+
+def policy_json(policy: Policy) -> dict[str, Any]:
+    current = selectors.current_revision(policy)
+    return {
+        "policy_id": policy.policy_id,
+        "tenant": policy.tenant.slug,
+        "current_revision": current.revision if current else None,
+        "current_digest": current.digest if current else None,
+        "revisions": list(policy.revisions.order_by("revision").values_list("revision", flat=True)),
+    }
+
+
+def _require_editor(request: Request, policy: Policy) -> None:
+    if Role.POLICY_EDITOR not in roles_in(request.user, policy.tenant):
+        raise Forbidden(f"the policy_editor role is required in tenant {policy.tenant.slug!r}")
+
+
+TENANT_PARAM = OpenApiParameter("tenant", str, description="tenant slug, when a policy id exists in several")
+REVISION_RESPONSE = inline_serializer(
+    "PolicyRevisionCreated",
+    {
+        "policy_id": serializers.CharField(),
+        "revision": serializers.IntegerField(),
+        "status": serializers.CharField(),
+        "digest": serializers.CharField(),
+    },
+)
+
+
+class PolicyRevisionBody(BaseModel):
+    """The documented shape of RevisionBody (validated at run time by the engine's parse_policy)."""
+
+    body: ContextPolicy
+    tenant: str | None = None
+
+
+REVISION_REQUEST = PolicyRevisionBody
+
+
+class PolicyListApi(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Policies in your tenants")
+    def get(self, request: Request) -> Response:
+        return Response({"results": [policy_json(p) for p in selectors.policies_for(request.user)]})
+
+
+class RevisionListApi(APIView):
+    @extend_schema(parameters=[TENANT_PARAM], responses={200: OpenApiTypes.OBJECT}, summary="Revisions of a policy",
+                   operation_id="policy_revisions_list")
+    def get(self, request: Request, policy_id: str) -> Response:
+        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+        revisions = policy.revisions.select_related("policy__tenant", "created_by", "published_by").order_by("revision")
+        return Response({"results": [revision_json(r) for r in revisions]})
+
+    @extend_schema(
+        request=REVISION_REQUEST,
+        responses={201: REVISION_RESPONSE, 400: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        summary="Create a draft revision (body.policy.revision is the new number)",
+        description="`body` is a ContextPolicy; see the ContextPolicy component schema.",
+    )
+    def post(self, request: Request, policy_id: str) -> Response:
+        payload = read_model(request, RevisionBody, what="policy")
+        tenant = tenant_for_role(request.user, role=Role.POLICY_EDITOR, slug=payload.tenant)
+        revision = services.policy_revision_create(
+            tenant=tenant, body=payload.body, user=request.user, policy_id=policy_id
+        )
+        return Response(
+            {"policy_id": policy_id, "revision": revision.revision, "status": revision.status, "digest": revision.digest},
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class RevisionDetailApi(APIView):
+    @extend_schema(parameters=[TENANT_PARAM], responses={200: OpenApiTypes.OBJECT}, summary="One revision, with its body")
+    def get(self, request: Request, policy_id: str, revision: int) -> Response:
+        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+        return Response(revision_json(selectors.revision_get(policy, revision), with_body=True))
+
+    @extend_schema(
+        request=REVISION_REQUEST,
+        parameters=[TENANT_PARAM],
+        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        summary="Replace a draft's body (409 once published)",
+    )
+    def put(self, request: Request, policy_id: str, revision: int) -> Response:
+        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+        _require_editor(request, policy)
+        found = selectors.revision_get(policy, revision)
+        payload = read_model(request, RevisionBody, what="policy")
+        updated = services.policy_revision_update(revision=found, body=payload.body, user=request.user)
+        return Response(revision_json(updated, with_body=True))
+
+
+class RevisionPublishApi(APIView):
+    @extend_schema(
+        request=PublishBody,
+        parameters=[TENANT_PARAM],
+        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        summary="Publish a draft; the previous published revision is retired",
+    )
+    def post(self, request: Request, policy_id: str, revision: int) -> Response:
+        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+        _require_editor(request, policy)
+        found = selectors.revision_get(policy, revision)
+        payload = validate(PublishBody, read_json(request, empty={}), what="publish request")
+        published = services.policy_revision_publish(revision=found, user=request.user, note=payload.note)
+        return Response(revision_json(published))
+
+
+class PolicyDiffApi(APIView):
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("from", int, required=True),
+            OpenApiParameter("to", int, required=True),
+            TENANT_PARAM,
+        ],
+        responses={200: OpenApiTypes.OBJECT},
+        summary="Structural diff of two revisions' bodies: [{path, change, from, to}]",
+    )
+    def get(self, request: Request, policy_id: str) -> Response:
+        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+        numbers = []
+        for name in ("from", "to"):
+            value = request.query_params.get(name, "")
+            if not value.isdigit():
+                raise BadReference(f"{name}: a revision number is required (?from=A&to=B)")
+            numbers.append(int(value))
+        a, b = (selectors.revision_get(policy, n) for n in numbers)
+        return Response({"policy_id": policy_id, "from": a.revision, "to": b.revision, "changes": diff(a.body, b.body)})
+
+
+# Referenced so drf-spectacular publishes the engine's ContextPolicy JSON Schema as a component.
+@extend_schema(request=ContextPolicy, responses={200: ContextPolicy}, summary="Validate a policy body (no write)")
+class PolicyValidateApi(APIView):
+    def post(self, request: Request) -> Response:
+        from ctxeng.engine import parse_policy, policy_digest
+
+        policy = parse_policy(read_json(request))
+        return Response({"valid": True, "policy_id": policy.policy.id, "revision": policy.policy.revision,
+                         "digest": policy_digest(policy)})

@@ -1,0 +1,190 @@
+"""Reads for the policy pages: lists, revision history, validation with positions, impact preview.
+
+The impact preview replays the most recent recorded requests of a policy under a draft body with
+the engine alone (no model call, nothing stored) and compares each result with the manifest that
+was sealed for that request: which items flip between included and excluded, which assemblies
+become blocked, and how each budget partition moves.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+from django.db.models import Count, Q, QuerySet
+
+from ctxeng.engine import InvalidInput, assemble, parse_policy
+from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
+from manifests.models import AssemblyJob, Tenant
+from manifests.selectors import artifact_for_ref
+
+from .models import Policy, PolicyRevision, RevisionStatus
+
+IMPACT_SAMPLE = 20
+
+
+def policies_list(*, tenant: Tenant) -> QuerySet[Policy]:
+    return (
+        Policy.objects.filter(tenant=tenant)
+        .annotate(
+            revisions_count=Count("revisions", distinct=True),
+            drafts=Count("revisions", filter=Q(revisions__status=RevisionStatus.DRAFT), distinct=True),
+        )
+        .order_by("policy_id")
+    )
+
+
+def policy_get(*, tenant_ids: list[int], policy_id: str, prefer_tenant: Tenant | None) -> Policy | None:
+    found = list(Policy.objects.filter(tenant_id__in=tenant_ids, policy_id=policy_id).select_related("tenant"))
+    if not found:
+        return None
+    return next((p for p in found if prefer_tenant and p.tenant_id == prefer_tenant.id), found[0])
+
+
+def revision_history(policy: Policy) -> list[PolicyRevision]:
+    return list(
+        PolicyRevision.objects.filter(policy=policy)
+        .select_related("created_by", "published_by")
+        .defer("body")
+        .order_by("-revision")
+    )
+
+
+def revision_get(policy: Policy, revision: int) -> PolicyRevision | None:
+    return PolicyRevision.objects.filter(policy=policy, revision=revision).select_related("policy__tenant").first()
+
+
+def published_revision(policy: Policy) -> PolicyRevision | None:
+    return PolicyRevision.objects.filter(policy=policy, status=RevisionStatus.PUBLISHED).first()
+
+
+def body_yaml(body: dict[str, Any]) -> str:
+    return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+@dataclass(frozen=True)
+class FieldError:
+    path: str
+    message: str
+    line: int | None  # 1-based line in the edited YAML, when the path can be found
+
+
+_INDEX = re.compile(r"\[(\d+)\]")
+
+
+def _split(path: str) -> list[str | int]:
+    parts: list[str | int] = []
+    for chunk in path.split("."):
+        name, _, rest = chunk.partition("[")
+        if name:
+            parts.append(name)
+        for index in _INDEX.findall("[" + rest if rest else ""):
+            parts.append(int(index))
+    return parts
+
+
+def line_of(text: str, path: str) -> int | None:
+    """The line of the deepest YAML node on `path` (the key itself when it exists)."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        return mark.line + 1 if mark else None
+    line = None
+    for part in _split(path):
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            match = next(((k, v) for k, v in node.value if getattr(k, "value", None) == part), None)
+            if match is None:
+                break
+            line, node = match[0].start_mark.line + 1, match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def validate_yaml(text: str) -> tuple[Any | None, list[FieldError]]:
+    """Parse a draft as the engine does; on failure, each error with its path and YAML line."""
+    try:
+        return parse_policy(text), []
+    except InvalidInput as exc:
+        return None, field_errors(text, exc.errors)
+
+
+def field_errors(text: str, messages: list[str]) -> list[FieldError]:
+    """`path: message` lines (engine or service) as FieldErrors located in the YAML text."""
+    errors = []
+    for raw in messages:
+        path, sep, message = raw.partition(": ")
+        if not sep or " " in path:
+            path, message = "", raw
+        located = path.removeprefix("body.")
+        errors.append(FieldError(path=path, message=message, line=line_of(text, located) if located else None))
+    return errors
+
+
+# --------------------------------------------------------------------------- impact preview
+
+
+def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[AssemblyJob]:
+    return list(
+        light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy, manifest__isnull=False)
+        .order_by("-created_at")[:limit]
+    )
+
+
+def _replay(job: AssemblyJob, draft) -> Any:
+    request = request_of(job)
+    request = request.model_copy(update={"policy": request.policy.model_copy(update={"revision": draft.policy.revision})})
+    candidates, changed = [], False
+    for item in request.candidates:
+        if item.artifact_ref is not None and item.content is None:
+            artifact = artifact_for_ref(tenant=job.tenant, artifact_id=item.artifact_ref.artifact_id,
+                                        revision=item.artifact_ref.revision)
+            if artifact is not None:
+                item, changed = item.model_copy(update={"content": artifact.content}), True
+        candidates.append(item)
+    if changed:
+        request = request.model_copy(update={"candidates": candidates})
+    return assemble(request, draft)
+
+
+def impact_preview(policy: Policy, draft) -> dict[str, Any]:
+    """Replay the policy's last IMPACT_SAMPLE recorded requests under `draft` (a parsed ContextPolicy)."""
+    rows = []
+    for job in recent_jobs_for_policy(policy):
+        recorded = manifest_sections(job.manifest.pk, ("assembly", "budget", "included", "excluded"))
+        try:
+            result = _replay(job, draft)
+        except Exception as exc:  # noqa: BLE001 - one unreplayable request must not hide the others
+            rows.append({"job": job, "error": f"{type(exc).__name__}: {exc}", "comparison": None})
+            continue
+        replayed = result.manifest_dict()
+        comparison = compare_sections(recorded, replayed)
+        rows.append({
+            "job": job,
+            "error": "",
+            "comparison": comparison,
+            "becomes_blocked": comparison["status_a"] != "blocked" and comparison["status_b"] == "blocked",
+            "becomes_ready": comparison["status_a"] == "blocked" and comparison["status_b"] == "ready",
+            "missing": (replayed.get("assembly") or {}).get("missing") or [],
+            "blocked_detail": (replayed.get("assembly") or {}).get("blocked_detail") or [],
+            "changed": bool(comparison["flips"] or comparison["status_a"] != comparison["status_b"]
+                            or any(p["delta"] for p in comparison["partitions"])),
+        })
+    return {
+        "rows": rows,
+        "replayed": len(rows),
+        "flipped_items": sum(len(r["comparison"]["flips"]) for r in rows if r["comparison"]),
+        "becoming_blocked": sum(1 for r in rows if r.get("becomes_blocked")),
+        "becoming_ready": sum(1 for r in rows if r.get("becomes_ready")),
+        "errors": sum(1 for r in rows if r["error"]),
+        "unchanged": sum(1 for r in rows if r["comparison"] and not r["changed"]),
+    }

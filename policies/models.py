@@ -1,0 +1,90 @@
+"""Policy and PolicyRevision.
+
+A revision's body is a ContextPolicy (validated by the engine), its digest the engine's
+`policy_digest`. Status runs draft -> published -> retired. A published (or retired) revision is
+immutable: `save()` refuses any change to its body, digest or number, so no code path can edit
+what a manifest already cites. At most one revision per policy is published (a partial unique
+constraint); publishing retires the previous one (policies.services.revision_publish).
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from manifests.models import Immutable
+
+
+class Policy(models.Model):
+    tenant = models.ForeignKey("manifests.Tenant", on_delete=models.CASCADE, related_name="policies")
+    policy_id = models.CharField(max_length=200)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["policy_id"]
+        verbose_name_plural = "policies"
+        constraints = [models.UniqueConstraint(fields=["tenant", "policy_id"], name="policy_unique_per_tenant")]
+
+    def __str__(self) -> str:
+        return self.policy_id
+
+
+class RevisionStatus(models.TextChoices):
+    DRAFT = "draft"
+    PUBLISHED = "published"
+    RETIRED = "retired"
+
+
+class PolicyRevision(models.Model):
+    policy = models.ForeignKey(Policy, on_delete=models.CASCADE, related_name="revisions")
+    revision = models.PositiveIntegerField()
+    body = models.JSONField(help_text="the ContextPolicy, with defaults filled in")
+    digest = models.CharField(max_length=80)
+    status = models.CharField(max_length=10, choices=RevisionStatus.choices, default=RevisionStatus.DRAFT)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    published_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    published_at = models.DateTimeField(null=True, blank=True)
+    publish_note = models.TextField(blank=True)
+    retired_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["policy_id", "revision"]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "revision"], name="revision_unique_number"),
+            models.UniqueConstraint(
+                fields=["policy"], condition=Q(status="published"), name="one_published_revision_per_policy"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.policy.policy_id}/{self.revision} ({self.status})"
+
+    _SEALED_FIELDS = ("body", "digest", "revision", "policy_id", "created_by_id", "published_by_id", "published_at")
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding and self.pk is not None:
+            stored = type(self).objects.filter(pk=self.pk).first()
+            if stored is not None and stored.status != RevisionStatus.DRAFT:
+                changed = [f for f in self._SEALED_FIELDS if getattr(stored, f) != getattr(self, f)]
+                if stored.status == RevisionStatus.PUBLISHED and self.status == RevisionStatus.DRAFT:
+                    changed.append("status")
+                if stored.status == RevisionStatus.RETIRED and self.status != RevisionStatus.RETIRED:
+                    changed.append("status")
+                if changed:
+                    raise Immutable(
+                        f"policy revision {stored} is {stored.status} and immutable; "
+                        f"refused change to {', '.join(changed)}"
+                    )
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        if self.status != RevisionStatus.DRAFT:
+            raise Immutable(f"policy revision {self} is {self.status} and cannot be deleted")
+        return super().delete(*args, **kwargs)

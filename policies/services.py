@@ -1,0 +1,125 @@
+"""Writes for policies: create and edit drafts, publish, import from a file.
+
+A revision's body is validated by the engine (`parse_policy`) and stored normalized (defaults
+filled in, `policy.digest` removed), so its digest is the one the engine records in manifests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from ctxeng.engine import InvalidInput, parse_policy, policy_digest
+from ctxeng.engine.models import ContextPolicy
+from ctxeng.engine.policy import policy_body
+from ctxeng.errors import Conflict
+from manifests.models import Tenant
+
+from .models import Policy, PolicyRevision, RevisionStatus
+
+
+def _parse(body: Any, *, policy_id: str | None = None, revision: int | None = None) -> ContextPolicy:
+    if isinstance(body, (str, bytes)):
+        policy = parse_policy(body)
+    elif isinstance(body, dict):
+        policy = parse_policy(body)
+    else:
+        raise InvalidInput(["body: field required (a ContextPolicy object)"], what="policy")
+    if policy_id is not None and policy.policy.id != policy_id:
+        raise InvalidInput(
+            [f"body.policy.id: {policy.policy.id!r} does not match the policy in the URL {policy_id!r}"],
+            what="policy",
+        )
+    if revision is not None and policy.policy.revision != revision:
+        raise InvalidInput(
+            [f"body.policy.revision: {policy.policy.revision} does not match the revision in the URL {revision}"],
+            what="policy",
+        )
+    if policy.policy.digest is not None and policy.policy.digest != policy_digest(policy):
+        raise InvalidInput([f"body.policy.digest: does not match the body ({policy_digest(policy)})"], what="policy")
+    return policy
+
+
+def policy_revision_create(
+    *, tenant: Tenant, body: Any, user: AbstractBaseUser | None, policy_id: str | None = None
+) -> PolicyRevision:
+    """A new draft revision; its number comes from the body and must be new for the policy."""
+    policy = _parse(body, policy_id=policy_id)
+    with transaction.atomic():
+        container, _ = Policy.objects.get_or_create(tenant=tenant, policy_id=policy.policy.id)
+        number = policy.policy.revision
+        if PolicyRevision.objects.filter(policy=container, revision=number).exists():
+            raise Conflict(f"policy.revision: revision {number} of policy {policy.policy.id!r} already exists")
+        try:
+            with transaction.atomic():
+                return PolicyRevision.objects.create(
+                    policy=container,
+                    revision=number,
+                    body=policy_body(policy),
+                    digest=policy_digest(policy),
+                    created_by=user,
+                )
+        except IntegrityError:
+            raise Conflict(
+                f"policy.revision: revision {number} of policy {policy.policy.id!r} already exists"
+            ) from None
+
+
+def policy_revision_update(*, revision: PolicyRevision, body: Any, user: AbstractBaseUser | None) -> PolicyRevision:
+    """Replace a draft's body (same policy id and revision number). Published: Conflict."""
+    if revision.status != RevisionStatus.DRAFT:
+        raise Conflict(f"policy {revision.policy.policy_id} revision {revision.revision} is {revision.status}; "
+                       "create a new revision instead")
+    policy = _parse(body, policy_id=revision.policy.policy_id, revision=revision.revision)
+    revision.body = policy_body(policy)
+    revision.digest = policy_digest(policy)
+    revision.save()
+    return revision
+
+
+def policy_revision_publish(*, revision: PolicyRevision, user: AbstractBaseUser | None, note: str = "") -> PolicyRevision:
+    """Publish a draft and retire the policy's previously published revision, atomically."""
+    with transaction.atomic():
+        # Lock the policy row so two concurrent publishes serialize; the partial unique
+        # constraint is the backstop.
+        Policy.objects.select_for_update().filter(pk=revision.policy_id).first()
+        revision = PolicyRevision.objects.select_related("policy").get(pk=revision.pk)
+        if revision.status != RevisionStatus.DRAFT:
+            raise Conflict(
+                f"policy {revision.policy.policy_id} revision {revision.revision} is {revision.status}; "
+                "only a draft can be published"
+            )
+        now = timezone.now()
+        for previous in PolicyRevision.objects.filter(policy_id=revision.policy_id, status=RevisionStatus.PUBLISHED):
+            previous.status = RevisionStatus.RETIRED
+            previous.retired_at = now
+            previous.save()
+        revision.status = RevisionStatus.PUBLISHED
+        revision.published_by = user
+        revision.published_at = now
+        revision.publish_note = note
+        revision.save()
+        return revision
+
+
+def policy_import(*, tenant: Tenant, text: str | bytes, user: AbstractBaseUser | None, publish: bool, note: str = "") -> PolicyRevision:
+    """Import a policy file (YAML or JSON) idempotently: an identical existing revision is reused."""
+    policy = _parse(text)
+    existing = PolicyRevision.objects.filter(
+        policy__tenant=tenant, policy__policy_id=policy.policy.id, revision=policy.policy.revision
+    ).first()
+    if existing is None:
+        existing = policy_revision_create(tenant=tenant, body=policy.model_dump(mode="json"), user=user)
+    elif existing.digest != policy_digest(policy):
+        if existing.status != RevisionStatus.DRAFT:
+            raise Conflict(
+                f"policy {policy.policy.id} revision {policy.policy.revision} is {existing.status} with another "
+                "body; bump policy.revision"
+            )
+        existing = policy_revision_update(revision=existing, body=policy.model_dump(mode="json"), user=user)
+    if publish and existing.status == RevisionStatus.DRAFT:
+        existing = policy_revision_publish(revision=existing, user=user, note=note)
+    return existing

@@ -1,0 +1,191 @@
+"""Policy pages: list, revision history, draft editor, diff, impact preview, publish.
+
+Reading needs a membership in the policy's tenant; writing (saving a draft, starting one,
+publishing) needs the policy_editor role there (403 otherwise, nothing changes). Publishing also
+needs a note. Validation errors come from the engine's parser and are shown with their field path
+and the line of the YAML they point at.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from ctxeng.engine.policy import policy_body
+from ctxeng.errors import ServiceError
+from manifests.models import Immutable, Role
+from manifests.views import dashboard_page
+
+from . import dashboard_selectors as sel
+from . import services
+from .diffing import diff
+from .models import Policy, PolicyRevision, RevisionStatus
+
+
+def _policy_or_404(request: HttpRequest, policy_id: str) -> Policy:
+    policy = sel.policy_get(tenant_ids=request.tenancy.tenant_ids, policy_id=policy_id,
+                            prefer_tenant=request.tenancy.current)
+    if policy is None:
+        raise Http404("policy not found")
+    return policy
+
+
+def _revision_or_404(policy: Policy, number: int) -> PolicyRevision:
+    revision = sel.revision_get(policy, number)
+    if revision is None:
+        raise Http404("revision not found")
+    return revision
+
+
+def _require_editor(request: HttpRequest, policy: Policy) -> None:
+    if not request.tenancy.has_role(policy.tenant, Role.POLICY_EDITOR):
+        raise PermissionDenied("the policy_editor role is required")
+
+
+def _can_edit(request: HttpRequest, policy: Policy) -> bool:
+    return request.tenancy.has_role(policy.tenant, Role.POLICY_EDITOR)
+
+
+@require_GET
+@dashboard_page
+def policy_list(request: HttpRequest) -> HttpResponse:
+    tenant = request.tenancy.current
+    policies = list(sel.policies_list(tenant=tenant)) if tenant else []
+    for policy in policies:
+        policy.current = sel.published_revision(policy)
+    return render(request, "policies/list.html", {"policies": policies})
+
+
+@require_GET
+@dashboard_page
+def policy_detail(request: HttpRequest, policy_id: str) -> HttpResponse:
+    policy = _policy_or_404(request, policy_id)
+    revisions = sel.revision_history(policy)
+    published = next((r for r in revisions if r.status == RevisionStatus.PUBLISHED), None)
+    return render(request, "policies/detail.html", {
+        "policy": policy, "revisions": revisions, "published": published, "can_edit": _can_edit(request, policy),
+        "recent_jobs": sel.recent_jobs_for_policy(policy, limit=10),
+    })
+
+
+@require_POST
+@dashboard_page
+def revision_new(request: HttpRequest, policy_id: str) -> HttpResponse:
+    """Start a draft: a copy of the newest revision with the next number."""
+    policy = _policy_or_404(request, policy_id)
+    _require_editor(request, policy)
+    with transaction.atomic():
+        latest = PolicyRevision.objects.filter(policy=policy).order_by("-revision").first()
+        if latest is None:
+            raise Http404("policy has no revision to start from")
+        body = dict(latest.body)
+        body["policy"] = {**body.get("policy", {}), "revision": latest.revision + 1}
+        body["policy"].pop("digest", None)
+        draft = services.policy_revision_create(tenant=policy.tenant, body=body, user=request.user,
+                                                policy_id=policy.policy_id)
+    return HttpResponseRedirect(reverse("policy-revision-edit", args=[policy.policy_id, draft.revision]))
+
+
+@require_http_methods(["GET", "POST"])
+@dashboard_page
+def revision_edit(request: HttpRequest, policy_id: str, revision: int) -> HttpResponse:
+    policy = _policy_or_404(request, policy_id)
+    rev = _revision_or_404(policy, revision)
+    text = sel.body_yaml(rev.body)
+    errors: list[sel.FieldError] = []
+    saved = False
+    if request.method == "POST":
+        _require_editor(request, policy)
+        text = request.POST.get("body", "")
+        parsed, errors = sel.validate_yaml(text)
+        if parsed is not None and request.POST.get("action") != "validate":
+            if rev.status != RevisionStatus.DRAFT:
+                errors = [sel.FieldError(path="", line=None,
+                                         message=f"revision {rev.revision} is {rev.status} and immutable; start a new draft")]
+            else:
+                try:
+                    rev = services.policy_revision_update(revision=rev, body=policy_body(parsed), user=request.user)
+                    saved = True
+                except (ServiceError, Immutable) as exc:
+                    errors = sel.field_errors(text, getattr(exc, "errors", None) or [str(exc)])
+    context: dict[str, Any] = {
+        "policy": policy, "revision": rev, "text": text, "errors": errors, "saved": saved,
+        "validated": request.method == "POST" and not errors,
+        "can_edit": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
+        "lines": text.splitlines(),
+        "error_lines": {e.line for e in errors if e.line},
+    }
+    if request.htmx and request.method == "POST":
+        return render(request, "policies/partials/validation.html", context, status=200 if not errors else 422)
+    return render(request, "policies/edit.html", context, status=200 if not errors else 422)
+
+
+def _int(value: Any) -> int | None:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@require_GET
+@dashboard_page
+def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
+    policy = _policy_or_404(request, policy_id)
+    revisions = sel.revision_history(policy)
+    numbers = [r.revision for r in revisions]
+    published = next((r.revision for r in revisions if r.status == RevisionStatus.PUBLISHED), None)
+    from_number = _int(request.GET.get("from")) or published or (numbers[-1] if numbers else None)
+    to_number = _int(request.GET.get("to")) or (numbers[0] if numbers else None)
+    if from_number is None or to_number is None:
+        raise Http404("no revisions")
+    rev_from, rev_to = _revision_or_404(policy, from_number), _revision_or_404(policy, to_number)
+    return render(request, "policies/diff.html", {
+        "policy": policy, "revisions": revisions, "rev_from": rev_from, "rev_to": rev_to,
+        "changes": diff(rev_from.body, rev_to.body),
+    })
+
+
+@require_GET
+@dashboard_page
+def revision_impact(request: HttpRequest, policy_id: str, revision: int) -> HttpResponse:
+    policy = _policy_or_404(request, policy_id)
+    rev = _revision_or_404(policy, revision)
+    published = sel.published_revision(policy)
+    parsed, errors = sel.validate_yaml(sel.body_yaml(rev.body))
+    impact = sel.impact_preview(policy, parsed) if parsed is not None else None
+    return render(request, "policies/impact.html", {
+        "policy": policy, "revision": rev, "published": published, "impact": impact, "errors": errors,
+        "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
+        "can_publish": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
+        "sample": sel.IMPACT_SAMPLE,
+    })
+
+
+@require_POST
+@dashboard_page
+def revision_publish(request: HttpRequest, policy_id: str, revision: int) -> HttpResponse:
+    policy = _policy_or_404(request, policy_id)
+    _require_editor(request, policy)
+    rev = _revision_or_404(policy, revision)
+    note = request.POST.get("note", "").strip()
+    if not note:
+        published = sel.published_revision(policy)
+        parsed, errors = sel.validate_yaml(sel.body_yaml(rev.body))
+        return render(request, "policies/impact.html", {
+            "policy": policy, "revision": rev, "published": published, "impact": None, "errors": errors,
+            "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
+            "can_publish": rev.status == RevisionStatus.DRAFT, "note_error": "a note is required to publish",
+            "sample": sel.IMPACT_SAMPLE,
+        }, status=400)
+    try:
+        services.policy_revision_publish(revision=rev, user=request.user, note=note)
+    except ServiceError as exc:
+        return render(request, "policies/publish_refused.html", {"policy": policy, "revision": rev,
+                                                                  "errors": exc.errors}, status=409)
+    return HttpResponseRedirect(reverse("policy", args=[policy.policy_id]))

@@ -1,0 +1,92 @@
+"""Dashboard fixtures: the worked example in tenant-x, and an owner, a member, a reviewer and an outsider.
+
+- owner: every role in tenant-x (can publish)
+- reviewer: the reviewer role only in tenant-x (reads everything, cannot edit or publish)
+- outsider: a member of another tenant only; every tenant-x object is 404 for them
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from django.contrib.auth import get_user_model
+
+from ctxeng.engine.hashing import sha256_text
+from manifests.examples import example_json, example_text
+from manifests.models import AssemblyJob, Role, Tenant
+from manifests.services import (
+    assembly_job_assemble,
+    assembly_job_claim,
+    assembly_job_submit,
+    tenant_member_add,
+)
+from policies.services import policy_import, policy_revision_create
+
+PASSWORD = "correct horse battery"
+XSS_CONTENT = "<script>alert('content')</script> and <img src=x onerror=alert('img')>"
+XSS_REF = "<img src=x onerror=alert('ref')>"
+
+
+def run_job(user, data, key):
+    job, _ = assembly_job_submit(user=user, data=data, idempotency_key=key)
+    attempt = assembly_job_claim(job_id=job.id)
+    if attempt is not None:
+        assembly_job_assemble(job_id=job.id, attempt=attempt)
+    return AssemblyJob.objects.get(pk=job.pk)
+
+
+def draft_body(published_body: dict) -> dict:
+    """Revision 4: the background partition shrinks, so the old trace no longer fits."""
+    body = copy.deepcopy(published_body)
+    body["policy"]["revision"] = 4
+    body["policy"].pop("digest", None)
+    body["budget"]["partitions"]["background"]["maximum"] = 1000
+    return body
+
+
+def build_example():
+    """The worked example as `make run` loads it, plus a hostile request and a draft revision 4."""
+    tenant_member_add(username="owner", tenant_slug="tenant-x", roles=list(Role.values), password=PASSWORD)
+    tenant_member_add(username="reviewer", tenant_slug="tenant-x", roles=[Role.REVIEWER], password=PASSWORD)
+    tenant_member_add(username="outsider", tenant_slug="tenant-o", roles=list(Role.values), password=PASSWORD)
+    users = {u.username: u for u in get_user_model().objects.all()}
+    owner = users["owner"]
+    tenant = Tenant.objects.get(slug="tenant-x")
+    published = policy_import(tenant=tenant, text=example_text("policy.yaml"), user=owner, publish=True, note="worked example")
+    ready = run_job(owner, example_json("request.json"), "ready")
+    blocked = run_job(owner, example_json("request-blocked.json"), "blocked")
+    hostile_request = example_json("request.json")
+    hostile_request["step_id"] = "step-20"
+    for candidate in hostile_request["candidates"]:
+        if candidate["item_id"] == "plan-42-r5":
+            candidate["content"] = XSS_CONTENT
+            candidate["content_hash"] = sha256_text(XSS_CONTENT)
+            candidate["source_ref"] = {**candidate["source_ref"], "note": XSS_REF}
+    hostile = run_job(owner, hostile_request, "hostile")
+    draft = policy_revision_create(tenant=tenant, body=draft_body(published.body), user=owner)
+    return {"owner": owner, "reviewer": users["reviewer"], "outsider": users["outsider"], "tenant": tenant,
+            "published": published, "draft": draft, "ready": ready, "blocked": blocked, "hostile": hostile}
+
+
+@pytest.fixture
+def example(db):
+    return build_example()
+
+
+@pytest.fixture
+def owner_client(client, example):
+    client.force_login(example["owner"])
+    return client
+
+
+@pytest.fixture
+def reviewer_client(client, example):
+    client.force_login(example["reviewer"])
+    return client
+
+
+@pytest.fixture
+def outsider_client(client, example):
+    client.force_login(example["outsider"])
+    return client

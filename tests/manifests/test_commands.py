@@ -1,0 +1,66 @@
+"""Management commands: issue_token, import_policy, recover_jobs."""
+
+from __future__ import annotations
+
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from manifests.models import Membership
+from policies.models import PolicyRevision
+
+
+def test_issue_token_creates_user_tenant_roles_and_prints_the_token_last(db):
+    from rest_framework.authtoken.models import Token
+
+    out = StringIO()
+    call_command("issue_token", "bot", "--tenant", "acme", "--role", "agent", "--role", "reviewer", stdout=out)
+    token = out.getvalue().strip().splitlines()[-1]
+    assert Token.objects.get(key=token).user.username == "bot"
+    assert set(Membership.objects.filter(user__username="bot", tenant__slug="acme").values_list("role", flat=True)) == {
+        "agent", "reviewer"}
+    again = StringIO()
+    call_command("issue_token", "bot", "--tenant", "acme", "--role", "agent", stdout=again)
+    assert again.getvalue().strip().splitlines()[-1] == token
+
+
+def test_import_policy_imports_and_publishes_idempotently(db, tmp_path, example_policy_text):
+    path = tmp_path / "policy.yaml"
+    path.write_text(example_policy_text)
+    call_command("import_policy", str(path), "--tenant", "acme", stdout=StringIO())
+    assert PolicyRevision.objects.get().status == "draft"
+    call_command("import_policy", str(path), "--tenant", "acme", "--publish", stdout=StringIO())
+    call_command("import_policy", str(path), "--tenant", "acme", "--publish", stdout=StringIO())
+    assert list(PolicyRevision.objects.values_list("revision", "status")) == [(3, "published")]
+
+
+def test_import_policy_reports_invalid_files_with_field_paths(db, tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("policy: {id: p, revision: 1}\n")
+    with pytest.raises(CommandError, match="budget: field required"):
+        call_command("import_policy", str(path), "--tenant", "acme")
+
+
+def test_load_example_falls_back_to_the_vendored_examples(db, settings, tmp_path, inline_jobs,
+                                                          django_capture_on_commit_callbacks):
+    settings.CTXENG_EXAMPLES_DIR = tmp_path / "absent"
+    out = StringIO()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command("load_example", stdout=out)
+    assert "docs/examples/research-agent" in out.getvalue()
+
+
+def test_the_vendored_examples_match_the_shared_ones_when_both_exist(settings):
+    shared = settings.CTXENG_EXAMPLES_DIR / "research-agent"
+    if not shared.is_dir():
+        pytest.skip("no shared examples beside the repository")
+    vendored = settings.CTXENG_VENDORED_EXAMPLES_DIR / "research-agent"
+    for name in ("policy.yaml", "request.json", "request-blocked.json", "expected.json", "expected-blocked.json"):
+        assert (vendored / name).read_bytes() == (shared / name).read_bytes(), name
+
+
+def test_recover_jobs_prints_what_it_did(db):
+    out = StringIO()
+    call_command("recover_jobs", stdout=out)
+    assert out.getvalue().strip() == "requeued: 0, failed: 0, resent: 0"

@@ -1,0 +1,88 @@
+"""The job lifecycle without a worker: the guarded claim, the stale-job sweep, the attempt cap."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from manifests.models import AssemblyJob, Manifest
+from manifests.services import assembly_job_assemble, assembly_job_claim, assembly_jobs_recover
+
+
+@pytest.fixture
+def queued(published_policy, agent_user, example_request, settings) -> AssemblyJob:
+    """A saved job whose enqueue is a no-op (as if its message were lost)."""
+    from manifests.services import assembly_job_submit
+
+    settings.CTXENG_JOBS_INLINE = True
+    job, _ = assembly_job_submit(user=agent_user, data=example_request)  # on_commit never fires under `db`
+    return job
+
+
+def test_a_second_delivery_claims_nothing(queued):
+    assert assembly_job_claim(job_id=queued.id) == 1
+    assert assembly_job_claim(job_id=queued.id) is None
+    assert AssemblyJob.objects.get(id=queued.id).attempts == 1
+
+
+def test_a_stale_running_job_is_requeued_and_then_finishes_once(queued, monkeypatch):
+    import manifests.services
+
+    sent = []
+    monkeypatch.setattr(manifests.services, "assembly_job_enqueue", lambda *, job_id: sent.append(job_id))
+    first = assembly_job_claim(job_id=queued.id)
+    AssemblyJob.objects.filter(id=queued.id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert assembly_jobs_recover()["requeued"] == 1
+    assert sent == [queued.id]
+    second = assembly_job_claim(job_id=queued.id)
+    assert second == 2
+    # The lost first attempt wakes up late: its claim is gone, it writes nothing.
+    assert assembly_job_assemble(job_id=queued.id, attempt=first) == "running"
+    assert not Manifest.objects.filter(job_id=queued.id).exists()
+    assert assembly_job_assemble(job_id=queued.id, attempt=second) == "ready"
+    assert Manifest.objects.filter(job_id=queued.id).count() == 1
+
+
+def test_a_live_running_job_is_left_alone(queued):
+    assembly_job_claim(job_id=queued.id)
+    assert assembly_jobs_recover() == {"requeued": 0, "failed": 0, "resent": 0}
+    assert AssemblyJob.objects.get(id=queued.id).status == "running"
+
+
+def test_a_job_out_of_attempts_ends_failed(queued, settings):
+    settings.CTXENG_MAX_ATTEMPTS = 1
+    assembly_job_claim(job_id=queued.id)
+    AssemblyJob.objects.filter(id=queued.id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assert assembly_jobs_recover()["failed"] == 1
+    job = AssemblyJob.objects.get(id=queued.id)
+    assert job.status == "failed"
+    assert "1 attempts" in job.error
+
+
+def test_a_queued_job_whose_message_was_lost_is_sent_again(queued, monkeypatch):
+    import manifests.services
+
+    sent = []
+    monkeypatch.setattr(manifests.services, "assembly_job_enqueue", lambda *, job_id: sent.append(job_id))
+    AssemblyJob.objects.filter(id=queued.id).update(enqueued_at=timezone.now() - timedelta(minutes=5))
+    assert assembly_jobs_recover()["resent"] == 1
+    assert assembly_jobs_recover()["resent"] == 0
+    assert sent == [queued.id]
+
+
+def test_a_broker_outage_at_submit_leaves_the_job_queued_not_a_500(
+    published_policy, agent_api, example_request, settings, django_capture_on_commit_callbacks
+):
+    from tests.service_fixtures import use_broker
+
+    settings.CTXENG_JOBS_INLINE = False
+    use_broker("redis://127.0.0.1:1/0")  # nothing listens on port 1
+    try:
+        with django_capture_on_commit_callbacks(execute=True):
+            response = agent_api.post("/api/v1/assemblies/", example_request, format="json")
+    finally:
+        use_broker("memory://")
+    assert response.status_code == 202
+    assert AssemblyJob.objects.get(id=response.json()["id"]).status == "queued"

@@ -1,0 +1,110 @@
+"""The policies REST API: drafts, edits, publishing, diff, roles and bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+URL = "/api/v1/policies/source-research/revisions/"
+
+
+def _bump(body: dict, revision: int, **budget) -> dict:
+    out = {**body, "policy": {**body["policy"], "revision": revision}}
+    if budget:
+        out["budget"] = {**body["budget"], **budget}
+    return out
+
+
+@pytest.fixture
+def draft(editor_api, example_policy_body):
+    response = editor_api.post(URL, {"body": example_policy_body}, format="json")
+    assert response.status_code == 201, response.json()
+    return response.json()
+
+
+def test_creating_a_revision_returns_its_number_status_and_digest(draft):
+    assert draft["policy_id"] == "source-research"
+    assert draft["revision"] == 3
+    assert draft["status"] == "draft"
+    assert draft["digest"].startswith("sha256:")
+
+
+def test_a_body_for_another_policy_id_is_refused(editor_api, example_policy_body):
+    response = editor_api.post("/api/v1/policies/other/revisions/", {"body": example_policy_body}, format="json")
+    assert response.status_code == 400
+    assert "policy.id" in response.json()["errors"][0]
+
+
+def test_a_revision_number_that_exists_is_a_conflict(draft, editor_api, example_policy_body):
+    response = editor_api.post(URL, {"body": example_policy_body}, format="json")
+    assert response.status_code == 409
+
+
+def test_an_invalid_policy_body_names_the_field_paths(editor_api, example_policy_body):
+    body = {k: v for k, v in example_policy_body.items() if k != "budget"}
+    response = editor_api.post(URL, {"body": body}, format="json")
+    assert response.status_code == 400
+    assert "budget: field required" in response.json()["errors"]
+
+
+def test_a_draft_can_be_edited_until_it_is_published(draft, editor_api, example_policy_body):
+    edited = _bump(example_policy_body, 3, safety_margin=600)
+    response = editor_api.put(f"{URL}3/", {"body": edited}, format="json")
+    assert response.status_code == 200, response.json()
+    assert response.json()["body"]["budget"]["safety_margin"] == 600
+    assert response.json()["digest"] != draft["digest"]
+
+    assert editor_api.post(f"{URL}3/publish/", {"note": "ok"}, format="json").status_code == 200
+    response = editor_api.put(f"{URL}3/", {"body": example_policy_body}, format="json")
+    assert response.status_code == 409
+
+
+def test_publishing_twice_is_a_conflict(draft, editor_api):
+    assert editor_api.post(f"{URL}3/publish/", format="json").status_code == 200
+    assert editor_api.post(f"{URL}3/publish/", format="json").status_code == 409
+
+
+def test_publishing_needs_the_policy_editor_role(draft, agent_api):
+    response = agent_api.post(f"{URL}3/publish/", {"note": "x"}, format="json")
+    assert response.status_code == 403
+
+
+def test_writing_a_revision_needs_the_policy_editor_role(agent_api, example_policy_body):
+    assert agent_api.post(URL, {"body": example_policy_body}, format="json").status_code == 403
+
+
+def test_the_list_and_detail_show_revisions_and_the_current_one(draft, editor_api, example_policy_body):
+    editor_api.post(f"{URL}3/publish/", format="json")
+    editor_api.post(URL, {"body": _bump(example_policy_body, 4)}, format="json")
+    policies = editor_api.get("/api/v1/policies/").json()["results"]
+    assert policies == [
+        {"policy_id": "source-research", "tenant": "tenant-x", "current_revision": 3,
+         "current_digest": draft["digest"], "revisions": [3, 4]}
+    ]
+    revisions = editor_api.get(URL).json()["results"]
+    assert [(r["revision"], r["status"]) for r in revisions] == [(3, "published"), (4, "draft")]
+    detail = editor_api.get(f"{URL}4/").json()
+    assert detail["body"]["policy"]["revision"] == 4
+    assert editor_api.get(f"{URL}9/").status_code == 404
+
+
+def test_the_diff_lists_changed_paths(draft, editor_api, example_policy_body):
+    editor_api.post(URL, {"body": _bump(example_policy_body, 4, safety_margin=700)}, format="json")
+    changes = editor_api.get("/api/v1/policies/source-research/diff/?from=3&to=4").json()["changes"]
+    assert {"path": "budget.safety_margin", "change": "changed", "from": 500, "to": 700} in changes
+    assert {"path": "policy.revision", "change": "changed", "from": 3, "to": 4} in changes
+
+
+def test_a_diff_without_revision_numbers_is_a_bad_request(draft, editor_api):
+    assert editor_api.get("/api/v1/policies/source-research/diff/?from=3").status_code == 400
+
+
+def test_an_outsider_sees_no_policies(draft, outsider_api):
+    assert outsider_api.get("/api/v1/policies/").json()["results"] == []
+    assert outsider_api.get(URL).status_code == 404
+    assert outsider_api.get(f"{URL}3/").status_code == 404
+    assert outsider_api.post(f"{URL}3/publish/", format="json").status_code == 404
+    assert outsider_api.get("/api/v1/policies/source-research/diff/?from=3&to=3").status_code == 404
+
+
+def test_an_unauthenticated_client_gets_401(anon_api):
+    assert anon_api.get("/api/v1/policies/").status_code == 401

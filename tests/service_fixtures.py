@@ -1,0 +1,380 @@
+"""Shared fixtures for the service tests (policies, manifests, API, worker); loaded by tests/conftest.py.
+
+Three kinds of user, healthchecks-style, all in tenant `tenant-x` unless noted:
+
+- `agent_user`     agent + reviewer: submits assemblies, reads them, stores artifacts
+- `editor_user`    policy_editor: writes and publishes policies
+- `reviewer_user`  reviewer only: reads, may not write
+- `outsider_user`  every role, but in tenant `tenant-z`: must see none of tenant-x (404s)
+
+`api(user)` builds a DRF APIClient with the user's token; `agent_api`, `editor_api`, ... are the
+ready-made ones and `anon_api` has no credentials. `published_policy` imports and publishes the
+worked example policy in tenant-x. `submit(api, body, key=None)` POSTs an assembly and runs the
+in-process job (on-commit callbacks) so the response's job is final when it returns.
+
+Real-component fixtures for live worker tests (use with `transactional_db`, so rows are
+committed and another process can see them):
+
+- `redis_url` (session): a Redis to use as broker. CTXENG_TEST_REDIS_URL, else the machine's Redis
+  at 127.0.0.1:6379 on DB 13 (flushed), else a private `redis-server` on a free port; skipped
+  only if none of those exists.
+- `celery_jobs`: switches this process to enqueue on that Redis (CTXENG_JOBS_INLINE off).
+- `start_worker(**env)`: starts `celery -A ctxeng worker` as a subprocess against the test
+  database (SQLite file or the PostgreSQL test database) and waits until it is ready; returns a
+  handle with `.kill()` (SIGKILL to the whole process group) and `.log()`. Stopped after the test.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+TENANT = "tenant-x"
+OTHER_TENANT = "tenant-z"
+
+
+# --------------------------------------------------------------------------- database
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None):
+    """SQLite tests use a file database, so a worker subprocess can share it (in-memory cannot)."""
+    from django.conf import settings
+
+    db = settings.DATABASES["default"]
+    if not db["ENGINE"].endswith("sqlite3"):
+        yield
+        return
+    path = Path(tempfile.gettempdir()) / f"ctxeng-test-{os.getpid()}.sqlite3"
+    db.setdefault("TEST", {})["NAME"] = str(path)
+    yield
+    # Django removes the database file; the WAL journal files are ours to remove.
+    for leftover in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        leftover.unlink(missing_ok=True)
+
+
+def database_url_for_subprocess() -> str:
+    """A DATABASE_URL naming the database this test session is using (after test DB setup)."""
+    from django.db import connection
+
+    conf = connection.settings_dict
+    if conf["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{conf['NAME']}"
+    user = quote(conf.get("USER") or "")
+    password = quote(conf.get("PASSWORD") or "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = conf.get("HOST") or "127.0.0.1"
+    port = conf.get("PORT") or 5432
+    return f"postgres://{auth}{host}:{port}/{conf['NAME']}"
+
+
+# --------------------------------------------------------------------------- examples
+
+
+@pytest.fixture
+def example_policy_text() -> str:
+    from manifests.examples import example_text
+
+    return example_text("policy.yaml")
+
+
+@pytest.fixture
+def example_policy_body(example_policy_text: str) -> dict[str, Any]:
+    from ctxeng.engine import parse_policy
+
+    return parse_policy(example_policy_text).model_dump(mode="json")
+
+
+@pytest.fixture
+def example_request() -> dict[str, Any]:
+    from manifests.examples import example_json
+
+    return example_json("request.json")
+
+
+@pytest.fixture
+def example_blocked_request() -> dict[str, Any]:
+    from manifests.examples import example_json
+
+    return example_json("request-blocked.json")
+
+
+@pytest.fixture
+def expected() -> dict[str, Any]:
+    from manifests.examples import example_json
+
+    return example_json("expected.json")
+
+
+@pytest.fixture
+def expected_blocked() -> dict[str, Any]:
+    from manifests.examples import example_json
+
+    return example_json("expected-blocked.json")
+
+
+# --------------------------------------------------------------------------- users and clients
+
+
+def _member(username: str, tenant: str, roles: list[str]):
+    from django.contrib.auth import get_user_model
+
+    from manifests.services import tenant_member_add
+
+    tenant_member_add(username=username, tenant_slug=tenant, roles=roles)
+    return get_user_model().objects.get(username=username)
+
+
+@pytest.fixture
+def agent_user(db):
+    return _member("agent", TENANT, ["agent", "reviewer"])
+
+
+@pytest.fixture
+def editor_user(db):
+    return _member("editor", TENANT, ["policy_editor", "reviewer"])
+
+
+@pytest.fixture
+def reviewer_user(db):
+    return _member("reviewer", TENANT, ["reviewer"])
+
+
+@pytest.fixture
+def outsider_user(db):
+    return _member("outsider", OTHER_TENANT, ["agent", "reviewer", "policy_editor", "admin"])
+
+
+@pytest.fixture
+def api():
+    """`api(user)`: an APIClient authenticated with the user's token (None: anonymous)."""
+    from rest_framework.authtoken.models import Token
+    from rest_framework.test import APIClient
+
+    def make(user=None) -> APIClient:
+        client = APIClient()
+        if user is not None:
+            token, _ = Token.objects.get_or_create(user=user)
+            client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def agent_api(api, agent_user):
+    return api(agent_user)
+
+
+@pytest.fixture
+def editor_api(api, editor_user):
+    return api(editor_user)
+
+
+@pytest.fixture
+def reviewer_api(api, reviewer_user):
+    return api(reviewer_user)
+
+
+@pytest.fixture
+def outsider_api(api, outsider_user):
+    return api(outsider_user)
+
+
+@pytest.fixture
+def anon_api(api):
+    return api(None)
+
+
+@pytest.fixture
+def published_policy(db, editor_user, example_policy_text):
+    """The worked example policy (source-research revision 3), published in tenant-x."""
+    from manifests.models import Tenant
+    from policies.services import policy_import
+
+    return policy_import(
+        tenant=Tenant.objects.get(slug=TENANT), text=example_policy_text, user=editor_user, publish=True
+    )
+
+
+@pytest.fixture
+def inline_jobs(settings):
+    """Jobs run in this process after commit (the embedded default), whatever REDIS_URL says."""
+    settings.CTXENG_JOBS_INLINE = True
+
+
+@pytest.fixture
+def submit(inline_jobs, django_capture_on_commit_callbacks):
+    """`submit(client, body, key=None)`: POST /api/v1/assemblies/ and run the job in-process."""
+
+    def post(client, body: Any, key: str | None = None, **extra):
+        headers = {"HTTP_IDEMPOTENCY_KEY": key} if key else {}
+        with django_capture_on_commit_callbacks(execute=True):
+            return client.post("/api/v1/assemblies/", body, format="json", **headers, **extra)
+
+    return post
+
+
+# --------------------------------------------------------------------------- real Redis and Celery
+
+
+def _redis_ping(url: str) -> bool:
+    import redis
+
+    try:
+        return bool(redis.Redis.from_url(url, socket_connect_timeout=1).ping())
+    except Exception:  # noqa: BLE001 - any failure means "not usable"
+        return False
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def redis_url():
+    """A real Redis for the broker: configured, the machine's (DB 13), or a private redis-server."""
+    import redis
+
+    url = os.environ.get("CTXENG_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+    private = None
+    if not _redis_ping(url):
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip(f"no Redis at {url} and no redis-server binary to start one")
+        port = _free_port()
+        private = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"redis://127.0.0.1:{port}/0"
+        deadline = time.monotonic() + 10
+        while not _redis_ping(url):
+            if time.monotonic() > deadline:
+                private.kill()
+                pytest.fail("a private redis-server did not start within 10 s")
+            time.sleep(0.1)
+    redis.Redis.from_url(url).flushdb()
+    yield url
+    redis.Redis.from_url(url).flushdb()
+    if private is not None:
+        private.terminate()
+        private.wait(10)
+
+
+def use_broker(url: str) -> None:
+    """Point this process's Celery app at another broker, dropping cached connections and producers.
+
+    Celery caches the connection pool and the producer pool on first send (and kombu keeps global
+    pools per broker); all are reset the way Celery does after a fork, so the next send connects
+    to `url`.
+    """
+    from kombu import pools
+
+    from ctxeng.celery import app
+
+    app.conf.broker_url = url
+    app._pool = None  # noqa: SLF001 - see docstring
+    amqp = app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None  # noqa: SLF001
+    pools.reset()
+
+
+@pytest.fixture
+def celery_jobs(settings, redis_url):
+    """This process enqueues jobs to Celery on `redis_url` instead of running them in-process."""
+    settings.CTXENG_JOBS_INLINE = False
+    use_broker(redis_url)
+    yield redis_url
+    use_broker("memory://")
+
+
+class Worker:
+    """A `celery -A ctxeng worker` subprocess in its own process group."""
+
+    def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
+        self.name = name
+        self.log_path = log_path
+        self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [
+                sys.executable, "-m", "celery", "-A", "ctxeng", "worker",
+                "--pool", "prefork", "--concurrency", "1", "--loglevel", "INFO",
+                "--hostname", f"{name}@%h", "--without-gossip", "--without-mingle",
+            ],
+            cwd=REPO,
+            env=env,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while " ready." not in self.log():
+            if self.process.poll() is not None:
+                pytest.fail(f"worker {self.name} exited with {self.process.returncode}:\n{self.log()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"worker {self.name} not ready within {timeout} s:\n{self.log()}")
+            time.sleep(0.2)
+
+    def kill(self) -> None:
+        """SIGKILL the worker and its pool children at once (no warm or cold shutdown)."""
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(20)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+@pytest.fixture
+def start_worker(celery_jobs, transactional_db, tmp_path):
+    """`start_worker(**env)`: a ready Celery worker on the test database and Redis; stopped after."""
+    workers: list[Worker] = []
+
+    def start(**extra_env: str) -> Worker:
+        env = {
+            k: v for k, v in os.environ.items()
+            if not k.startswith("CTXENG_TEST_") and k not in ("DATABASE_URL", "REDIS_URL")
+        }
+        env.update(
+            DJANGO_SETTINGS_MODULE="ctxeng.settings",
+            DATABASE_URL=database_url_for_subprocess(),
+            REDIS_URL=celery_jobs,
+            PYTHONUNBUFFERED="1",
+        )
+        env.update({k: str(v) for k, v in extra_env.items()})
+        worker = Worker(f"w{len(workers) + 1}", env, tmp_path / f"worker-{len(workers) + 1}.log")
+        workers.append(worker)
+        worker.wait_ready()
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.stop()
