@@ -6,6 +6,13 @@ Runs in a child interpreter with its own SQLite file and a private redis-server:
 - latency: the worked example submitted through `assembly_job_submit` (what the REST API calls),
   one at a time; submit -> `ready` seen in the database, p50 against engine time + 150 ms;
 - throughput: a burst of jobs on `WORKERS` prefork processes, against 0.8 x workers / engine time;
+  the CPU each process spent per job during that burst (worker pool, worker parent, Redis, and
+  this process, which submits and polls like the REST API and a client would) is reported too,
+  with the bound it implies on this machine: cores / CPU per job;
+- ceiling: the same worker fed a burst of deliveries that find nothing to claim (the real task,
+  one guarded UPDATE, no engine): jobs/s of Celery + Redis + one query on these cores;
+- queue drain: a burst committed in one transaction (enqueued together), so only the workers run
+  while the clock does: what the workers alone sustain, against the same target (reported);
 - a second burst during which one pool process is SIGKILLed: every job must end final (none lost:
   acks_late + reject_on_worker_lost requeue it, the stale-job sweeper is tuned to seconds here) and
   no job may have more than one manifest; both counts are reported.
@@ -60,7 +67,27 @@ def run(*, quick: bool = False) -> list[Row]:
         ),
         at_least(
             "4 service", f"throughput, {WORKERS} prefork workers", f"{r['throughput']:.1f} jobs/s (0.8 x {WORKERS} / engine = {0.8 * WORKERS / e:.1f})",
-            r["throughput"] / (0.8 * WORKERS / e), 1.0, **{k: r[k] for k in ("burst", "burst_seconds")},
+            r["throughput"] / (0.8 * WORKERS / e), 1.0, **{k: r[k] for k in ("burst", "burst_seconds", "cpu_ms_per_job")},
+        ),
+        Row(
+            "4 service", "CPU per job in the throughput burst",
+            "workers {pool:.1f} ms (engine {engine:.1f} ms), worker parent {parent:.1f} ms, Redis {redis:.1f} ms, "
+            "submitter + poller {submitter:.1f} ms; {cpus} cores / {total:.1f} ms = {bound:.1f} jobs/s".format(
+                engine=1000 * e, cpus=r["cpus"], total=r["cpu_total_ms"], bound=r["cpu_bound"], **r["cpu_ms_per_job"]),
+            round(r["throughput"] / r["cpu_bound"], 3), "(reported)", None,
+            "throughput / the bound these CPU costs set on this machine", {"cpu_ms_per_job": r["cpu_ms_per_job"]},
+        ),
+        Row(
+            "4 service", "ceiling: deliveries that claim nothing, same worker",
+            f"{r['noop_throughput']:.1f} deliveries/s ({r['noop']} in {r['noop_seconds']:.2f} s)",
+            round(r["throughput"] / r["noop_throughput"], 3), "(reported)", None,
+            "throughput / this ceiling of Celery + Redis + one query", {"noop": r["noop"], "noop_seconds": r["noop_seconds"]},
+        ),
+        Row(
+            "4 service", f"queue drain: {r['burst']} jobs committed at once, {WORKERS} prefork workers",
+            f"{r['drain']:.1f} jobs/s (workers {r['drain_pool_ms']:.1f} ms CPU per job; 0.8 x {WORKERS} / engine = {0.8 * WORKERS / e:.1f})",
+            round(r["drain"] / (0.8 * WORKERS / e), 3), "(reported)", None,
+            "the submitter idle while the clock runs", {"drain_seconds": r["drain_seconds"]},
         ),
         Row(
             "4 service", "SIGKILL a worker mid-burst: lost jobs / duplicate manifests",
@@ -77,6 +104,7 @@ def _child(quick: bool) -> None:
     django.setup()
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.db import transaction
 
     from ctxeng.engine import assemble, parse_policy, parse_request
     from manifests.examples import example_json, example_text
@@ -96,6 +124,12 @@ def _child(quick: bool) -> None:
         engine.append(time.perf_counter() - t0)
     engine_seconds = statistics.median(engine)
 
+    import redis
+
+    from manifests.tasks import run_assembly_job
+
+    broker = redis.Redis.from_url(os.environ["REDIS_URL"])
+    redis_pid = int(broker.info("server")["process_id"])
     log = open(Path(os.environ["DATABASE_URL"].removeprefix("sqlite:///")).with_suffix(".worker.log"), "w")
     worker = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "ctxeng", "worker", "--pool", "prefork", "-c", str(WORKERS), "--loglevel", "WARNING", "-O", "fair"],
@@ -132,11 +166,39 @@ def _child(quick: bool) -> None:
             latencies.append(time.perf_counter() - t0)
 
         burst = 40 if quick else 120
+        pool = _children(worker.pid)
+        before = _cpu_seconds(worker.pid, pool, redis_pid)
         t0 = time.perf_counter()
         ids = [submit() for _ in range(burst)]
         left = wait(ids, 120)
         burst_seconds = time.perf_counter() - t0
         throughput = (burst - len(left)) / burst_seconds
+        after = _cpu_seconds(worker.pid, pool, redis_pid)
+        cpu_ms_per_job = {k: 1000 * (after[k] - before[k]) / burst for k in before}
+        cpu_total_ms = sum(cpu_ms_per_job.values())
+
+        # The ceiling: deliveries of the real task for jobs already final (each claims nothing).
+        noop = burst
+        done = list(AssemblyJob.objects.filter(status__in=final).values_list("id", flat=True)[:noop])
+        t0 = time.perf_counter()
+        for n in range(noop):
+            run_assembly_job.apply_async(args=[str(done[n % len(done)])])
+        while broker.llen("celery") or broker.hlen("unacked"):
+            if time.perf_counter() - t0 > 60:
+                raise RuntimeError("the no-op deliveries did not drain within 60 s")
+            time.sleep(0.002)
+        noop_seconds = time.perf_counter() - t0
+
+        # The workers alone: a burst committed in one transaction (enqueued together on commit),
+        # so the submitter is idle while the clock runs.
+        before = _cpu_seconds(worker.pid, pool, redis_pid)
+        with transaction.atomic():
+            ids = [submit() for _ in range(burst)]
+            t0 = time.perf_counter()
+        left = wait(ids, 120)
+        drain_seconds = time.perf_counter() - t0
+        drain = (burst - len(left)) / drain_seconds
+        drain_pool_ms = 1000 * (_cpu_seconds(worker.pid, pool, redis_pid)["pool"] - before["pool"]) / burst
 
         kill_burst = 40 if quick else 80
         ids = [submit() for _ in range(kill_burst)]
@@ -166,12 +228,33 @@ def _child(quick: bool) -> None:
         "burst": burst,
         "burst_seconds": burst_seconds,
         "throughput": throughput,
+        "cpu_ms_per_job": cpu_ms_per_job,
+        "cpu_total_ms": cpu_total_ms,
+        "cpus": os.cpu_count() or 1,
+        "cpu_bound": (os.cpu_count() or 1) * 1000 / cpu_total_ms,
+        "noop": noop,
+        "noop_seconds": noop_seconds,
+        "noop_throughput": noop / noop_seconds,
+        "drain": drain,
+        "drain_seconds": drain_seconds,
+        "drain_pool_ms": drain_pool_ms,
         "kill_burst": kill_burst,
         "killed_pid": killed,
         "lost": len(left),
         "duplicates": duplicates,
         "final_statuses": statuses,
     }))
+
+
+def _cpu_seconds(parent: int, pool: list[int], redis_pid: int) -> dict[str, float]:
+    """User + system CPU so far of the worker pool, its parent, Redis and this process."""
+
+    def of(pid: int) -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    return {"pool": sum(of(pid) for pid in pool), "parent": of(parent), "redis": of(redis_pid),
+            "submitter": time.process_time()}
 
 
 def _children(pid: int) -> list[int]:

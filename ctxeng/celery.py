@@ -3,7 +3,9 @@
 Celery finds this module from the package name, so `ctxeng/__init__.py` stays free of Django and
 Celery imports and `import ctxeng.engine` loads neither. Configuration comes from Django settings
 (`CELERY_*`, derived from `REDIS_URL`). Each worker, once ready, starts the stale-job sweeper
-(manifests.recovery) that requeues jobs whose worker died mid-run.
+(manifests.recovery) that requeues jobs whose worker died mid-run. Each pool process attaches the
+Redis token cache (ctxeng.token_cache) to the engine's tokenizer, so a count any worker made is
+reused by every other one, and a restarted worker does not start cold.
 """
 
 from __future__ import annotations
@@ -11,13 +13,26 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutting_down
+from celery.signals import worker_process_init, worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxeng.settings")
 
 app = Celery("ctxeng")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["manifests"])
+
+
+@worker_process_init.connect
+def _share_token_counts(sender=None, **kwargs) -> None:
+    """In each pool process (after the fork: a Redis connection must not cross it)."""
+    from django.conf import settings
+
+    if not settings.REDIS_URL:
+        return
+    from ctxeng.engine.tokens import default_tokenizer
+    from ctxeng.token_cache import RedisTokenCache
+
+    default_tokenizer().shared = RedisTokenCache(settings.REDIS_URL)
 
 
 @worker_ready.connect

@@ -17,13 +17,16 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
 from pydantic import BaseModel
 from rest_framework import exceptions, status
+from rest_framework.authtoken.models import Token
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from ctxeng.engine import InvalidInput
 from ctxeng.engine.errors import validate
 from ctxeng.errors import ServiceError
+from ctxeng.middleware import NUL
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +52,58 @@ class PayloadTooLarge(ApiError):
         )
 
 
+class AgentTokenThrottle(SimpleRateThrottle):
+    """At most settings.CTXENG_THROTTLE_AGENT requests per token-authenticated user (429 beyond).
+
+    Counts live in the `throttle` cache (Redis with REDIS_URL, so every web process shares them).
+    Session users (the dashboard) are not throttled here; an empty setting disables the limit.
+    A cache outage lets requests through rather than failing them.
+    """
+
+    scope = "agent"
+
+    def __init__(self) -> None:
+        from django.core.cache import caches
+
+        self.cache = caches["throttle"]
+        self.rate = settings.CTXENG_THROTTLE_AGENT or None
+        self.num_requests, self.duration = self.parse_rate(self.rate)
+
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
+        if not isinstance(request.auth, Token):
+            return None
+        return self.cache_format % {"scope": self.scope, "ident": request.user.pk}
+
+    def allow_request(self, request: Request, view: Any) -> bool:
+        try:
+            return super().allow_request(request, view)
+        except Exception:  # noqa: BLE001 - see docstring
+            logger.warning("throttle cache unavailable; request allowed", exc_info=True)
+            return True
+
+
+
+
+def _nul_path(value: Any, path: str) -> str | None:
+    """The field path of the first string (or key) holding a NUL character, if any."""
+    if isinstance(value, str):
+        return path if NUL in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            here = f"{path}.{key}" if path else str(key)
+            if NUL in str(key):
+                return here
+            found = _nul_path(item, here)
+            if found:
+                return found
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _nul_path(item, f"{path}[{index}]")
+            if found:
+                return found
+    return None
+
+
 def read_json(request: Request, *, empty: Any = None) -> Any:
     """The request body as JSON, refusing bodies over the limit (413) and malformed JSON (400).
 
@@ -70,9 +125,15 @@ def read_json(request: Request, *, empty: Any = None) -> Any:
             return empty
         raise ApiError(status.HTTP_400_BAD_REQUEST, "body: expected a JSON object, got an empty body")
     try:
-        return json.loads(raw)
+        data = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ApiError(status.HTTP_400_BAD_REQUEST, f"body: malformed JSON ({exc})") from None
+    # JSON can carry NUL only as an escape; PostgreSQL cannot store it (text or jsonb).
+    if b"\\u0000" in raw.lower():
+        path = _nul_path(data, "")
+        if path is not None:
+            raise ApiError(status.HTTP_400_BAD_REQUEST, f"{path or 'body'}: contains a NUL character (\\u0000)")
+    return data
 
 
 def read_model(request: Request, model: type[M], *, what: str) -> M:

@@ -10,6 +10,7 @@ environment stops the process at start instead of changing behaviour silently.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -70,6 +71,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "manifests",
     "policies",
+    "ctxeng.audit",
 ]
 
 MIDDLEWARE = [
@@ -77,11 +79,13 @@ MIDDLEWARE = [
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
+    "ctxeng.middleware.RejectNulBytesMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "ctxeng.csp.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "ctxeng.urls"
@@ -155,7 +159,34 @@ if not DEBUG:
     SECURE_HSTS_SECONDS = envint("DJANGO_SECURE_HSTS_SECONDS", "31536000")
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+
+def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
+    """`X-Forwarded-Proto=https` -> ("HTTP_X_FORWARDED_PROTO", "https"); unset -> None.
+
+    Only set it behind a proxy that overwrites the header: a client that can send it itself
+    could otherwise make plain HTTP look secure.
+    """
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return None
+    header, _, expected = value.partition("=")
+    header, expected = header.strip(), (expected.strip() or "https")
+    if not header or not all(c.isalnum() or c in "-_" for c in header):
+        raise ImproperlyConfigured(f"{name}: expected HEADER=VALUE such as X-Forwarded-Proto=https, got {value!r}")
+    return "HTTP_" + header.upper().replace("-", "_"), expected
+
+
+SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
+
+# Content-Security-Policy on every HTML response (ctxeng.csp): scripts and styles only from this
+# origin, no inline script or style, no plugins, no framing. The dashboard needs nothing more
+# (htmx is a static file; its injected indicator style is switched off in base.html).
+CTXENG_CSP = os.environ.get(
+    "CTXENG_CSP",
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; font-src 'self'; "
+    "connect-src 'self'; object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+).strip()
 
 # --------------------------------------------------------------------------- REST API
 
@@ -163,6 +194,21 @@ if not DEBUG:
 # 20,000 candidates with inline content).
 CTXENG_MAX_REQUEST_BYTES = envint("CTXENG_MAX_REQUEST_BYTES", str(16 * 1024 * 1024))
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXENG_MAX_REQUEST_BYTES
+
+# Requests per token-authenticated user ("600/min", "20/s"; empty: no limit), counted in the
+# "throttle" cache: Redis when REDIS_URL is set (shared by every web process), else this process.
+CTXENG_THROTTLE_AGENT = os.environ.get("CTXENG_THROTTLE_AGENT", "600/min").strip()
+if CTXENG_THROTTLE_AGENT and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", CTXENG_THROTTLE_AGENT):
+    raise ImproperlyConfigured(f"CTXENG_THROTTLE_AGENT: expected N/s, N/min, N/hour or N/day, got {CTXENG_THROTTLE_AGENT!r}")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
+    "throttle": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["REDIS_URL"],
+         "KEY_PREFIX": "ctxeng:throttle"}
+        if os.environ.get("REDIS_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "ctxeng-throttle"}
+    ),
+}
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -177,16 +223,25 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    "DEFAULT_THROTTLE_CLASSES": ["ctxeng.rest.AgentTokenThrottle"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "ctxeng API",
     "DESCRIPTION": "Submit context assemblies, fetch sealed manifests and model input, version policies.",
     "VERSION": "1",
+    # The engine's pydantic models publish JSON Schema 2020-12 (`exclusiveMinimum: 0`, `type: null`),
+    # which is OpenAPI 3.1's dialect; declared as 3.0 the request schemas were invalid.
+    "OAS_VERSION": "3.1.0",
     "SERVE_INCLUDE_SCHEMA": False,
     # Swagger UI's assets come vendored from drf-spectacular-sidecar: the docs page needs no CDN.
     "SWAGGER_UI_DIST": "SIDECAR",
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
+    # Every operation documents the error responses it can give ({"errors": [...]}).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "ctxeng.openapi.add_error_responses",
+    ],
 }
 
 # --------------------------------------------------------------------------- jobs

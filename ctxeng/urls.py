@@ -3,9 +3,10 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from . import views
+from .csp import with_inline_styles
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -14,9 +15,13 @@ urlpatterns = [
     path("api/v1/", include("policies.urls")),
     path("api/v1/", include("manifests.urls")),
     path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    # The split view serves Swagger UI's init script as a file: no inline script under the CSP.
+    path("api/docs/", with_inline_styles(SpectacularSwaggerSplitView.as_view(url_name="api-schema")), name="api-docs"),
     path("login/", auth_views.LoginView.as_view(template_name="ctxeng/login.html"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
     path("", include("manifests.urls_pages")),
     path("", include("policies.urls_pages")),
 ]
+
+handler404 = "ctxeng.views.not_found"
+handler500 = "ctxeng.views.server_error"

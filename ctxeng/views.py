@@ -1,4 +1,5 @@
-"""Site-wide views: the dashboard home page (recent runs, blocked assemblies) and a health check."""
+"""Site-wide views: the dashboard home page (recent runs, blocked assemblies), a health check, and the
+404/500 handlers (JSON under /api/)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
+from django.views.defaults import page_not_found
+from django.views.defaults import server_error as django_server_error
 
 from manifests import dashboard_selectors
 from manifests.models import JobStatus
@@ -23,6 +26,20 @@ def home(request: HttpRequest) -> HttpResponse:
             "blocked": dashboard_selectors.recent_jobs(tenant=tenant, status=JobStatus.BLOCKED, limit=10),
         }
     return render(request, "ctxeng/home.html", context)
+
+
+def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """404 for a URL no route matches: JSON `{"errors": [...]}` under /api/, the HTML page elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"errors": [f"{request.path}: not found"]}, status=404)
+    return page_not_found(request, exception)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """500 outside DRF's handler (a middleware failure): JSON under /api/, never a traceback."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"errors": ["internal error; the server log has details"]}, status=500)
+    return django_server_error(request)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

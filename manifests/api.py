@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from ctxeng.engine import AssemblyRequest, ContextAssemblyManifest
 from ctxeng.errors import Conflict, Forbidden
-from ctxeng.rest import read_json, read_model
+from ctxeng.rest import ApiError, read_json, read_model
 
 from . import selectors, services
 from .models import Artifact, AssemblyJob, JobStatus, Manifest, Role
@@ -50,11 +50,15 @@ def job_json(job: AssemblyJob) -> dict[str, Any]:
         "manifest_url": reverse("api-assembly-manifest", args=[job.id]) if manifest else None,
         "input_url": reverse("api-assembly-input", args=[job.id]) if manifest and job.status == JobStatus.READY else None,
         "assembly_id": manifest.assembly_id if manifest else None,
+        "content_purged_at": manifest.content_purged_at if manifest else None,
         "error": job.error or None,
         "attempts": job.attempts,
         "created_at": job.created_at,
         "finished_at": job.finished_at,
     }
+
+
+JOB_ID = OpenApiParameter("job_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the assembly's id")
 
 
 def _sealed_manifest(job: AssemblyJob) -> Manifest:
@@ -78,10 +82,14 @@ class AssemblyListApi(APIView):
         operation_id="assemblies_list",
     )
     def get(self, request: Request) -> Response:
+        wanted_status = request.query_params.get("status")
+        if wanted_status is not None and wanted_status not in JobStatus.values:
+            raise ApiError(status.HTTP_400_BAD_REQUEST,
+                           f"status: expected one of {', '.join(JobStatus.values)}, got {wanted_status!r}")
         jobs = selectors.jobs_for(
             request.user,
             run_id=request.query_params.get("run_id"),
-            status=request.query_params.get("status"),
+            status=wanted_status,
             policy=request.query_params.get("policy"),
         )
         paginator = LimitOffsetPagination()
@@ -107,24 +115,29 @@ class AssemblyListApi(APIView):
 
 
 class AssemblyDetailApi(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="One assembly job")
+    @extend_schema(parameters=[JOB_ID], responses={200: OpenApiTypes.OBJECT}, summary="One assembly job")
     def get(self, request: Request, job_id: str) -> Response:
         return Response(job_json(selectors.job_get(request.user, job_id)))
 
 
 class AssemblyManifestApi(APIView):
-    @extend_schema(responses={200: ContextAssemblyManifest, 409: OpenApiTypes.OBJECT}, summary="The sealed manifest")
+    @extend_schema(parameters=[JOB_ID], responses={200: ContextAssemblyManifest, 409: OpenApiTypes.OBJECT},
+                   summary="The sealed manifest")
     def get(self, request: Request, job_id: str) -> Response:
         manifest = _sealed_manifest(selectors.job_get(request.user, job_id))
         return Response(manifest.document)
 
 
 class AssemblyInputApi(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
-                   summary="The serialized provider input (409 when blocked)")
+    @extend_schema(parameters=[JOB_ID], responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT,
+                                                   410: OpenApiTypes.OBJECT},
+                   summary="The serialized provider input (409 when blocked, 410 once its content was purged)")
     def get(self, request: Request, job_id: str) -> Response:
         job = selectors.job_get(request.user, job_id)
         manifest = _sealed_manifest(job)
+        if manifest.content_purged_at is not None:
+            raise ApiError(status.HTTP_410_GONE, f"assembly {job.id}: content purged at "
+                           f"{manifest.content_purged_at.isoformat()} (retention); the manifest keeps its hashes")
         if manifest.provider_input is None:
             reason = manifest.document.get("assembly", {}).get("blocked_reason")
             raise Conflict(f"assembly {job.id} is {manifest.status} ({reason}); there is no model input")
@@ -134,14 +147,14 @@ class AssemblyInputApi(APIView):
 class UsageBody(BaseModel):
     """The provider's reported usage for the call made with this assembly's input."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
     input_tokens: int = Field(ge=0)
     cached_tokens: int = Field(default=0, ge=0)
     output_tokens: int = Field(default=0, ge=0)
 
 
 class AssemblyUsageApi(APIView):
-    @extend_schema(request=UsageBody, responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(request=UsageBody, parameters=[JOB_ID], responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
                    summary="Report the provider's actual token usage (stored beside the estimate)")
     def post(self, request: Request, job_id: str) -> Response:
         job = selectors.job_get(request.user, job_id)
@@ -149,7 +162,7 @@ class AssemblyUsageApi(APIView):
             raise Forbidden(f"the agent role is required in tenant {job.tenant.slug!r}")
         payload = read_model(request, UsageBody, what="usage report")
         manifest = _sealed_manifest(job)
-        if manifest.provider_input is None:
+        if manifest.status != JobStatus.READY:
             raise Conflict(f"assembly {job.id} is {manifest.status}; no model call was made with it")
         report = services.usage_report_record(manifest=manifest, user=request.user, **payload.model_dump())
         return Response({
@@ -202,7 +215,7 @@ class ItemDecisionsApi(APIView):
 class ArtifactBody(BaseModel):
     """An externalized object; a candidate re-injects it with `artifact_ref: {artifact_id, revision}`."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
     artifact_id: str = Field(min_length=1, max_length=300)
     revision: int | str
     kind: str = Field(min_length=1, max_length=100)
@@ -238,7 +251,8 @@ class ArtifactListApi(APIView):
         page = paginator.paginate_queryset(artifacts, request, view=self)
         return paginator.get_paginated_response([artifact_json(a) for a in page])
 
-    @extend_schema(request=ArtifactBody, responses={201: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT},
+    @extend_schema(request=ArtifactBody, responses={201: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT,
+                                                   409: OpenApiTypes.OBJECT},
                    summary="Store an artifact revision (re-posting identical content is a no-op)")
     def post(self, request: Request) -> Response:
         payload = read_model(request, ArtifactBody, what="artifact")

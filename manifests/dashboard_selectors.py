@@ -2,9 +2,13 @@
 
 Every function takes the tenant ids the acting user belongs to (from `memberships_of`), so an
 object in any other tenant is simply not found (the view turns that into 404). A sealed manifest
-can hold 20,000 items: pages never load `Manifest.document` whole. They pull the sections they
-show with JSON key transforms (one query), page item tables by position in memory, and fetch the
-stored request (item bodies) or provider payload only for the one item or region that asks.
+can hold 20,000 items, so the manifest page's cost must not grow with it: a manifest sealed by
+the service carries `Manifest.sections` (the small sections, counts, the first page of tool pairs
+and transforms, the first lineage trees; see `page_sections`), and the item tables are paged in
+SQL from ManifestItem rows, whose `record` is the item's full record. The stored request (item
+bodies), the provider payload and transform excerpts load only for the one item or region that
+asks. A manifest without `sections` (written before they existed, or directly by a test) is read
+the old way: the sections it shows pulled from the document with JSON key transforms.
 """
 
 from __future__ import annotations
@@ -18,13 +22,13 @@ from datetime import date
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Count, Max, Q, QuerySet
+from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Value, When
 from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
 
 from ctxeng.engine import parse_request
 from ctxeng.engine.vocabulary import ExclusionReason
 
-from .models import AssemblyJob, JobStatus, Manifest, ManifestItem, Membership, Role, Run, Tenant
+from .models import AssemblyJob, Decision, JobStatus, Manifest, ManifestItem, Membership, Role, Run, Tenant
 from .selectors import artifact_for_ref
 
 # The sections a manifest page shows; candidate_items (the largest part) is never fetched.
@@ -42,7 +46,13 @@ PAGE_SECTIONS = (
     "stages",
 )
 REASON_ORDER = [reason.value for reason in ExclusionReason]
-_HEAVY_JOB_FIELDS = ("request", "manifest__document", "manifest__provider_input")
+_HEAVY_JOB_FIELDS = ("request", "manifest__document", "manifest__provider_input", "manifest__sections")
+# What `Manifest.sections` keeps of the long lists: one page of each, and the first lineage trees.
+SECTION_HEADS = {"tool_pairs": 100, "transforms": 20}
+LINEAGE_LIMIT = 50
+# Transform excerpts are content: a content purge empties them in the document, so the page
+# loads them from there on demand and `sections` never holds a copy.
+TRANSFORM_BODY_FIELDS = ("before_excerpt", "after_excerpt")
 
 
 @dataclass(frozen=True)
@@ -83,11 +93,12 @@ def memberships_of(user: AbstractBaseUser, *, preferred_slug: str | None) -> Ten
 # --------------------------------------------------------------------------- runs and jobs
 
 
-def light_jobs(tenant_ids: list[int]) -> QuerySet[AssemblyJob]:
+def light_jobs(tenant_ids: list[int], *, with_sections: bool = False) -> QuerySet[AssemblyJob]:
+    heavy = [name for name in _HEAVY_JOB_FIELDS if not (with_sections and name == "manifest__sections")]
     return (
         AssemblyJob.objects.filter(tenant_id__in=tenant_ids)
         .select_related("run", "tenant", "policy_revision__policy", "manifest", "manifest__usage")
-        .defer(*_HEAVY_JOB_FIELDS)
+        .defer(*heavy)
     )
 
 
@@ -162,7 +173,7 @@ def assembly_get(*, tenant_ids: list[int], job_id: str) -> AssemblyJob | None:
         key = uuid.UUID(str(job_id))
     except ValueError:
         return None
-    return light_jobs(tenant_ids).filter(id=key).first()
+    return light_jobs(tenant_ids, with_sections=True).filter(id=key).first()
 
 
 # --------------------------------------------------------------------------- manifest sections
@@ -175,6 +186,108 @@ def manifest_sections(manifest_id: int, sections: tuple[str, ...] = PAGE_SECTION
         return {}
     # KT returns the section as JSON text on every backend; decode once here.
     return {name: (json.loads(value) if isinstance(value, str) else value) for name, value in row.items()}
+
+
+def page_sections(document: dict[str, Any]) -> dict[str, Any]:
+    """What the manifest page shows of a sealed manifest, bounded whatever its item count.
+
+    Derived once when the manifest is sealed (and by migration 0004 for older manifests) and
+    stored in `Manifest.sections`: the header sections, the item counts, one page of tool pairs
+    and of transforms (without their excerpts), the unresolved calls and the first lineage trees.
+    """
+    included = document.get("included") or []
+    excluded = document.get("excluded") or []
+    tool_pairs = document.get("tool_pairs") or []
+    transforms = document.get("transforms") or []
+    summaries = document.get("summaries") or []
+    with_lineage = [row for row in included if row.get("source_lineage")]
+    return {
+        **{name: document.get(name) for name in ("assembly", "budget", "cache", "stages", "source_acquisition")},
+        "included_total": len(included),
+        "excluded_total": len(excluded),
+        "reason_counts": reason_counts(excluded),
+        "tool_pairs": tool_pairs[: SECTION_HEADS["tool_pairs"]],
+        "tool_pairs_total": len(tool_pairs),
+        "unresolved": [pair for pair in tool_pairs if pair.get("decision") == "unresolved"],
+        "transforms": [
+            {k: v for k, v in record.items() if k not in TRANSFORM_BODY_FIELDS}
+            for record in transforms[: SECTION_HEADS["transforms"]]
+        ],
+        "transforms_total": len(transforms),
+        "lineage_items": [
+            {"item_id": row["item_id"], "source_lineage": row["source_lineage"]} for row in with_lineage[:LINEAGE_LIMIT]
+        ],
+        "lineage_total": len(with_lineage),
+        "summaries": summaries[:LINEAGE_LIMIT],
+        "summaries_total": len(summaries),
+    }
+
+
+class ItemRecords:
+    """One table of a sealed manifest (included or excluded) as a sequence Django's Paginator pages.
+
+    The count is known from `Manifest.sections`; a slice is two indexed queries (the page's row
+    ids in display order, then their records), so page 1 and page 50 of 10,000 rows cost the same.
+    Excluded rows are ordered as `excluded_grouped` orders them: by reason, manifest order within.
+    """
+
+    def __init__(self, *, manifest_id: int, decision: str, total: int, reason: str = "") -> None:
+        self.manifest_id, self.decision, self.total, self.reason = manifest_id, decision, total, reason
+
+    def count(self) -> int:
+        return self.total
+
+    def __len__(self) -> int:
+        return self.total
+
+    def _ordered(self) -> QuerySet[ManifestItem]:
+        rows = ManifestItem.objects.filter(manifest_id=self.manifest_id, decision=self.decision)
+        if self.decision == Decision.INCLUDED:
+            return rows.order_by("id")
+        if self.reason:
+            rows = rows.filter(reason=self.reason)
+        return rows.annotate(reason_rank=_reason_rank()).order_by("reason_rank", "id")
+
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]:
+        if not isinstance(index, slice):
+            raise TypeError("ItemRecords pages by slice")
+        ids = list(self._ordered().values_list("id", flat=True)[index])
+        records = dict(ManifestItem.objects.filter(id__in=ids).values_list("id", "record"))
+        return [records[pk] for pk in ids]
+
+
+def _reason_rank() -> Case:
+    return Case(*(When(reason=name, then=Value(rank)) for rank, name in enumerate(REASON_ORDER)),
+                default=Value(len(REASON_ORDER)), output_field=IntegerField())
+
+
+def item_position(*, manifest_id: int, item_id: str, reason: str = "") -> tuple[str, int] | None:
+    """(decision, 0-based row index in its table as the page orders it) of one item, or None."""
+    row = (
+        ManifestItem.objects.filter(manifest_id=manifest_id, item_id=item_id)
+        .annotate(reason_rank=_reason_rank()).values("id", "decision", "reason", "reason_rank").first()
+    )
+    if row is None:
+        return None
+    rows = ManifestItem.objects.filter(manifest_id=manifest_id, decision=row["decision"])
+    if row["decision"] == Decision.INCLUDED:
+        return row["decision"], rows.filter(id__lt=row["id"]).count()
+    if reason and row["reason"] != reason:
+        return None
+    if reason:
+        rows = rows.filter(reason=reason)
+    before = rows.annotate(reason_rank=_reason_rank()).filter(
+        Q(reason_rank__lt=row["reason_rank"]) | Q(reason_rank=row["reason_rank"], id__lt=row["id"])
+    )
+    return row["decision"], before.count()
+
+
+def item_record(*, manifest_id: int, item_id: str) -> tuple[str, dict[str, Any]] | None:
+    """(decision, full record) of one item of a sealed manifest: one indexed query."""
+    row = ManifestItem.objects.filter(manifest_id=manifest_id, item_id=item_id).values_list("decision", "record").first()
+    if row is None or row[1] is None:
+        return None
+    return row
 
 
 def provider_input(manifest_id: int) -> Any:

@@ -5,7 +5,10 @@
   enqueued on commit, claimed with a guarded status change and ends `ready | blocked | failed`.
 - Manifest: the sealed ContextAssemblyManifest document and the provider input, one per job
   (a unique constraint), immutable once written; ManifestItem rows index every decision by
-  item_id so "every manifest where X was excluded, and why" is one indexed query.
+  item_id so "every manifest where X was excluded, and why" is one indexed query. The manifest
+  page reads `Manifest.sections` (the small sections, derived at seal time) and pages the item
+  tables from ManifestItem rows (`record` holds each item's full record), so its cost does not
+  grow with the manifest.
 - Artifact: an externalized object a candidate may name with `artifact_ref` for re-injection.
 - UsageReport: the provider's actual token usage, stored beside the estimate; it never changes
   the sealed manifest.
@@ -124,6 +127,16 @@ class AssemblyJob(models.Model):
         return self.status in FINAL_STATUSES
 
 
+class ManifestQuerySet(models.QuerySet):
+    """Bulk writes would bypass `Manifest.save`'s guard, so they are refused outright."""
+
+    def update(self, **kwargs):
+        raise Immutable("manifests are sealed; bulk update refused (content purge: manifest_purge_content)")
+
+    def bulk_update(self, objs, fields, batch_size=None):
+        raise Immutable("manifests are sealed; bulk update refused (content purge: manifest_purge_content)")
+
+
 class Manifest(models.Model):
     job = models.OneToOneField(AssemblyJob, on_delete=models.CASCADE, related_name="manifest")
     assembly_id = models.CharField(max_length=200)
@@ -134,6 +147,15 @@ class Manifest(models.Model):
     serialized_model_input_hash = models.CharField(max_length=80, blank=True)
     estimated_input_tokens = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+    content_purged_at = models.DateTimeField(
+        null=True, blank=True, help_text="when retention removed the content bodies (manifest_purge_content)"
+    )
+    sections = models.JSONField(
+        null=True, blank=True,
+        help_text="the small sections the manifest page shows, derived at seal time (no content bodies)",
+    )
+
+    objects = ManifestQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]
@@ -141,10 +163,33 @@ class Manifest(models.Model):
     def __str__(self) -> str:
         return self.assembly_id
 
+    _PURGED_FIELDS = ("document", "provider_input", "content_purged_at")
+
     def save(self, *args, **kwargs) -> None:
+        # The one change a sealed manifest accepts is the content purge of manifests.retention,
+        # done once (manifests.services.manifest_purge_content); anything else is refused.
         if not self._state.adding:
-            raise Immutable(f"manifest {self.assembly_id} is sealed and cannot be changed")
+            stored = type(self).objects.filter(pk=self.pk).first()
+            if stored is None or not self._is_content_purge_of(stored):
+                raise Immutable(f"manifest {self.assembly_id} is sealed and cannot be changed")
+            kwargs["update_fields"] = self._PURGED_FIELDS
         super().save(*args, **kwargs)
+
+    def _is_content_purge_of(self, stored: Manifest) -> bool:
+        from .retention import purged_document
+
+        unchanged = all(
+            field.value_from_object(self) == field.value_from_object(stored)
+            for field in self._meta.concrete_fields
+            if field.name not in self._PURGED_FIELDS
+        )
+        return (
+            unchanged
+            and stored.content_purged_at is None
+            and self.content_purged_at is not None
+            and self.provider_input is None
+            and self.document == purged_document(stored.document)
+        )
 
     def delete(self, *args, **kwargs):
         raise Immutable(f"manifest {self.assembly_id} is sealed and cannot be deleted")
@@ -169,10 +214,15 @@ class ManifestItem(models.Model):
     kind = models.CharField(max_length=100)
     source_type = models.CharField(max_length=100)
     source_ref = models.JSONField(default=dict)
+    record = models.JSONField(null=True, blank=True, help_text="the item's full included/excluded record")
 
     class Meta:
         ordering = ["manifest_id", "id"]
-        indexes = [models.Index(fields=["item_id", "decision"], name="item_decision")]
+        indexes = [
+            models.Index(fields=["item_id", "decision"], name="item_decision"),
+            # The manifest page's item tables: count, group by reason and page without a table scan.
+            models.Index(fields=["manifest", "decision", "reason"], name="item_manifest_decision"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.item_id}: {self.decision}"

@@ -16,10 +16,12 @@ Every path ends a job `ready | blocked | failed`; an engine exception is recorde
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import timedelta
@@ -33,13 +35,14 @@ from django.db.models import F
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from ctxeng.engine import AssemblyRequest, InvalidInput, assemble, parse_policy, parse_request
+from ctxeng.engine import AssemblyRequest, ContextPolicy, InvalidInput, assemble, parse_policy, parse_request
 from ctxeng.engine.adapters import get_adapter
 from ctxeng.engine.hashing import sha256_json, sha256_text
-from ctxeng.errors import Conflict, Forbidden
+from ctxeng.errors import Conflict, Forbidden, NotFound
 from policies.models import PolicyRevision
 from policies.selectors import revision_for_assembly
 
+from .dashboard_selectors import page_sections
 from .models import (
     Artifact,
     AssemblyJob,
@@ -60,8 +63,10 @@ logger = logging.getLogger(__name__)
 # --------------------------------------------------------------------------- tenancy
 
 
-def tenant_member_add(*, username: str, tenant_slug: str, roles: list[str], password: str | None = None) -> Token:
-    """Create the user, tenant and memberships as needed; return the user's API token."""
+def tenant_member_add(
+    *, username: str, tenant_slug: str, roles: list[str], password: str | None = None, actor_name: str = ""
+) -> Token:
+    """Create the user, tenant and memberships as needed; return the user's API token (issued if new)."""
     unknown = sorted(set(roles) - set(Role.values))
     if unknown:
         raise ValueError(f"unknown role(s) {', '.join(unknown)}; expected {', '.join(Role.values)}")
@@ -76,7 +81,54 @@ def tenant_member_add(*, username: str, tenant_slug: str, roles: list[str], pass
         tenant, _ = Tenant.objects.get_or_create(slug=tenant_slug, defaults={"name": tenant_slug})
         for role in roles:
             Membership.objects.get_or_create(user=user, tenant=tenant, role=role)
-        token, _ = Token.objects.get_or_create(user=user)
+        token, _ = token_issue(user=user, actor=None, actor_name=actor_name)
+    return token
+
+
+def _token_fingerprint(key: str) -> str:
+    return "sha256:" + sha256_text(key).removeprefix("sha256:")[:16]
+
+
+def _token_event(*, action: str, owner: AbstractBaseUser, key: str, actor: AbstractBaseUser | None, actor_name: str) -> None:
+    from ctxeng.audit.services import audit_record
+
+    tenants = list(tenants_for(owner)) or [None]
+    for tenant in tenants:
+        audit_record(action=action, user=actor, actor_name=actor_name, tenant=tenant,
+                     subject=owner.get_username(), digest=_token_fingerprint(key))
+
+
+def token_issue(
+    *, user: AbstractBaseUser, actor: AbstractBaseUser | None, actor_name: str = ""
+) -> tuple[Token, bool]:
+    """The user's API token, created (and audited, per tenant of the user) if they had none."""
+    from ctxeng.audit.models import AuditAction
+
+    with transaction.atomic():
+        token, created = Token.objects.get_or_create(user=user)
+        if created:
+            _token_event(action=AuditAction.TOKEN_ISSUED, owner=user, key=token.key, actor=actor, actor_name=actor_name)
+    return token, created
+
+
+def token_revoke(
+    *, username: str | None = None, key: str | None = None, actor: AbstractBaseUser | None, actor_name: str = ""
+) -> Token:
+    """Delete a token, named by its owner's username or by the key; it gets 401 from then on.
+
+    Audited per tenant of the owner. Unknown user, no token, or an unknown key: NotFound.
+    """
+    from ctxeng.audit.models import AuditAction
+
+    if (username is None) == (key is None):
+        raise ValueError("name either the username or the key")
+    with transaction.atomic():
+        tokens = Token.objects.select_for_update().select_related("user")
+        token = tokens.filter(user__username=username).first() if username is not None else tokens.filter(key=key).first()
+        if token is None:
+            raise NotFound(f"user {username!r} has no token" if username is not None else "token: no such key")
+        _token_event(action=AuditAction.TOKEN_REVOKED, owner=token.user, key=token.key, actor=actor, actor_name=actor_name)
+        token.delete()
     return token
 
 
@@ -190,30 +242,62 @@ def assembly_job_claim(*, job_id: str | uuid.UUID) -> int | None:
     return AssemblyJob.objects.filter(id=job_id).values_list("attempts", flat=True).first()
 
 
-@contextlib.contextmanager
-def assembly_job_heartbeat(*, job_id: str | uuid.UUID, attempt: int) -> Iterator[None]:
-    """Refresh heartbeat_at every CTXENG_HEARTBEAT_SECONDS while the body runs (a live claim)."""
-    stop = threading.Event()
+class _Heartbeats:
+    """One thread per process refreshes heartbeat_at of every job the process is running.
 
-    def beat() -> None:
-        try:
-            while not stop.wait(settings.CTXENG_HEARTBEAT_SECONDS):
+    A thread per job cost a start and a join on every job, each a context switch that waits for
+    a core; on a busy worker that was milliseconds per job. The thread starts on first use in
+    each process (a forked pool process does not inherit the parent's threads). Each beat is
+    guarded on the claim (running, same attempt), so a beat that races the seal changes nothing.
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.jobs: dict[str, int] = {}
+        self.pid: int | None = None
+
+    def add(self, job_id: str, attempt: int) -> None:
+        with self.lock:
+            self.jobs[job_id] = attempt
+            if self.pid != os.getpid():
+                self.pid = os.getpid()
+                threading.Thread(target=self._run, name="heartbeat", daemon=True).start()
+
+    def remove(self, job_id: str) -> None:
+        with self.lock:
+            self.jobs.pop(job_id, None)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(settings.CTXENG_HEARTBEAT_SECONDS)
+            with self.lock:
+                running = list(self.jobs.items())
+            for job_id, attempt in running:
                 try:
                     AssemblyJob.objects.filter(id=job_id, status=JobStatus.RUNNING, attempts=attempt).update(
                         heartbeat_at=timezone.now()
                     )
                 except Exception:  # noqa: BLE001 - a missed beat must not kill the job
                     logger.warning("heartbeat for job %s failed", job_id, exc_info=True)
-        finally:
-            connection.close()
+            # Seconds apart, so reconnecting is cheap; an idle connection would outlive its use
+            # (and keep a test database from being dropped).
+            try:
+                connection.close()
+            except Exception:  # noqa: BLE001 - the thread must outlive a broken connection
+                logger.warning("heartbeat connection did not close cleanly", exc_info=True)
 
-    thread = threading.Thread(target=beat, name=f"heartbeat-{job_id}", daemon=True)
-    thread.start()
+
+_heartbeats = _Heartbeats()
+
+
+@contextlib.contextmanager
+def assembly_job_heartbeat(*, job_id: str | uuid.UUID, attempt: int) -> Iterator[None]:
+    """Refresh heartbeat_at every CTXENG_HEARTBEAT_SECONDS while the body runs (a live claim)."""
+    _heartbeats.add(str(job_id), attempt)
     try:
         yield
     finally:
-        stop.set()
-        thread.join(timeout=5)
+        _heartbeats.remove(str(job_id))
 
 
 def _resolved_request(job: AssemblyJob) -> AssemblyRequest:
@@ -238,12 +322,23 @@ def _resolved_request(job: AssemblyJob) -> AssemblyRequest:
     return request
 
 
+@functools.lru_cache(maxsize=64)
+def _parsed_policy(revision_pk: int, digest: str) -> ContextPolicy:
+    """A revision's parsed policy, once per worker process: jobs only run under published
+    revisions, which are immutable (the digest in the key guards that)."""
+    return parse_policy(PolicyRevision.objects.filter(pk=revision_pk).values_list("body", flat=True).get())
+
+
 def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
     """Run the engine for a claimed job and seal the result; returns the job's final status."""
-    job = AssemblyJob.objects.select_related("policy_revision__policy", "tenant", "run").get(id=job_id)
+    job = (
+        AssemblyJob.objects.select_related("policy_revision__policy", "tenant", "run")
+        .defer("policy_revision__body")
+        .get(id=job_id)
+    )
     try:
         request = _resolved_request(job)
-        policy = parse_policy(job.policy_revision.body)
+        policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
         result = assemble(request, policy)
     except InvalidInput as exc:
         return _fail(job_id=job.id, attempt=attempt, error=str(exc))
@@ -266,6 +361,10 @@ def _seal(*, job: AssemblyJob, attempt: int, result: Any) -> str:
     document = result.manifest_dict()
     status = result.status
     now = timezone.now()
+    # Derived before the transaction, which then holds the write lock (SQLite) or the row locks
+    # (PostgreSQL) for the inserts alone.
+    sections = page_sections(document)
+    rows = _item_rows(document)
     with transaction.atomic():
         won = AssemblyJob.objects.filter(id=job.id, status=JobStatus.RUNNING, attempts=attempt).update(
             status=status, finished_at=now, heartbeat_at=now, updated_at=now, error=""
@@ -283,45 +382,49 @@ def _seal(*, job: AssemblyJob, attempt: int, result: Any) -> str:
             assembly_input_hash=manifest.assembly.assembly_input_hash or "",
             serialized_model_input_hash=manifest.assembly.serialized_model_input_hash or "",
             estimated_input_tokens=manifest.budget.estimated_used,
+            sections=sections,
         )
-        ManifestItem.objects.bulk_create(_item_rows(sealed, manifest), batch_size=500)
+        for row in rows:
+            row.manifest = sealed
+        ManifestItem.objects.bulk_create(rows, batch_size=500)
     return status
 
 
-def _item_rows(sealed: Manifest, manifest: Any) -> list[ManifestItem]:
+def _item_rows(document: dict[str, Any]) -> list[ManifestItem]:
+    """One row per decision, in manifest order, from the sealed document (the JSON form)."""
     rows = [
         ManifestItem(
-            manifest=sealed,
-            item_id=item.item_id,
+            item_id=item["item_id"],
             decision=Decision.INCLUDED,
-            reason=item.admission_reason,
-            partition=item.partition,
-            tokens=item.tokens,
-            trust=str(item.trust),
-            role=str(item.intended_role),
-            kind=item.kind,
-            source_type=item.source_type,
-            source_ref=item.source_ref,
+            reason=item["admission_reason"],
+            partition=item["partition"],
+            tokens=item["tokens"],
+            trust=item["trust"],
+            role=item["intended_role"],
+            kind=item["kind"],
+            source_type=item["source_type"],
+            source_ref=item["source_ref"],
+            record=item,
         )
-        for item in manifest.included
+        for item in document["included"]
     ]
     rows += [
         ManifestItem(
-            manifest=sealed,
-            item_id=item.item_id,
+            item_id=item["item_id"],
             decision=Decision.EXCLUDED,
-            reason=str(item.reason),
-            hard_gate=str(item.hard_gate) if item.hard_gate is not None else "",
-            detail=item.detail,
-            partition=item.partition or "",
-            tokens=item.tokens,
-            trust=str(item.trust) if item.trust is not None else "",
-            role=str(item.intended_role),
-            kind=item.kind,
-            source_type=item.source_type,
-            source_ref=item.source_ref,
+            reason=item["reason"],
+            hard_gate=item.get("hard_gate") or "",
+            detail=item["detail"],
+            partition=item.get("partition") or "",
+            tokens=item.get("tokens"),
+            trust=item.get("trust") or "",
+            role=item["intended_role"],
+            kind=item["kind"],
+            source_type=item["source_type"],
+            source_ref=item["source_ref"],
+            record=item,
         )
-        for item in manifest.excluded
+        for item in document["excluded"]
     ]
     return rows
 
@@ -426,3 +529,48 @@ def usage_report_record(
         },
     )
     return report
+
+
+# --------------------------------------------------------------------------- retention
+
+
+def manifest_purge_content(*, manifest: Manifest, now: Any = None) -> bool:
+    """Remove a sealed manifest's content bodies (manifests.retention), keeping what explains it.
+
+    The provider input and the transforms' excerpts go; the job's stored request loses each
+    candidate's content. Hashes, decisions, reasons and lineage stay, and `content_purged_at`
+    records when. The only path that changes a sealed manifest (Manifest.save permits exactly
+    this). Already purged: False, nothing changes.
+    """
+    from .retention import purged_document, purged_request
+
+    now = now or timezone.now()
+    with transaction.atomic():
+        locked = (
+            Manifest.objects.select_for_update().filter(pk=manifest.pk, content_purged_at__isnull=True).first()
+        )
+        if locked is None:
+            return False
+        locked.document = purged_document(locked.document)
+        locked.provider_input = None
+        locked.content_purged_at = now
+        locked.save()
+        request = AssemblyJob.objects.filter(pk=locked.job_id).values_list("request", flat=True).first()
+        AssemblyJob.objects.filter(pk=locked.job_id).update(request=purged_request(request or {}))
+    manifest.document, manifest.provider_input, manifest.content_purged_at = (
+        locked.document, None, now
+    )
+    return True
+
+
+def manifests_purge_content(*, older_than: timedelta, now: Any = None) -> int:
+    """Purge every manifest sealed more than `older_than` ago that still has its content."""
+    now = now or timezone.now()
+    ids = list(
+        Manifest.objects.filter(created_at__lt=now - older_than, content_purged_at__isnull=True)
+        .order_by("created_at").values_list("pk", flat=True)
+    )
+    purged = 0
+    for pk in ids:
+        purged += manifest_purge_content(manifest=Manifest(pk=pk), now=now)
+    return purged

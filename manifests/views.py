@@ -3,7 +3,9 @@
 Views are thin: resolve the acting user's tenancy, call a dashboard selector, render. Objects
 outside the user's tenants are 404. Item tables, the serialized input and item bodies are
 separate partial URLs (htmx swaps them in place; without JavaScript the links reload the page),
-so a manifest with 10,000 items renders a page of rows, never all of them.
+so a manifest with 10,000 items renders a page of rows, never all of them. For a manifest the
+service sealed, the page reads only `Manifest.sections` and one page of ManifestItem rows, so it
+costs the same at 100 items and at 10,000; transform excerpts load on demand with their region.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from . import dashboard_selectors as sel
 from .models import AssemblyJob, JobStatus
 
 PAGE_SIZE = 100
+TRANSFORMS_PAGE_SIZE = sel.SECTION_HEADS["transforms"]
 SESSION_TENANT = "ctxeng_tenant"
 LOGIN_URL = "/login/"
 
@@ -134,6 +137,58 @@ def _page_number_of(rows: list[dict[str, Any]], item_id: str, per_page: int = PA
     return None
 
 
+class _KnownCountPaginator(Paginator):
+    """A Paginator over a list that is one page of a longer one whose length is known."""
+
+    def __init__(self, head: list[Any], per_page: int, total: int) -> None:
+        super().__init__(head, per_page)
+        self.total = total
+
+    @property
+    def count(self) -> int:
+        return self.total
+
+
+def _head_page(manifest: Any, sealed: dict[str, Any], section: str, number: Any, per_page: int):
+    """A page of tool pairs or transforms: page 1 from `sections`, later pages from the document."""
+    total = sealed.get(f"{section}_total") or 0
+    if str(number or "1") == "1" or total <= per_page:
+        return _KnownCountPaginator(sealed.get(section) or [], per_page, total).get_page(1)
+    rows = sel.manifest_sections(manifest.pk, (section,)).get(section) or []
+    return page_of(rows, number, per_page)
+
+
+def _sealed_context(manifest: Any, sealed: dict[str, Any], params: Any, focus: str = "",
+                    tables: tuple[str, ...] = ("included", "excluded")) -> dict[str, Any]:
+    """The manifest page's regions from `Manifest.sections` and ManifestItem rows (bounded cost)."""
+    reason = params.get("reason", "")
+    included_page = params.get("included_page")
+    excluded_page = params.get("excluded_page")
+    if focus:
+        where = sel.item_position(manifest_id=manifest.pk, item_id=focus, reason=reason)
+        if where is not None:
+            decision, index = where
+            if decision == "included":
+                included_page = index // PAGE_SIZE + 1
+            else:
+                excluded_page = index // PAGE_SIZE + 1
+    counts = [tuple(pair) for pair in sealed.get("reason_counts") or []]
+    excluded_total = sealed.get("excluded_total") or 0
+    shown_excluded = dict(counts).get(reason, 0) if reason else excluded_total
+    included = sel.ItemRecords(manifest_id=manifest.pk, decision="included", total=sealed.get("included_total") or 0)
+    excluded = sel.ItemRecords(manifest_id=manifest.pk, decision="excluded", total=shown_excluded, reason=reason)
+    return {
+        **({"included_page": page_of(included, included_page)} if "included" in tables else {}),
+        **({"excluded_page": page_of(excluded, excluded_page)} if "excluded" in tables else {}),
+        "reason": reason,
+        "reason_counts": counts,
+        "excluded_total": excluded_total,
+        "tool_pairs_page": _head_page(manifest, sealed, "tool_pairs", params.get("tool_pairs_page"), PAGE_SIZE),
+        "transforms_page": _head_page(manifest, sealed, "transforms", params.get("transforms_page"), TRANSFORMS_PAGE_SIZE),
+        "transform_bodies_on_demand": True,
+    }
+
+
 def _section_context(job: AssemblyJob, sections: dict[str, Any], params: Any, focus: str = "") -> dict[str, Any]:
     included = sections.get("included") or []
     excluded_all = sections.get("excluded") or []
@@ -151,7 +206,7 @@ def _section_context(job: AssemblyJob, sections: dict[str, Any], params: Any, fo
         "reason_counts": sel.reason_counts(excluded_all),
         "excluded_total": len(excluded_all),
         "tool_pairs_page": page_of(sections.get("tool_pairs") or [], params.get("tool_pairs_page"), PAGE_SIZE),
-        "transforms_page": page_of(sections.get("transforms") or [], params.get("transforms_page"), 20),
+        "transforms_page": page_of(sections.get("transforms") or [], params.get("transforms_page"), TRANSFORMS_PAGE_SIZE),
     }
 
 
@@ -163,13 +218,18 @@ def _acquisition(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _lineage(sections: dict[str, Any], limit: int = 50) -> dict[str, Any]:
+def _lineage(sections: dict[str, Any], limit: int = sel.LINEAGE_LIMIT) -> dict[str, Any]:
     """Items whose content derives from other objects (excerpts, summaries), with their node trees."""
     items = [row for row in sections.get("included") or [] if row.get("source_lineage")]
-    trees = [{"item_id": row["item_id"], "roots": lineage_tree(row["source_lineage"])} for row in items[:limit]]
     summaries = sections.get("summaries") or []
-    return {"trees": trees, "more": max(0, len(items) - limit), "summaries": summaries[:limit],
-            "more_summaries": max(0, len(summaries) - limit)}
+    return _lineage_of(items[:limit], len(items), summaries[:limit], len(summaries), limit)
+
+
+def _lineage_of(items: list[dict[str, Any]], items_total: int, summaries: list[dict[str, Any]],
+                summaries_total: int, limit: int = sel.LINEAGE_LIMIT) -> dict[str, Any]:
+    trees = [{"item_id": row["item_id"], "roots": lineage_tree(row["source_lineage"])} for row in items[:limit]]
+    return {"trees": trees, "more": max(0, items_total - limit), "summaries": summaries[:limit],
+            "more_summaries": max(0, summaries_total - limit)}
 
 
 def lineage_tree(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -192,18 +252,30 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     job = _job_or_404(request, job_id)
     manifest = _manifest_of(job)
     context: dict[str, Any] = {"job": job, "manifest": manifest, "focus": request.GET.get("item", "")}
-    if manifest is not None:
-        sections = sel.manifest_sections(manifest.pk)
-        context.update(_section_context(job, sections, request.GET, focus=context["focus"]))
+    if manifest is not None and manifest.sections is not None:
+        sealed = manifest.sections
+        context.update(_sealed_context(manifest, sealed, request.GET, focus=context["focus"]))
         context.update({
-            "assembly": sections.get("assembly") or {},
-            "budget": sections.get("budget") or {},
-            "cache": sections.get("cache") or {},
-            "stages": sections.get("stages") or [],
-            "acquisition": _acquisition(sections.get("source_acquisition") or []),
-            "lineage": _lineage(sections),
-            "included_total": len(sections.get("included") or []),
-            "unresolved": [p for p in sections.get("tool_pairs") or [] if p.get("decision") == "unresolved"],
+            "lineage": _lineage_of(sealed.get("lineage_items") or [], sealed.get("lineage_total") or 0,
+                                   sealed.get("summaries") or [], sealed.get("summaries_total") or 0),
+            "included_total": sealed.get("included_total") or 0,
+            "unresolved": sealed.get("unresolved") or [],
+        })
+    elif manifest is not None:
+        sealed = sel.manifest_sections(manifest.pk)
+        context.update(_section_context(job, sealed, request.GET, focus=context["focus"]))
+        context.update({
+            "lineage": _lineage(sealed),
+            "included_total": len(sealed.get("included") or []),
+            "unresolved": [p for p in sealed.get("tool_pairs") or [] if p.get("decision") == "unresolved"],
+        })
+    if manifest is not None:
+        context.update({
+            "assembly": sealed.get("assembly") or {},
+            "budget": sealed.get("budget") or {},
+            "cache": sealed.get("cache") or {},
+            "stages": sealed.get("stages") or [],
+            "acquisition": _acquisition(sealed.get("source_acquisition") or []),
             "usage": getattr(manifest, "usage", None) if hasattr(manifest, "usage") else None,
         })
         if context["usage"] is not None:
@@ -229,9 +301,14 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
     manifest = _manifest_of(job)
     if manifest is None:
         raise Http404("not sealed yet")
-    sections = sel.manifest_sections(manifest.pk, (section,))
     params = request.GET.copy()
     params[f"{section}_page"] = request.GET.get("page", "1")
+    if manifest.sections is not None and section in ("included", "excluded"):
+        context = {"job": job, "manifest": manifest,
+                   **_sealed_context(manifest, manifest.sections, params, tables=(section,))}
+        return render(request, _SECTION_PARTIALS[section], context)
+    # Tool pairs and transforms (with their excerpts) come from the document: this region asked.
+    sections = sel.manifest_sections(manifest.pk, (section,))
     context = {"job": job, "manifest": manifest, **_section_context(job, sections, params)}
     if section == "excluded":
         context["reason_counts"] = sel.reason_counts(sections.get("excluded") or [])
@@ -247,12 +324,17 @@ def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
     item_id = request.GET.get("item_id", "")
     if manifest is None or not item_id:
         raise Http404("no such item")
-    sections = sel.manifest_sections(manifest.pk, ("included", "excluded", "transforms"))
-    record = next((r for r in sections.get("included") or [] if r.get("item_id") == item_id), None)
-    decision = "included"
-    if record is None:
-        record = next((r for r in sections.get("excluded") or [] if r.get("item_id") == item_id), None)
-        decision = "excluded"
+    found = sel.item_record(manifest_id=manifest.pk, item_id=item_id) if manifest.sections is not None else None
+    if found is not None:
+        decision, record = found
+        sections = sel.manifest_sections(manifest.pk, ("transforms",))
+    else:
+        sections = sel.manifest_sections(manifest.pk, ("included", "excluded", "transforms"))
+        record = next((r for r in sections.get("included") or [] if r.get("item_id") == item_id), None)
+        decision = "included"
+        if record is None:
+            record = next((r for r in sections.get("excluded") or [] if r.get("item_id") == item_id), None)
+            decision = "excluded"
     if record is None:
         raise Http404("no such item")
     transform_id = record.get("transform_record_id")

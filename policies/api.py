@@ -31,13 +31,13 @@ from .models import Policy, PolicyRevision
 class RevisionBody(BaseModel):
     """`{"body": <ContextPolicy>, "tenant": "<slug>"?}`; tenant defaults to your only editor tenant."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
     body: dict[str, Any]
     tenant: str | None = None
 
 
 class PublishBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
     note: str = Field(default="", max_length=10_000)
 
 
@@ -190,7 +190,16 @@ class PolicyDiffApi(APIView):
 
 
 # Referenced so drf-spectacular publishes the engine's ContextPolicy JSON Schema as a component.
-@extend_schema(request=ContextPolicy, responses={200: ContextPolicy}, summary="Validate a policy body (no write)")
+@extend_schema(
+    request=ContextPolicy,
+    responses={200: inline_serializer("PolicyValidated", {
+        "valid": serializers.BooleanField(),
+        "policy_id": serializers.CharField(),
+        "revision": serializers.IntegerField(),
+        "digest": serializers.CharField(),
+    })},
+    summary="Validate a policy body (no write)",
+)
 class PolicyValidateApi(APIView):
     def post(self, request: Request) -> Response:
         from ctxeng.engine import parse_policy, policy_digest

@@ -135,7 +135,9 @@ def field_errors(text: str, messages: list[str]) -> list[FieldError]:
 
 def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[AssemblyJob]:
     return list(
-        light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy, manifest__isnull=False)
+        # A purged request has no content left to replay.
+        light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy, manifest__isnull=False,
+                                              manifest__content_purged_at__isnull=True)
         .order_by("-created_at")[:limit]
     )
 

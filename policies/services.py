@@ -1,5 +1,8 @@
 """Writes for policies: create and edit drafts, publish, import from a file.
 
+Each write records an audit event (audit.services) in the same transaction: created, edited,
+published, and retired for the revision a publish replaces.
+
 A revision's body is validated by the engine (`parse_policy`) and stored normalized (defaults
 filled in, `policy.digest` removed), so its digest is the one the engine records in manifests.
 """
@@ -12,6 +15,8 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from ctxeng.audit.models import AuditAction
+from ctxeng.audit.services import revision_event
 from ctxeng.engine import InvalidInput, parse_policy, policy_digest
 from ctxeng.engine.models import ContextPolicy
 from ctxeng.engine.policy import policy_body
@@ -55,13 +60,15 @@ def policy_revision_create(
             raise Conflict(f"policy.revision: revision {number} of policy {policy.policy.id!r} already exists")
         try:
             with transaction.atomic():
-                return PolicyRevision.objects.create(
+                created = PolicyRevision.objects.create(
                     policy=container,
                     revision=number,
                     body=policy_body(policy),
                     digest=policy_digest(policy),
                     created_by=user,
                 )
+                revision_event(action=AuditAction.REVISION_CREATED, revision=created, user=user)
+                return created
         except IntegrityError:
             raise Conflict(
                 f"policy.revision: revision {number} of policy {policy.policy.id!r} already exists"
@@ -74,9 +81,14 @@ def policy_revision_update(*, revision: PolicyRevision, body: Any, user: Abstrac
         raise Conflict(f"policy {revision.policy.policy_id} revision {revision.revision} is {revision.status}; "
                        "create a new revision instead")
     policy = _parse(body, policy_id=revision.policy.policy_id, revision=revision.revision)
-    revision.body = policy_body(policy)
-    revision.digest = policy_digest(policy)
-    revision.save()
+    previous = revision.digest
+    with transaction.atomic():
+        revision.body = policy_body(policy)
+        revision.digest = policy_digest(policy)
+        revision.save()
+        if revision.digest != previous:
+            revision_event(action=AuditAction.REVISION_EDITED, revision=revision, user=user,
+                           note=f"digest was {previous}")
     return revision
 
 
@@ -97,11 +109,14 @@ def policy_revision_publish(*, revision: PolicyRevision, user: AbstractBaseUser 
             previous.status = RevisionStatus.RETIRED
             previous.retired_at = now
             previous.save()
+            revision_event(action=AuditAction.REVISION_RETIRED, revision=previous, user=user,
+                           note=f"replaced by revision {revision.revision}")
         revision.status = RevisionStatus.PUBLISHED
         revision.published_by = user
         revision.published_at = now
         revision.publish_note = note
         revision.save()
+        revision_event(action=AuditAction.REVISION_PUBLISHED, revision=revision, user=user, note=note)
         return revision
 
 

@@ -17,6 +17,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from ctxeng.audit.selectors import audit_events_for_policy
 from ctxeng.engine.policy import policy_body
 from ctxeng.errors import ServiceError
 from manifests.models import Immutable, Role
@@ -71,6 +72,7 @@ def policy_detail(request: HttpRequest, policy_id: str) -> HttpResponse:
     return render(request, "policies/detail.html", {
         "policy": policy, "revisions": revisions, "published": published, "can_edit": _can_edit(request, policy),
         "recent_jobs": sel.recent_jobs_for_policy(policy, limit=10),
+        "audit_events": audit_events_for_policy(policy),
     })
 
 

@@ -1,6 +1,45 @@
 """Shared pytest configuration: service fixtures live in tests/service_fixtures.py (see its docstring).
 
 Nothing here touches the database at import or autouse time, so tests/engine/ runs without one.
+
+Tests marked `postgres_only` exercise PostgreSQL's concurrency (row locks, many connections at
+once); on another database they are deselected with a one-line report rather than skipped, and
+CI's PostgreSQL pass (`DATABASE_URL=postgres://...`) runs them.
 """
 
+import pytest
+
 pytest_plugins = ["tests.service_fixtures"]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    from django.conf import settings
+
+    vendor = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]
+    if vendor == "postgresql":
+        return
+    deselected = [item for item in items if item.get_closest_marker("postgres_only")]
+    if not deselected:
+        return
+    items[:] = [item for item in items if not item.get_closest_marker("postgres_only")]
+    config.hook.pytest_deselected(items=deselected)
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(
+            f"postgres_only: {len(deselected)} test(s) deselected on {vendor}; they run with DATABASE_URL=postgres://..."
+        )
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttle_counts() -> None:
+    """Each test starts with no API throttle history (user ids repeat across tests).
+
+    Only the in-process cache is cleared: with REDIS_URL set the counts live in that Redis, which
+    a test run must not flush.
+    """
+    from django.core.cache import caches
+    from django.core.cache.backends.locmem import LocMemCache
+
+    cache = caches["throttle"]
+    if isinstance(cache, LocMemCache):
+        cache.clear()

@@ -15,9 +15,8 @@ in-process job (on-commit callbacks) so the response's job is final when it retu
 Real-component fixtures for live worker tests (use with `transactional_db`, so rows are
 committed and another process can see them):
 
-- `redis_url` (session): a Redis to use as broker. CTXENG_TEST_REDIS_URL, else the machine's Redis
-  at 127.0.0.1:6379 on DB 13 (flushed), else a private `redis-server` on a free port; skipped
-  only if none of those exists.
+- `redis_url` (session): a Redis to use as broker. CTXENG_TEST_REDIS_URL (a dedicated database: it
+  is flushed), else a private `redis-server` on a free port; fails (never skips) without either.
 - `celery_jobs`: switches this process to enqueue on that Redis (CTXENG_JOBS_INLINE off).
 - `start_worker(**env)`: starts `celery -A ctxeng worker` as a subprocess against the test
   database (SQLite file or the PostgreSQL test database) and waits until it is ready; returns a
@@ -247,15 +246,23 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="session")
 def redis_url():
-    """A real Redis for the broker: configured, the machine's (DB 13), or a private redis-server."""
+    """A real Redis for the broker: CTXENG_TEST_REDIS_URL if configured, else a private redis-server.
+
+    A private server per test session (never the machine's shared Redis) keeps concurrent test
+    runs from consuming or flushing each other's queues. No Redis at all is a failure, not a skip:
+    install `redis-server` or point CTXENG_TEST_REDIS_URL at a dedicated, flushable database.
+    """
     import redis
 
-    url = os.environ.get("CTXENG_TEST_REDIS_URL", "redis://127.0.0.1:6379/13")
+    url = os.environ.get("CTXENG_TEST_REDIS_URL")
     private = None
-    if not _redis_ping(url):
+    if url:
+        if not _redis_ping(url):
+            pytest.fail(f"CTXENG_TEST_REDIS_URL={url} does not answer PING")
+    else:
         binary = shutil.which("redis-server")
         if binary is None:
-            pytest.skip(f"no Redis at {url} and no redis-server binary to start one")
+            pytest.fail("no redis-server binary: install it (apt-get install redis-server) or set CTXENG_TEST_REDIS_URL")
         port = _free_port()
         private = subprocess.Popen(
             [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],

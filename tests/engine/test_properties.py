@@ -139,7 +139,8 @@ def test_every_assembly_keeps_the_budget_partitions_and_candidate_accounting(cas
     r = _assemble(req, pol)
     m = r.manifest
     b = m.budget
-    assert b.estimated_used <= b.usable_input
+    # usable_input is negative when the reserves alone exceed the context: then nothing is used.
+    assert b.estimated_used <= max(b.usable_input, 0)
     assert b.estimated_used == sum(p.used for p in b.partitions.values())
     for name, part in b.partitions.items():
         if part.maximum is not None:
@@ -242,3 +243,21 @@ def test_the_generators_produce_valid_inputs():
             raise AssertionError(exc.errors) from None
 
     check()
+
+
+@PROPERTY_SETTINGS
+@given(cases())
+def test_partition_minimums_are_reserved_or_the_assembly_is_blocked(case):
+    """Minimums that cannot all fit block the assembly; under preserve_all_minimums no partition
+    grows into the minimum another partition holds."""
+    req, pol = case
+    m = _assemble(req, pol).manifest
+    b = m.budget
+    minimums = {name: part.minimum for name, part in b.partitions.items()}
+    if sum(minimums.values()) > b.usable_input:
+        assert m.assembly.status == "blocked"
+        return
+    if pol["budget"]["borrowing"] == "preserve_all_minimums":
+        for name, part in b.partitions.items():
+            others = sum(v for k, v in minimums.items() if k != name)
+            assert part.used <= b.usable_input - others, name

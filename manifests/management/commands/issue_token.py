@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ctxeng.audit.services import cli_actor
 from manifests.models import Role
 from manifests.services import tenant_member_add
 
@@ -20,7 +21,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, username: str, tenant: str, role: list[str], **options) -> None:
         try:
-            token = tenant_member_add(username=username, tenant_slug=tenant, roles=role)
+            token = tenant_member_add(
+                username=username, tenant_slug=tenant, roles=role, actor_name=cli_actor()
+            )
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         self.stdout.write(f"{username} in {tenant} as {', '.join(sorted(set(role)))}")

@@ -1,0 +1,157 @@
+"""Retention: `purge_content` removes content bodies from old manifests and keeps what explains them.
+
+Sealed manifests stay immutable: the one change the model accepts is exactly the purge, made once
+through `manifest_purge_content`; every other write path is refused.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import timedelta
+
+import pytest
+from django.core.management import CommandError, call_command
+from django.utils import timezone
+
+from ctxeng.engine import ContextAssemblyManifest
+from manifests.models import AssemblyJob, Immutable, Manifest, ManifestItem
+from manifests.services import manifest_purge_content
+
+
+@pytest.fixture
+def sealed(published_policy, agent_api, submit, example_request, example_blocked_request):
+    ready = submit(agent_api, example_request).json()["id"]
+    blocked = submit(agent_api, example_blocked_request).json()["id"]
+    return Manifest.objects.get(job_id=ready), Manifest.objects.get(job_id=blocked)
+
+
+def _later(monkeypatch, days: int) -> None:
+    future = timezone.now() + timedelta(days=days)
+    monkeypatch.setattr("manifests.services.timezone.now", lambda: future)
+
+
+def _explains(document: dict) -> dict:
+    """Everything a purge must keep: the document minus the transforms' excerpts."""
+    kept = copy.deepcopy(document)
+    for record in kept["transforms"]:
+        record.pop("before_excerpt"), record.pop("after_excerpt")
+    return kept
+
+
+def test_purge_content_leaves_recent_manifests_alone(sealed, capsys):
+    call_command("purge_content", "--older-than", "30d")
+    assert "purged content of 0 manifest(s)" in capsys.readouterr().out
+    assert not Manifest.objects.filter(content_purged_at__isnull=False).exists()
+
+
+def test_purge_content_removes_bodies_and_keeps_hashes_decisions_and_lineage(sealed, monkeypatch, capsys):
+    ready, blocked = sealed
+    before = Manifest.objects.get(pk=ready.pk)
+    request_before = AssemblyJob.objects.get(pk=ready.job_id).request
+    rows_before = list(ManifestItem.objects.filter(manifest=ready).values())
+    assert any(t["before_excerpt"] for t in before.document["transforms"])
+
+    _later(monkeypatch, 31)
+    call_command("purge_content", "--older-than", "30d")
+    assert "purged content of 2 manifest(s)" in capsys.readouterr().out
+
+    after = Manifest.objects.get(pk=ready.pk)
+    assert after.content_purged_at is not None and after.provider_input is None
+    assert all(t["before_excerpt"] == t["after_excerpt"] == "" for t in after.document["transforms"])
+    assert _explains(after.document) == _explains(before.document)
+    assert after.document["assembly"]["serialized_model_input_hash"] == before.serialized_model_input_hash
+    assert after.assembly_input_hash == before.assembly_input_hash
+    ContextAssemblyManifest.model_validate(after.document)  # still a valid manifest
+    assert list(ManifestItem.objects.filter(manifest=ready).values()) == rows_before
+
+    request_after = AssemblyJob.objects.get(pk=ready.job_id).request
+    assert all(c.get("content") is None for c in request_after["candidates"])
+    assert [c["content_hash"] for c in request_after["candidates"]] == [
+        c["content_hash"] for c in request_before["candidates"]
+    ]
+    assert Manifest.objects.get(pk=blocked.pk).content_purged_at is not None
+
+
+def test_the_api_says_the_input_was_purged_and_still_serves_the_manifest(sealed, agent_api):
+    ready, _ = sealed
+    assert manifest_purge_content(manifest=ready) is True
+    job = agent_api.get(f"/api/v1/assemblies/{ready.job_id}/").json()
+    assert job["content_purged_at"] is not None
+    gone = agent_api.get(f"/api/v1/assemblies/{ready.job_id}/input/")
+    assert gone.status_code == 410
+    assert "content purged" in gone.json()["errors"][0]
+    manifest = agent_api.get(f"/api/v1/assemblies/{ready.job_id}/manifest/")
+    assert manifest.status_code == 200 and manifest.json()["assembly"]["assembly_input_hash"]
+
+
+def test_the_manifest_page_shows_that_content_was_purged(sealed, agent_user, client):
+    ready, _ = sealed
+    client.force_login(agent_user)
+    assert "content purged" not in client.get(f"/assemblies/{ready.job_id}/").content.decode()
+    manifest_purge_content(manifest=ready)
+    page = client.get(f"/assemblies/{ready.job_id}/").content.decode()
+    assert 'id="content-purged"' in page and "content purged" in page
+
+
+def test_a_purge_happens_once(sealed):
+    ready, _ = sealed
+    assert manifest_purge_content(manifest=ready) is True
+    first = Manifest.objects.get(pk=ready.pk).content_purged_at
+    assert manifest_purge_content(manifest=ready) is False
+    assert Manifest.objects.get(pk=ready.pk).content_purged_at == first
+
+
+def test_purge_content_names_a_bad_duration(db):
+    with pytest.raises(CommandError, match="--older-than: expected a duration"):
+        call_command("purge_content", "--older-than", "a month")
+
+
+# --------------------------------------------------------------------------- nothing else changes a sealed manifest
+
+
+def test_saving_any_other_change_is_refused(sealed):
+    ready, _ = sealed
+    manifest = Manifest.objects.get(pk=ready.pk)
+    manifest.status = "blocked"
+    with pytest.raises(Immutable):
+        manifest.save()
+
+
+def test_a_purge_that_also_changes_something_else_is_refused(sealed):
+    from manifests.retention import purged_document
+
+    manifest = Manifest.objects.get(pk=ready_pk(sealed))
+    manifest.document = purged_document(manifest.document)
+    manifest.provider_input = None
+    manifest.content_purged_at = timezone.now()
+    manifest.estimated_input_tokens += 1
+    with pytest.raises(Immutable):
+        manifest.save()
+
+
+def test_a_fake_purge_that_rewrites_the_document_is_refused(sealed):
+    manifest = Manifest.objects.get(pk=ready_pk(sealed))
+    manifest.document = {**manifest.document, "excluded": []}
+    manifest.provider_input = None
+    manifest.content_purged_at = timezone.now()
+    with pytest.raises(Immutable):
+        manifest.save()
+
+
+def test_bulk_updates_and_deletes_are_refused(sealed):
+    manifest = Manifest.objects.get(pk=ready_pk(sealed))
+    with pytest.raises(Immutable):
+        Manifest.objects.filter(pk=manifest.pk).update(provider_input=None)
+    with pytest.raises(Immutable):
+        Manifest.objects.bulk_update([manifest], ["status"])
+    with pytest.raises(Immutable):
+        manifest.delete()
+    item = ManifestItem.objects.filter(manifest=manifest).first()
+    item.reason = "ranking_lost"
+    with pytest.raises(Immutable):
+        item.save()
+    assert Manifest.objects.get(pk=manifest.pk).content_purged_at is None
+
+
+def ready_pk(sealed) -> int:
+    return sealed[0].pk
