@@ -43,3 +43,23 @@ def _fresh_throttle_counts() -> None:
     cache = caches["throttle"]
     if isinstance(cache, LocMemCache):
         cache.clear()
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's test database, with stray sessions ended before it is dropped.
+
+    Live-worker tests SIGKILL Celery workers; PostgreSQL may notice a dead client's socket only
+    after pytest-django tries to drop the test database ("is being accessed by other users"),
+    which leaves it behind. On PostgreSQL, end every other session on the test database first.
+    """
+    yield
+    with django_db_blocker.unblock():
+        from django.db import connection
+
+        if connection.vendor == "postgresql":
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
