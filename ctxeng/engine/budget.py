@@ -70,7 +70,7 @@ def partition_of_kind(asm: Assembly, kind: str) -> str:
     return list(parts)[-1]
 
 
-def _pair_partition(asm: Assembly) -> str:
+def pair_partition(asm: Assembly) -> str:
     parts = asm.policy.budget.partitions
     for kind in ("tool_result", "tool_call"):
         for name, part in parts.items():
@@ -87,7 +87,7 @@ def build_units(asm: Assembly) -> list[Unit]:
             continue
         cand.partition = partition_of_kind(asm, cand.item.kind)
         units.append(Unit(cand.partition, cand.tokens, item=cand))
-    pair_part = _pair_partition(asm)
+    pair_part = pair_partition(asm)
     pair_units = []
     for pair in asm.pairs:
         if not pair.resolved and pair.synthetic_result is None:

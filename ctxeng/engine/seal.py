@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .budget import pair_partition
 from .hashing import sha256_json
 from .models import (
     AdapterIdentity,
@@ -56,9 +57,7 @@ def budget_record(asm: Assembly, included: list[Candidate], usable: int, limit: 
         if pair.included:
             part = pair.result.partition if pair.resolved else None  # type: ignore[union-attr]
             if part is None:
-                from .budget import _pair_partition
-
-                part = _pair_partition(asm)
+                part = pair_partition(asm)
             used[part] += pair.call_tokens + (0 if pair.resolved else pair.synthetic_tokens)
     return BudgetRecord(
         model_context_limit=limit,

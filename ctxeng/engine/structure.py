@@ -17,7 +17,7 @@ import hashlib
 import re
 
 from .hashing import canonical_json, sha256_json
-from .vocabulary import ROLE_ZONE, EvidenceUse, ToolResultStatus, UnresolvedCallHandling
+from .vocabulary import ROLE_ZONE, EvidenceUse, UnresolvedCallHandling
 from .working import Assembly, ToolPair
 
 # Both providers accept this alphabet; OpenAI caps tool call ids at 40 characters.
@@ -90,7 +90,3 @@ def resolve_unresolved(asm: Assembly) -> None:
                 why = f"result {pair.result.item_id} was excluded ({pair.result.exclusion.reason.value})"  # type: ignore[union-attr]
             pair.synthetic_result = synthetic_result_text(pair.call.call_id, why)
             pair.synthetic_tokens = asm.tokenizer.count(pair.synthetic_result) + 8
-
-
-def is_error_status(status: ToolResultStatus) -> bool:
-    return status in (ToolResultStatus.ERROR, ToolResultStatus.CANCELED)

@@ -129,7 +129,6 @@ class Assembly:
     blocked_reason: Any = None
     missing: list[str] = field(default_factory=list)
     blocked_detail: list[str] = field(default_factory=list)
-    budget: Any = None
     summaries: list[Any] = field(default_factory=list)
 
     def alive(self) -> list[Candidate]:
