@@ -9,7 +9,6 @@ state), and each candidate's actual content digest and token count are measured 
 
 from __future__ import annotations
 
-from . import hashing
 from .hashing import sha256_json, sha256_text
 from .render import FENCE, block_header
 from .transforms import checkpoint_item
@@ -18,14 +17,19 @@ from .working import Assembly, Candidate
 
 
 def inventory(asm: Assembly) -> None:
-    hashing.forget()  # the digest memo serves one assembly; keep nothing alive from the last one
     req = asm.request
     items = list(req.candidates)
     if req.checkpoint is not None and all(i.item_id != req.checkpoint.summary_id for i in items):
         items.append(checkpoint_item(req.checkpoint, scope=req.scope))
     defaults = asm.policy.trust.default_by_source
     asm.candidates = [
-        Candidate(item=item, order=n, content=item.content or "", trust=item.trust or defaults.get(item.source_type))
+        Candidate(
+            item=item,
+            order=n,
+            content=item.content or "",
+            trust=item.trust or defaults.get(item.source_type),
+            digest=sha256_text(item.content or ""),
+        )
         for n, item in enumerate(items)
     ]
 
@@ -46,10 +50,6 @@ def candidate_set_digest(asm_request, items_content_hashes: list[tuple[str, str]
     )
 
 
-def content_digest(text: str) -> str:
-    return sha256_text(text)
-
-
 def measure(asm: Assembly) -> None:
     """Count every candidate's tokens once (cached by content digest), fence header included.
 
@@ -62,7 +62,7 @@ def measure(asm: Assembly) -> None:
     texts: dict[str, str] = {}
     keys = []
     for cand in asm.candidates:
-        key = content_digest(cand.content)
+        key = cand.digest
         keys.append(key)
         texts[key] = cand.content
     counts = _count_many(asm, texts)
@@ -79,10 +79,10 @@ def measure(asm: Assembly) -> None:
         nonce_free = split and _boundary_after(h, prefix)
         if nonce_free:
             h = h[len(prefix) :]
-        key = content_digest(h)
+        key = sha256_text(h)
         header_keys.append((key, nonce_free))
         parts[key] = h
-    prefix_key = content_digest(prefix)
+    prefix_key = sha256_text(prefix)
     parts[prefix_key] = prefix
     part_counts = _count_many(asm, parts)
     for cand, key, header in zip(asm.candidates, keys, header_keys, strict=True):

@@ -19,7 +19,6 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .hashing import sha256_text
 from .vocabulary import TRUST_RANK, ExclusionReason, Freshness, GateResult, HardGate, Role, Trust
 from .working import Assembly, Candidate, Exclusion
 
@@ -192,7 +191,7 @@ def structural_integrity(asm: Assembly, cand: Candidate) -> GateOutcome:
             ExclusionReason.HARD_GATE_REJECTED,
             f"artifact {ref.artifact_id if ref else '?'}@{ref.revision if ref else '?'} could not be loaded",
         )
-    actual = sha256_text(cand.content)
+    actual = cand.digest  # gates run before any transform, so this is the content as received
     if actual != item.content_hash:
         return _fail(ExclusionReason.HARD_GATE_REJECTED, f"content hash mismatch: declared {item.content_hash}, content is {actual}")
     ok, why = _ref_complete(item.source_type, item.source_ref)

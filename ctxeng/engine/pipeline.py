@@ -71,7 +71,7 @@ def assemble(
     asm = Assembly(request=request, policy=policy, policy_digest=digest, tokenizer=tok, nonce="", candidate_set_digest="")
     acquisition.inventory(asm)
     asm.candidate_set_digest = acquisition.candidate_set_digest(
-        request, [(c.item_id, acquisition.content_digest(c.content)) for c in asm.candidates]
+        request, [(c.item_id, c.digest) for c in asm.candidates]
     )
     asm.nonce = hashlib.sha256(f"{asm.candidate_set_digest}|{digest}".encode()).hexdigest()[:16]
     acquisition.measure(asm)

@@ -41,6 +41,7 @@ class Candidate:
     order: int
     content: str
     trust: Trust | None
+    digest: str = ""  # sha256 of the content as received, computed once at inventory
     original_tokens: int | None = None
     tokens: int = 0
     header_tokens: int = 0
