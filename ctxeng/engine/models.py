@@ -372,7 +372,7 @@ class Partition(Frozen):
 
 class BudgetPolicy(Frozen):
     model_context_limit: int = Field(gt=0)
-    response_reserve: int = Field(ge=0)
+    response_reserve: int = Field(gt=0, description="tokens kept for the answer; a provider call needs at least one")
     protocol_overhead: int = Field(ge=0)
     safety_margin: int = Field(ge=0)
     partitions: dict[str, Partition]

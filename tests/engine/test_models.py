@@ -121,6 +121,13 @@ def test_a_kind_in_two_partitions_is_refused():
     assert policy_errors(pol)[0].startswith("budget.partitions.background.kinds: kind 'evidence' already in partition")
 
 
+def test_a_policy_without_room_for_the_answer_is_refused():
+    # Anthropic rejects max_tokens 0, and no provider can answer in zero tokens.
+    pol = copy.deepcopy(policy())
+    pol["budget"]["response_reserve"] = 0
+    assert policy_errors(pol) == ["budget.response_reserve: Input should be greater than 0"]
+
+
 def test_yaml_that_reads_expiry_on_as_a_boolean_still_parses():
     text = "policy: {id: p, revision: 1}\nrole_limits: {}\nbudget: {model_context_limit: 10, response_reserve: 1, protocol_overhead: 1, safety_margin: 1, partitions: {a: {}}}\nexpiry:\n  on: [task_closed]\n"
     assert parse_policy(text).expiry.on == ["task_closed"]

@@ -96,7 +96,7 @@ def policies(draw) -> dict:
     pol = copy.deepcopy(policy())
     b = pol["budget"]
     b["model_context_limit"] = draw(st.integers(3000, 30000))
-    b["response_reserve"] = draw(st.integers(0, 1000))
+    b["response_reserve"] = draw(st.integers(1, 1000))
     b["protocol_overhead"] = draw(st.integers(0, 300))
     b["safety_margin"] = draw(st.integers(0, 300))
     usable = b["model_context_limit"] - b["response_reserve"] - b["protocol_overhead"] - b["safety_margin"]
