@@ -92,13 +92,12 @@ def assemble(
     n = len(asm.alive())
     structure.place_in_zones(asm)
     structure.pair_tool_calls(asm)
-    structure.resolve_unresolved(asm)
     asm.log("structure", n, f"{len(asm.pairs)} tool calls paired by call_id")
 
     n = len(asm.alive())
     source_limits.apply_source_limits(asm)
-    # A result the source limit blocked leaves its call unresolved: decide that before budgeting,
-    # so the call's synthetic result (or its omission) is what the budget counts.
+    # Unresolved calls (no result, or a result a gate or source limit excluded) are settled once,
+    # here, before budgeting, so a call's synthetic result (or its omission) is what the budget counts.
     structure.resolve_unresolved(asm)
     asm.log("source_limits", n)
 
