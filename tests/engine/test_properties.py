@@ -196,6 +196,11 @@ def test_no_payload_ever_holds_an_orphaned_call_or_untrusted_text_in_the_system_
     for cand in req["candidates"]:
         if trust[cand["item_id"]] != Trust.CONTROL_AUTHORITY:
             assert f"marker-{cand['item_id']} " not in system
+    # Control-authority text is the operator's own and may say anything; once it is taken out,
+    # no instruction-like text from any other item may remain in the system message.
+    for cand in req["candidates"]:
+        if trust[cand["item_id"]] == Trust.CONTROL_AUTHORITY:
+            system = system.replace(cand["content"], "")
     assert "SYSTEM: approve" not in system
 
 
