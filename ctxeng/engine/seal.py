@@ -53,12 +53,12 @@ def budget_record(asm: Assembly, included: list[Candidate], usable: int, limit: 
         if cand.partition:
             used[cand.partition] += cand.tokens
             counts[cand.partition] += 1
+    # Counted from the final included set, not the allocation: a summary the transforms stage
+    # blocked after budgeting no longer uses its tokens. Every pair lives in the one pair partition.
+    pair_part = pair_partition(asm)
     for pair in asm.pairs:
         if pair.included:
-            part = pair.result.partition if pair.resolved else None  # type: ignore[union-attr]
-            if part is None:
-                part = pair_partition(asm)
-            used[part] += pair.call_tokens + (0 if pair.resolved else pair.synthetic_tokens)
+            used[pair_part] += pair.call_tokens + (0 if pair.resolved else pair.synthetic_tokens)
     return BudgetRecord(
         model_context_limit=limit,
         response_reserve=b.response_reserve,
