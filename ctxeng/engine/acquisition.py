@@ -22,16 +22,33 @@ def inventory(asm: Assembly) -> None:
     if req.checkpoint is not None and all(i.item_id != req.checkpoint.summary_id for i in items):
         items.append(checkpoint_item(req.checkpoint, scope=req.scope))
     defaults = asm.policy.trust.default_by_source
-    asm.candidates = [
-        Candidate(
-            item=item,
-            order=n,
-            content=item.content or "",
-            trust=item.trust or defaults.get(item.source_type),
-            digest=sha256_text(item.content or ""),
+    asm.candidates = []
+    for n, item in enumerate(items):
+        stored = _load_artifact(asm, item)
+        content = item.content if item.content is not None else (stored.content if stored is not None else "")
+        asm.candidates.append(
+            Candidate(
+                item=item,
+                order=n,
+                content=content,
+                trust=item.trust or defaults.get(item.source_type),
+                digest=sha256_text(content),
+                stored_artifact=stored,
+            )
         )
-        for n, item in enumerate(items)
-    ]
+    # Provenance is reconciled, not copied: the gates check each item against the acquisition
+    # record it names (retrieved? same result digest as the items that name it?).
+    asm.acquisitions = {rec.source_request_id: rec for rec in req.source_acquisition}
+    for cand in asm.candidates:  # the digests of the content actually received, not the declared hashes
+        if cand.item.source_request_id is not None:
+            asm.produced_by.setdefault(cand.item.source_request_id, []).append(cand.digest)
+
+
+def _load_artifact(asm: Assembly, item):
+    """A re-injected item's stored artifact, from the store the caller gave (service or CLI); never the request."""
+    if item.artifact_ref is None or asm.artifact_store is None:
+        return None
+    return asm.artifact_store(item.artifact_ref.artifact_id, item.artifact_ref.revision)
 
 
 def candidate_set_digest(asm_request, items_content_hashes: list[tuple[str, str]]) -> str:
@@ -45,7 +62,11 @@ def candidate_set_digest(asm_request, items_content_hashes: list[tuple[str, str]
             "stage": asm_request.stage,
             "candidates": sorted(items_content_hashes),
             "tool_calls": [c.model_dump(mode="json", exclude={"completed_seq"}) for c in asm_request.tool_calls],
-            "required_revisions": asm_request.required_revisions,
+            "required_revisions": {k: v if isinstance(v, (int, str)) else v.model_dump(mode="json") for k, v in asm_request.required_revisions.items()},
+            # Events and diagnostic asks change decisions, so they are part of the set (absent when empty,
+            # so requests without them keep the digests they always had).
+            **({"lifecycle_events": [e.model_dump(mode="json") for e in asm_request.lifecycle_events]} if asm_request.lifecycle_events else {}),
+            **({"diagnostic_item_ids": sorted(asm_request.diagnostic_item_ids)} if asm_request.diagnostic_item_ids else {}),
         }
     )
 

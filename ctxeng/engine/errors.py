@@ -36,6 +36,8 @@ def _path(loc: tuple[Any, ...]) -> str:
 
 _OWN_PATH = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\[\d+\]|\.[A-Za-z0-9_-]+)*: ")
 
+_INDEX_PATH = re.compile(r"^\[\d+\]: ")
+
 _MESSAGES = {
     "missing": "field required",
     "extra_forbidden": "unknown field",
@@ -54,6 +56,10 @@ def describe(exc: ValidationError) -> list[str]:
             msg = msg.removeprefix("Value error, ").removeprefix("Assertion failed, ")
             # Model-level validators name the field below their model (`candidates[3].item_id: ...`,
             # `content: field required`): join that onto the model's own path.
+            index = _INDEX_PATH.match(msg)
+            if index and loc:  # a list validator naming the offending element: `expiry.on[0]: ...`
+                lines.append(f"{_path(loc)}{msg}")
+                continue
             own = _OWN_PATH.match(msg)
             if own:
                 lines.append(f"{_path(loc)}.{msg}" if loc and not own.group(0).startswith("[") else msg)

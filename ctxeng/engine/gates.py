@@ -19,7 +19,25 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .vocabulary import TRUST_RANK, ExclusionReason, Freshness, GateResult, HardGate, Role, Trust
+from .hashing import sha256_json, sha256_text
+from .models import LifecycleEventRecord, TransformRecord
+from .vocabulary import (
+    EXTERNALIZATION_SOURCE_TYPES,
+    TRUST_RANK,
+    AcquisitionOutcome,
+    AssertionResult,
+    BlockedReason,
+    ExclusionReason,
+    ExternalizationTarget,
+    Freshness,
+    GateResult,
+    HardGate,
+    LifecycleEvent,
+    Role,
+    SecurityAssessment,
+    TransformType,
+    Trust,
+)
 from .working import Assembly, Candidate, Exclusion
 
 
@@ -29,21 +47,67 @@ class GateOutcome:
     reason: ExclusionReason | None = None
     detail: str = ""
     refresh_condition: str | None = None
+    event: str | None = None
 
 
 PASS = GateOutcome(True)
 
+# Trust labels that carry authority over the agent; every other label is data to analyse.
+AUTHORITY_TRUST = (Trust.CONTROL_AUTHORITY, Trust.TASK_AUTHORITY, Trust.TRUSTED_STATE)
+DATA_ROLES = (Role.UNTRUSTED_DATA, Role.DERIVED_CONTEXT)
+AGENT_OUTPUT_SOURCE_TYPES = ("agent_output",)
 
-def _fail(reason: ExclusionReason, detail: str, refresh: str | None = None) -> GateOutcome:
-    return GateOutcome(False, reason, detail, refresh)
+
+def _fail(reason: ExclusionReason, detail: str, refresh: str | None = None, event: str | None = None) -> GateOutcome:
+    return GateOutcome(False, reason, detail, refresh, event)
 
 
 def _scope_parts(scope: str) -> list[str]:
     return [p for p in scope.split("/") if p]
 
 
+# --------------------------------------------------------------------------- lifecycle events
+
+
+def _event_hits(event: LifecycleEventRecord, cand: Candidate) -> bool:
+    item = cand.item
+    if event.item_id is not None:
+        return event.item_id == item.item_id
+    if event.scope is not None:
+        want = _scope_parts(event.scope)
+        return _scope_parts(item.scope)[: len(want)] == want
+    names = {item.source_ref.get("artifact_id"), item.artifact_ref.artifact_id if item.artifact_ref else None}
+    if event.artifact_id not in names:
+        return False
+    if event.revision is None:
+        return True
+    have = item.artifact_ref.revision if item.artifact_ref and item.artifact_ref.revision is not None else None
+    if have is None:
+        have = item.source_ref.get("revision", item.revision)
+    return have is not None and str(have) == str(event.revision)
+
+
+def _event_outcome(asm: Assembly, cand: Candidate, kinds: tuple[LifecycleEvent, ...]) -> GateOutcome | None:
+    for event in asm.request.lifecycle_events:
+        if event.event in kinds and _event_hits(event, cand):
+            target = event.item_id or event.scope or f"{event.artifact_id}" + (f"@{event.revision}" if event.revision is not None else "")
+            detail = f"lifecycle event {event.event.value} ({event.emitted_by}) for {target}" + (f": {event.detail}" if event.detail else "")
+            if event.event == LifecycleEvent.PERMISSION_REVOKED:
+                return _fail(ExclusionReason.PERMISSION_DENIED, detail, "permission_granted_again", event.event.value)
+            refresh = {
+                LifecycleEvent.SOURCE_EXPIRED: "fetch_authoritative_source_before_admission",
+                LifecycleEvent.REVISION_REPLACED: "load_current_revision",
+                LifecycleEvent.TASK_CLOSED: "reopen_task",
+            }[event.event]
+            return _fail(ExclusionReason.EXPIRED, detail, refresh, event.event.value)
+    return None
+
+
+# --------------------------------------------------------------------------- the gates
+
+
 def permission(asm: Assembly, cand: Candidate) -> GateOutcome:
-    """The principal's tenant must own the item: another tenant's data is never readable."""
+    """The principal's tenant must own the item, and no permission_revoked event may hit it."""
     parts = _scope_parts(cand.item.scope)
     tenant = parts[0] if parts else ""
     if tenant != asm.request.principal.tenant:
@@ -52,19 +116,32 @@ def permission(asm: Assembly, cand: Candidate) -> GateOutcome:
             f"item belongs to tenant {tenant!r}; principal {asm.request.principal.id!r} acts for "
             f"tenant {asm.request.principal.tenant!r}",
         )
-    return PASS
+    return _event_outcome(asm, cand, (LifecycleEvent.PERMISSION_REVOKED,)) or PASS
+
+
+def cross_scope_problem(asm: Assembly, scope: str) -> str | None:
+    """Why `scope` is outside what the principal may read for this request, or None.
+
+    The scope's tenant and project segments must be the principal's, and the scope must be the
+    request's scope or one of its ancestors (another task of the same project is out of scope too).
+    """
+    principal = asm.request.principal
+    item_scope = _scope_parts(scope)
+    if item_scope[:1] != [principal.tenant]:
+        return f"scope {scope!r} is outside tenant {principal.tenant!r}"
+    if len(item_scope) > 1 and item_scope[1] != principal.project:
+        return f"scope {scope!r} is in project {item_scope[1]!r}; principal {principal.id!r} works in project {principal.project!r}"
+    request_scope = _scope_parts(asm.request.scope)
+    if item_scope != request_scope[: len(item_scope)]:
+        return f"scope {scope!r} is outside the request scope {asm.request.scope!r}"
+    return None
 
 
 def tenant_and_project_scope(asm: Assembly, cand: Candidate) -> GateOutcome:
-    """The item's scope must be the request's scope or one of its ancestors (project, tenant)."""
-    item_scope = _scope_parts(cand.item.scope)
-    request_scope = _scope_parts(asm.request.scope)
-    if item_scope != request_scope[: len(item_scope)]:
-        return _fail(
-            ExclusionReason.PERMISSION_DENIED,
-            f"scope {cand.item.scope!r} is outside the request scope {asm.request.scope!r} "
-            f"(cross_scope_data: {asm.policy.security.cross_scope_data})",
-        )
+    """The item's tenant and project are the principal's, and its scope is the request's or an ancestor."""
+    problem = cross_scope_problem(asm, cand.item.scope)
+    if problem:
+        return _fail(ExclusionReason.PERMISSION_DENIED, f"{problem} (cross_scope_data: {asm.policy.security.cross_scope_data})")
     return PASS
 
 
@@ -79,63 +156,112 @@ def _actual_revision(cand: Candidate) -> object:
     return cand.item.revision
 
 
+def current_draft(asm: Assembly) -> tuple[object, str | None]:
+    """The article_draft revision (and, when the draft is among the candidates, its content hash)
+    a review decision must approve: the runtime's word first, else the newest draft candidate."""
+    state = asm.request.runtime_state
+    drafts = [c.item for c in asm.candidates if c.item.kind == "article_draft" and c.item.revision is not None]
+    want = state.article_draft_revision if state is not None else None
+    if want is None and drafts:
+        want = max(drafts, key=lambda i: (str(type(i.revision)), i.revision)).revision  # type: ignore[arg-type]
+    hashes = [i.content_hash for i in drafts if str(i.revision) == str(want)]
+    return want, (hashes[0] if hashes else None)
+
+
 def required_revision(asm: Assembly, cand: Candidate) -> GateOutcome:
-    """An object named in `required_revisions` must be at exactly that revision."""
-    required = asm.request.required_revisions
+    """An object named in `required_revisions` must be at exactly that revision; a review
+    decision must approve the current article_draft revision and content."""
+    required = asm.request.required_revision_map()
     ref = cand.item.source_ref
     for key in _REVISION_KEYS:
         name = ref.get(key)
         if isinstance(name, str) and name in required:
-            want = required[name]
+            want, source = required[name]
             have = _actual_revision(cand)
             if have is None or str(have) != str(want):
                 return _fail(
                     ExclusionReason.STALE_REVISION,
-                    f"{key} {name!r} is at revision {have!r}; the task requires {want!r}",
+                    f"{key} {name!r} is at revision {have!r}; {source.value} requires {want!r}",
                     refresh=f"load_required_revision_{want}",
                 )
+    if cand.item.kind == "review_decision":
+        want, want_hash = current_draft(asm)
+        bound, bound_hash = ref.get("draft_revision"), ref.get("draft_content_hash")
+        if want is not None and bound is not None and str(bound) != str(want):
+            return _fail(
+                ExclusionReason.STALE_REVISION,
+                f"review decision approves article_draft revision {bound!r}; the current draft is revision {want!r}",
+                refresh=f"review_article_draft_revision_{want}",
+            )
+        if want_hash is not None and bound_hash is not None and bound_hash != want_hash:
+            return _fail(
+                ExclusionReason.STALE_REVISION,
+                f"review decision approves draft content {bound_hash}; the current draft's content is {want_hash}",
+                refresh=f"review_article_draft_revision_{want}",
+            )
     return PASS
 
 
 def freshness(asm: Assembly, cand: Candidate) -> GateOutcome:
+    """Controlled freshness states (policy `freshness`), then lifetime events (policy `expiry.on`)."""
     state = cand.item.freshness
     rules = asm.policy.freshness
-    if state == Freshness.VALID:
-        return PASS
+    if state not in rules.states:
+        return _fail(
+            ExclusionReason.UNVERIFIABLE,
+            f"freshness {state.value!r} is not a state policy {asm.policy.label} recognizes (freshness.states)",
+        )
     if state == Freshness.EXPIRED:
         return _fail(ExclusionReason.EXPIRED, f"freshness is expired (policy: {rules.expired})")
     if state == Freshness.UNVERIFIABLE:
         return _fail(ExclusionReason.UNVERIFIABLE, f"freshness cannot be verified (policy: {rules.unverifiable})")
-    return _fail(
-        ExclusionReason.HARD_GATE_REJECTED,
-        "freshness is refresh_required: the authoritative source must be fetched before admission",
-        refresh=rules.refresh_required,
-    )
+    if state == Freshness.REFRESH_REQUIRED:
+        return _fail(
+            ExclusionReason.HARD_GATE_REJECTED,
+            "freshness is refresh_required: the authoritative source must be fetched before admission",
+            refresh=rules.refresh_required,
+        )
+    expiring = (LifecycleEvent.SOURCE_EXPIRED, LifecycleEvent.REVISION_REPLACED, LifecycleEvent.TASK_CLOSED)
+    return _event_outcome(asm, cand, expiring) or PASS
+
+
+# The engine's own structured checkpoint summary (built from request.checkpoint) is derived context
+# by construction; a policy may lower that, never raise it above derived_context's role limits.
+ENGINE_SOURCE_DEFAULTS: dict[str, Trust] = {"checkpoint_summary": Trust.DERIVED_CONTEXT}
+
+
+def trust_ceiling(asm: Assembly, source_type: str) -> Trust | None:
+    """The most trust an item of this source type may carry: the policy's default, else none."""
+    default = asm.policy.trust.default_by_source.get(source_type)
+    return default if default is not None else ENGINE_SOURCE_DEFAULTS.get(source_type)
 
 
 def trust_role_compatibility(asm: Assembly, cand: Candidate) -> GateOutcome:
     """The trust label must allow the intended role, and may not claim more than its source grants.
 
-    Whatever the policy's `role_limits` say, the control role (the system message) takes only
-    `control_authority` text from a source type the policy grants it: no role table can route
-    untrusted text into the system message, and no label can claim control for an unknown source.
+    A source type with no trust default in the policy (web pages, other agents' output, traces,
+    anything new) may only be untrusted data, whatever it claims. Whatever the policy's
+    `role_limits` say, the control role takes only `control_authority` text. Other agents' output
+    enters only with source_refs and a producer identity (seed §2 case decision).
     """
     trust = cand.trust
+    source_type = cand.item.source_type
     if trust is None:
         return _fail(
             ExclusionReason.HARD_GATE_REJECTED,
-            f"no trust label, and the policy has no default for source type {cand.item.source_type!r}",
+            f"no trust label, and the policy has no default for source type {source_type!r}",
         )
-    ceiling = asm.policy.trust.default_by_source.get(cand.item.source_type)
+    ceiling = trust_ceiling(asm, source_type)
     if ceiling is not None and TRUST_RANK[trust] > TRUST_RANK[ceiling]:
         return _fail(
             ExclusionReason.HARD_GATE_REJECTED,
-            f"trust {trust.value!r} is above what source type {cand.item.source_type!r} grants ({ceiling.value!r})",
+            f"trust {trust.value!r} is above what source type {source_type!r} grants ({ceiling.value!r})",
         )
-    if ceiling is None and trust == Trust.CONTROL_AUTHORITY:
+    if ceiling is None and (cand.role != Role.UNTRUSTED_DATA or trust in AUTHORITY_TRUST):
         return _fail(
             ExclusionReason.HARD_GATE_REJECTED,
-            f"source type {cand.item.source_type!r} has no trust default in the policy, so it cannot claim control_authority",
+            f"source type {source_type!r} has no trust default in the policy, so it may only be untrusted data; "
+            f"it claims trust {trust.value!r} in role {cand.role.value!r}",
         )
     if cand.role == Role.CONTROL and trust != Trust.CONTROL_AUTHORITY:
         return _fail(
@@ -149,6 +275,13 @@ def trust_role_compatibility(asm: Assembly, cand: Candidate) -> GateOutcome:
             ExclusionReason.HARD_GATE_REJECTED,
             f"trust {trust.value!r} may not take role {cand.role.value!r} (allowed: {names})",
         )
+    if source_type in AGENT_OUTPUT_SOURCE_TYPES:
+        missing = [name for name, ok in (("source_refs", bool(cand.item.source_refs)), ("producer", bool(cand.item.producer.strip()))) if not ok]
+        if missing:
+            return _fail(
+                ExclusionReason.HARD_GATE_REJECTED,
+                f"another agent's output enters only with source_refs and a producer identity; missing {' and '.join(missing)}",
+            )
     return PASS
 
 
@@ -200,6 +333,16 @@ def structural_integrity(asm: Assembly, cand: Candidate) -> GateOutcome:
     declared = item.source_ref.get("content_hash")
     if isinstance(declared, str) and declared != item.content_hash:
         return _fail(ExclusionReason.HARD_GATE_REJECTED, "source_ref.content_hash differs from the item's content_hash")
+    problem = _provenance_problem(asm, cand) or _externalization_problem(asm, cand)
+    if problem:
+        return _fail(ExclusionReason.HARD_GATE_REJECTED, problem)
+    if item.kind == "review_decision":
+        unbound = [f for f in ("draft_revision", "draft_content_hash") if item.source_ref.get(f) in (None, "")]
+        if unbound:
+            return _fail(
+                ExclusionReason.HARD_GATE_REJECTED,
+                f"a review_decision must bind the article_draft it approves: source_ref lacks {' and '.join(unbound)}",
+            )
     if item.source_lineage:
         last = item.source_lineage[-1]
         if last.node_id == item.item_id and last.digest is not None and last.digest != item.content_hash:
@@ -213,12 +356,46 @@ def structural_integrity(asm: Assembly, cand: Candidate) -> GateOutcome:
     return PASS
 
 
+def _provenance_problem(asm: Assembly, cand: Candidate) -> str | None:
+    """A candidate naming a source request must come from a retrieved one, matching its result_digest."""
+    rid = cand.item.source_request_id
+    if rid is None:
+        return None
+    record = asm.acquisitions.get(rid)
+    if record is None:
+        return f"source_request_id {rid!r} names no source request in source_acquisition"
+    if record.outcome != AcquisitionOutcome.RETRIEVED:
+        return f"source request {rid!r} was {record.outcome.value}: nothing can have come from it"
+    if record.result_digest is not None:
+        produced = asm.produced_by.get(rid, [])
+        actual = produced[0] if len(produced) == 1 else sha256_json(sorted(produced))
+        if actual != record.result_digest:
+            return (
+                f"source request {rid!r} recorded result_digest {record.result_digest}; "
+                f"the {len(produced)} item(s) naming it digest to {actual}"
+            )
+    return None
+
+
+def _externalization_problem(asm: Assembly, cand: Candidate) -> str | None:
+    """Externalized objects re-enter only from a target the policy externalizes to."""
+    targets = asm.policy.externalization.targets
+    if cand.item.artifact_ref is not None and ExternalizationTarget.ARTIFACT_STORE not in targets:
+        return "re-injected from the artifact store, which is not among the policy's externalization.targets"
+    for target, source_types in EXTERNALIZATION_SOURCE_TYPES.items():
+        if cand.item.source_type in source_types and target not in targets:
+            return f"source type {cand.item.source_type!r} comes from externalization target {target.value!r}, which the policy does not list"
+    return None
+
+
 _SECRET_PATTERNS = re.compile(
     r"(sk-(?:live|proj|test)?-?[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|ghp_[A-Za-z0-9]{36}|xox[baprs]-[A-Za-z0-9-]{10,})"
 )
 # Every match starts with one of these literals; a substring test is ~10x faster than the regex
 # scan over megabytes of clean content, so the regex runs only where one occurs.
 _SECRET_PREFIXES = ("sk-", "AKIA", "-----BEGIN ", "ghp_", "xox")
+REDACTION = "[ctxeng:redacted credential]"
+REDACTOR = "ctxeng-redact/1"
 
 
 def _find_secret(text: str) -> re.Match[str] | None:
@@ -227,23 +404,100 @@ def _find_secret(text: str) -> re.Match[str] | None:
     return _SECRET_PATTERNS.search(text)
 
 
+def _isolation(cand: Candidate) -> str:
+    """Text without authority (anything but control/task/state trust) must sit in a data role."""
+    if cand.trust in AUTHORITY_TRUST:
+        return "passed"
+    return "isolated_as_data" if cand.role in DATA_ROLES else "failed"
+
+
 def security_policy_compliance(asm: Assembly, cand: Candidate) -> GateOutcome:
-    """Secret material is denied; untrusted text is admitted only as isolated data."""
+    """Performs every `security.required_assessments` entry and records each one's own result.
+
+    - external_instruction_isolation: text without authority is in a data role (fenced as data);
+    - secret_handling: a secret security class is denied; credential-like spans in the content are
+      redacted under `secret_material: deny_or_redact` (a recorded transform) and denied under `deny`;
+    - cross_scope_check: the item's scope is the principal's tenant and project and the request's.
+    The gate fails when any assessment failed.
+    """
     sec = asm.policy.security
-    assessment = {
-        "external_instruction_isolation": "isolated_as_data" if cand.role in (Role.UNTRUSTED_DATA, Role.DERIVED_CONTEXT) else "passed",
-        "secret_handling": "passed",
-        "cross_scope_check": "passed",
-    }
+    assessment: dict[str, str] = {}
+    failures: list[str] = []
+    for name in sec.required_assessments:
+        if name == SecurityAssessment.EXTERNAL_INSTRUCTION_ISOLATION:
+            result = _isolation(cand)
+            if result == "failed":
+                failures.append(f"{cand.trust.value if cand.trust else 'unlabelled'} text in role {cand.role.value!r} is not isolated as data")
+        elif name == SecurityAssessment.SECRET_HANDLING:
+            result, why = _secret_handling(asm, cand)
+            if why:
+                failures.append(why)
+        else:
+            problem = cross_scope_problem(asm, cand.item.scope)
+            result = "failed" if problem else "passed"
+            if problem:
+                failures.append(problem)
+        assessment[name.value] = result
     cand.security_assessment = assessment
-    if cand.item.security_class in sec.secret_classes:
-        assessment["secret_handling"] = "failed"
-        return _fail(ExclusionReason.SECURITY_REJECTED, f"security_class {cand.item.security_class!r} is secret material (policy: {sec.secret_material})")
-    match = _find_secret(cand.content)
-    if match:
-        assessment["secret_handling"] = "failed"
-        return _fail(ExclusionReason.SECURITY_REJECTED, f"content carries credential-like material at offset {match.start()} (policy: {sec.secret_material})")
+    if failures:
+        return _fail(ExclusionReason.SECURITY_REJECTED, "; ".join(failures))
     return PASS
+
+
+def _secret_handling(asm: Assembly, cand: Candidate) -> tuple[str, str | None]:
+    sec = asm.policy.security
+    if cand.item.security_class in sec.secret_classes:
+        return "failed", f"security_class {cand.item.security_class!r} is secret material (policy: {sec.secret_material})"
+    match = _find_secret(cand.content)
+    if match is None:
+        return "passed", None
+    if sec.secret_material == "deny":
+        return "failed", f"content carries credential-like material at offset {match.start()} (policy: deny)"
+    return ("redacted", None) if _redact(asm, cand) else ("failed", "credential-like material could not be redacted")
+
+
+def _redact(asm: Assembly, cand: Candidate) -> bool:
+    """Replace every credential-like span, check the result, record it as a transform."""
+    before = cand.content
+    spans = [m.span() for m in _SECRET_PATTERNS.finditer(before)]
+    out = _SECRET_PATTERNS.sub(REDACTION, before)
+    # Independent of the substitution: rescan the output, and rebuild the kept text from the spans.
+    kept = "".join(before[a:b] for a, b in zip([0] + [e for _, e in spans], [s for s, _ in spans] + [len(before)], strict=True))
+    assertions = {
+        "no_credential_left": AssertionResult.FAILED if _find_secret(out) else AssertionResult.PASSED,
+        "other_text_kept": AssertionResult.PASSED if out.replace(REDACTION, "") == kept and out.count(REDACTION) == len(spans) else AssertionResult.FAILED,
+    }
+    failed = [k for k, v in assertions.items() if v == AssertionResult.FAILED]
+    record_id = f"transform-{cand.item_id}-redact"
+    after_tokens = asm.tokenizer.count(out) + cand.header_tokens
+    trust = cand.trust.value if cand.trust else "unlabelled"
+    asm.transforms.append(
+        TransformRecord(
+            record_id=record_id,
+            type=TransformType.REDACT,
+            input_item_ids=[cand.item_id],
+            input_digest=cand.item.content_hash,
+            objective=f"redact {len(spans)} credential-like span(s) (security.secret_material: deny_or_redact)",
+            policy_version=asm.policy.label,
+            transformer_version=REDACTOR,
+            output_item_id=cand.item_id,
+            output_digest=None if failed else sha256_text(out),
+            preservation_assertions=assertions,
+            token_estimate_before=cand.tokens,
+            token_estimate_after=None if failed else after_tokens,
+            trust_before=trust,
+            trust_after=trust,
+            status="blocked" if failed else "applied",
+            before_excerpt="",  # the excerpt would show the credential
+            after_excerpt="" if failed else out[:1200],
+        )
+    )
+    cand.transform_record_id = record_id
+    if failed:
+        return False
+    cand.content = out
+    cand.tokens = after_tokens
+    return True
 
 
 GateFn = Callable[[Assembly, Candidate], GateOutcome]
@@ -260,6 +514,8 @@ GATES: dict[HardGate, GateFn] = {
 
 
 def apply_hard_gates(asm: Assembly) -> None:
+    from .ranking import is_pinned  # ranking imports nothing from here; the import is local to keep stage modules flat
+
     order = asm.policy.admission.hard_filters
     for cand in asm.candidates:
         results: dict[str, GateResult] = {}
@@ -273,7 +529,15 @@ def apply_hard_gates(asm: Assembly) -> None:
             if not outcome.passed:
                 failed = True
                 assert outcome.reason is not None
-                cand.exclude(Exclusion(outcome.reason, outcome.detail, "hard_gates", gate, outcome.refresh_condition))
+                cand.exclude(
+                    Exclusion(outcome.reason, outcome.detail, "hard_gates", gate, outcome.refresh_condition, event=outcome.event)
+                )
+                if outcome.event is not None and is_pinned(asm, cand):
+                    asm.block(
+                        BlockedReason.REQUIRED_PARTITION_MISSING,
+                        [cand.item_id],
+                        f"resident part {cand.item_id} was hit by lifecycle event {outcome.event}",
+                    )
         cand.gate_results = results
         if failed and not cand.security_assessment:
             cand.security_assessment = {"status": f"not_evaluated_after_{cand.exclusion.hard_gate.value}_failure"}  # type: ignore[union-attr]

@@ -19,19 +19,31 @@ from .vocabulary import (
     AssertionResult,
     BlockedReason,
     Borrowing,
+    CacheIdentityField,
     CacheStatus,
     Eviction,
     EvidenceUse,
     ExclusionReason,
+    ExternalizationTarget,
     Freshness,
     GateResult,
     HardGate,
+    InvalidationCause,
+    LifecycleEvent,
     LoadMode,
     PreserveKey,
     RankingFactor,
+    ReinjectionClause,
+    RetrievalCheck,
+    RevisionSource,
     Role,
+    SecurityAssessment,
+    SerializationPreserve,
+    SourceCategory,
     SourceLimitMode,
+    StructurePreserve,
     ToolResultStatus,
+    TransformTrigger,
     TransformType,
     Trust,
     UnresolvedCallHandling,
@@ -62,6 +74,9 @@ class Principal(Frozen):
     id: str = Field(min_length=1)
     tenant: str = Field(min_length=1)
     project: str = Field(min_length=1)
+    permissions: list[str] = Field(
+        default_factory=list, description="the principal's grants; a change invalidates the prompt cache (permission_change)"
+    )
 
 
 class ModelSpec(Frozen):
@@ -109,6 +124,8 @@ class LineageNode(Frozen):
     type: str
     digest: str | None = None
     input_node_ids: list[str] = Field(default_factory=list)
+    input_digest: str | None = Field(default=None, description="for a derived node (excerpt): the digest of what it was cut from")
+    transform_record_id: str | None = Field(default=None, description="for a node the engine derived: its TransformRecord")
 
 
 class InputRange(Frozen):
@@ -121,6 +138,56 @@ class ArtifactRef(Frozen):
 
     artifact_id: str = Field(min_length=1)
     revision: int | str | None = None
+
+
+class StoredArtifact(Frozen):
+    """An artifact revision as the artifact store holds it: what re-injection checks an item against.
+
+    The service builds these from its tenant-scoped Artifact rows, the CLI from `--artifacts DIR`;
+    an agent never supplies them, so a re-injected item cannot vouch for itself."""
+
+    artifact_id: str = Field(min_length=1)
+    revision: int | str
+    kind: str = Field(min_length=1)
+    content: str
+    content_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+    writer: str = Field(min_length=1)
+    scope: str = Field(min_length=1)
+
+
+class RequiredRevision(Frozen):
+    """A required revision with the authority that asserts it (policy `revision_authority`)."""
+
+    revision: int | str
+    source: RevisionSource = Field(description="who asserts it: never a retrieval result")
+
+
+class LifecycleEventRecord(Frozen):
+    """A lifetime event (policy `expiry.on`) hitting one item, every item under a scope, or an artifact."""
+
+    event: LifecycleEvent
+    item_id: str | None = None
+    scope: str | None = None
+    artifact_id: str | None = None
+    revision: int | str | None = Field(default=None, description="with artifact_id: only this revision is hit")
+    detail: str = ""
+    emitted_by: Literal["agent", "service"] = "agent"
+
+    @model_validator(mode="after")
+    def _one_target(self) -> LifecycleEventRecord:
+        targets = [t for t in (self.item_id, self.scope, self.artifact_id) if t is not None]
+        if len(targets) != 1:
+            raise ValueError("item_id: give exactly one of item_id, scope or artifact_id")
+        return self
+
+
+class PreviousCache(Frozen):
+    """The previous step's cache record, as its manifest sealed it (`manifest.cache`)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    prefix_identity: str
+    invalidation_keys: dict[InvalidationCause, str] = Field(default_factory=dict)
 
 
 class ContextItem(Frozen):
@@ -207,7 +274,11 @@ class AssemblyRequest(Frozen):
     stage: str = Field(min_length=1)
     model: ModelSpec
     adapter: str | None = Field(default=None, description="null = the policy's serialization.adapter")
-    required_revisions: dict[str, int | str] = Field(default_factory=dict)
+    task_type: str | None = Field(default=None, description="checked against the policy's scope.task_type")
+    required_revisions: dict[str, int | str | RequiredRevision] = Field(
+        default_factory=dict,
+        description="object -> revision; a bare value is asserted by the task spec (revision_authority task_spec)",
+    )
     source_acquisition: list[SourceAcquisition] = Field(default_factory=list)
     tool_calls: list[ToolCall] = Field(default_factory=list)
     tools: list[ToolDefinition] = Field(default_factory=list)
@@ -215,7 +286,24 @@ class AssemblyRequest(Frozen):
     runtime_state: RuntimeState | None = None
     checkpoint: CheckpointState | None = None
     runtime_policy_revision: str | None = None
-    previous_prefix_identity: str | None = Field(default=None, description="for cache hit/miss status")
+    previous_prefix_identity: str | None = Field(
+        default=None,
+        description="deprecated: without the previous invalidation keys a hit cannot be verified, so the status is miss; send previous_cache",
+    )
+    previous_cache: PreviousCache | None = Field(default=None, description="the previous step's manifest.cache, for hit/miss")
+    lifecycle_events: list[LifecycleEventRecord] = Field(default_factory=list)
+    diagnostic_item_ids: list[str] = Field(
+        default_factory=list, description="diagnostic-source items (traces) the agent asks for by id at this step"
+    )
+
+    def required_revision_map(self) -> dict[str, tuple[int | str, RevisionSource]]:
+        out: dict[str, tuple[int | str, RevisionSource]] = {}
+        for name, value in self.required_revisions.items():
+            if isinstance(value, RequiredRevision):
+                out[name] = (value.revision, value.source)
+            else:
+                out[name] = (value, RevisionSource.TASK_SPEC)
+        return out
 
     @model_validator(mode="after")
     def _references_resolve(self) -> AssemblyRequest:
@@ -276,22 +364,67 @@ class PolicyScope(Frozen):
     principal_policy: str | None = None
 
 
+def _no_repeats(values: list[Any]) -> list[Any]:
+    seen = set()
+    for i, v in enumerate(values):
+        if v in seen:
+            raise ValueError(f"[{i}]: {getattr(v, 'value', v)!r} is listed twice")
+        seen.add(v)
+    return values
+
+
+def _all_of(values: list[Any], enum: type, why: str) -> list[Any]:
+    """A clause that lists a fixed set the engine always enforces: it may reorder, never drop."""
+    _no_repeats(values)
+    missing = [m.value for m in enum if m not in values]
+    if missing:
+        raise ValueError(f"must include {', '.join(missing)} ({why})")
+    return values
+
+
 class RevisionAuthority(Frozen):
-    required_revision_sources: list[str] = Field(default_factory=list)
+    required_revision_sources: list[RevisionSource] = Field(
+        default_factory=lambda: list(RevisionSource),
+        description="who may assert request.required_revisions; a revision from any other source is refused",
+    )
+
+    @field_validator("required_revision_sources")
+    @classmethod
+    def _some(cls, v: list[RevisionSource]) -> list[RevisionSource]:
+        if not v:
+            raise ValueError("at least one revision authority required (otherwise no required revision can be asserted)")
+        return _no_repeats(v)
 
 
 class FreshnessPolicy(Frozen):
-    states: list[Freshness] = Field(default_factory=lambda: list(Freshness))
-    refresh_required: str = "fetch_authoritative_source_before_admission"
-    expired: str = "reject"
-    unverifiable: str = "reject_or_request_resolution"
+    states: list[Freshness] = Field(
+        default_factory=lambda: list(Freshness),
+        description="freshness states the policy recognizes; an item in any other state is unverifiable",
+    )
+    refresh_required: Literal["fetch_authoritative_source_before_admission"] = "fetch_authoritative_source_before_admission"
+    expired: Literal["reject"] = "reject"
+    unverifiable: Literal["reject_or_request_resolution", "reject"] = "reject_or_request_resolution"
+
+    @field_validator("states")
+    @classmethod
+    def _valid_listed(cls, v: list[Freshness]) -> list[Freshness]:
+        if Freshness.VALID not in v:
+            raise ValueError("must include 'valid' (otherwise no item could ever be admitted)")
+        return _no_repeats(v)
 
 
 class AcquisitionPolicy(Frozen):
-    outcomes: list[AcquisitionOutcome] = Field(default_factory=lambda: list(AcquisitionOutcome))
+    outcomes: list[AcquisitionOutcome] = Field(
+        default_factory=lambda: list(AcquisitionOutcome),
+        description="acquisition outcomes the policy records; a request reporting another is refused",
+    )
 
-
-MANDATORY_GATES = (HardGate.TRUST_ROLE_COMPATIBILITY, HardGate.STRUCTURAL_INTEGRITY)
+    @field_validator("outcomes")
+    @classmethod
+    def _retrieved_listed(cls, v: list[AcquisitionOutcome]) -> list[AcquisitionOutcome]:
+        if AcquisitionOutcome.RETRIEVED not in v:
+            raise ValueError("must include 'retrieved'")
+        return _no_repeats(v)
 
 
 class AdmissionPolicy(Frozen):
@@ -302,28 +435,43 @@ class AdmissionPolicy(Frozen):
 
     @field_validator("hard_filters")
     @classmethod
-    def _unique(cls, v: list[HardGate]) -> list[HardGate]:
-        if len(set(v)) != len(v):
-            raise ValueError("hard filters must not repeat")
-        # The seed's invariants rest on these two: without integrity a tampered or re-injected
-        # object is admitted unchecked; without trust-role compatibility untrusted text could
-        # take the control role. A policy may reorder them, not drop them.
-        missing = [g.value for g in MANDATORY_GATES if g not in v]
-        if missing:
-            raise ValueError(f"must include {' and '.join(missing)} (the engine's invariants depend on them)")
-        return v
+    def _all_gates(cls, v: list[HardGate]) -> list[HardGate]:
+        # Every seed gate runs on every item: a policy may reorder the gates, never drop one
+        # (without integrity a tampered object is admitted; without scope another project's data is).
+        return _all_of(v, HardGate, "every hard gate runs on every item; a policy may reorder them, not drop one")
+
+    @field_validator("ranking")
+    @classmethod
+    def _ranking_unique(cls, v: list[RankingFactor]) -> list[RankingFactor]:
+        return _no_repeats(v)
+
+    @field_validator("exclusion_reasons")
+    @classmethod
+    def _all_reasons(cls, v: list[ExclusionReason]) -> list[ExclusionReason]:
+        return _all_of(v, ExclusionReason, "the engine records every exclusion with its own reason; none can be switched off")
 
 
 class TrustPolicy(Frozen):
-    default_by_source: dict[str, Trust] = Field(default_factory=dict)
+    default_by_source: dict[str, Trust] = Field(
+        default_factory=dict,
+        description="the highest trust each source type may carry; a source type with none is untrusted data only",
+    )
 
 
 class SecurityPolicy(Frozen):
     external_instruction_text: Literal["isolate_as_data"] = "isolate_as_data"
-    secret_material: Literal["deny_or_redact", "deny"] = "deny_or_redact"
+    secret_material: Literal["deny_or_redact", "deny"] = Field(
+        default="deny_or_redact",
+        description="deny_or_redact: credential-like spans in content are redacted (a recorded transform); secret security classes are denied",
+    )
     cross_scope_data: Literal["deny"] = "deny"
-    required_assessments: list[str] = Field(default_factory=list)
+    required_assessments: list[SecurityAssessment] = Field(default_factory=lambda: list(SecurityAssessment))
     secret_classes: list[str] = Field(default_factory=lambda: ["secret", "credential", "restricted_secret"])
+
+    @field_validator("required_assessments")
+    @classmethod
+    def _all_assessments(cls, v: list[SecurityAssessment]) -> list[SecurityAssessment]:
+        return _all_of(v, SecurityAssessment, "security_policy_compliance performs and records each on every item")
 
 
 class ResidentPolicy(Frozen):
@@ -331,10 +479,32 @@ class ResidentPolicy(Frozen):
 
 
 class RetrievalPolicy(Frozen):
-    default_sources: list[str] = Field(default_factory=list)
-    diagnostic_sources: list[str] = Field(default_factory=list)
-    governed_candidate_sources: list[str] = Field(default_factory=list)
-    require: list[str] = Field(default_factory=list)
+    default_sources: list[SourceCategory] = Field(default_factory=lambda: [SourceCategory.REPOSITORY, SourceCategory.OFFICIAL_DOCS, SourceCategory.ARTIFACTS])
+    diagnostic_sources: list[SourceCategory] = Field(
+        default_factory=lambda: [SourceCategory.TRACE],
+        description="admitted only at a diagnostic stage or when the request names the item in diagnostic_item_ids",
+    )
+    governed_candidate_sources: list[SourceCategory] = Field(
+        default_factory=lambda: [SourceCategory.MEMORY],
+        description="admitted only in the roles role_limits gives their trust",
+    )
+    diagnostic_stages: list[str] = Field(default_factory=list, description="stages at which diagnostic sources are admitted")
+    require: list[RetrievalCheck] = Field(default_factory=lambda: list(RetrievalCheck))
+
+    @field_validator("require")
+    @classmethod
+    def _all_checks(cls, v: list[RetrievalCheck]) -> list[RetrievalCheck]:
+        return _all_of(v, RetrievalCheck, "each is a hard gate every item passes; gates cannot be removed")
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> RetrievalPolicy:
+        seen: dict[SourceCategory, str] = {}
+        for name in ("default_sources", "diagnostic_sources", "governed_candidate_sources"):
+            for i, cat in enumerate(getattr(self, name)):
+                if cat in seen:
+                    raise ValueError(f"{name}[{i}]: {cat.value!r} is already in {seen[cat]}")
+                seen[cat] = name
+        return self
 
 
 class DisclosurePolicy(Frozen):
@@ -343,7 +513,7 @@ class DisclosurePolicy(Frozen):
 
 
 class StructurePolicy(Frozen):
-    preserve: list[str] = Field(default_factory=list)
+    preserve: list[StructurePreserve] = Field(default_factory=lambda: list(StructurePreserve))
     unresolved_tool_calls: UnresolvedCallHandling = UnresolvedCallHandling.SYNTHETIC_RESULT
     evidence_use_allowed_for: list[ToolResultStatus] = Field(
         default_factory=lambda: [ToolResultStatus.SUCCESS],
@@ -352,8 +522,24 @@ class StructurePolicy(Frozen):
 
 
 class SourceLimit(Frozen):
+    """A per-source limit (seed §5): how items of one source type are reduced before budgeting."""
+
     default: SourceLimitMode
-    max_tokens: int | None = Field(default=None, gt=0)
+    max_tokens: int | None = Field(
+        default=None,
+        gt=0,
+        description="excerpt modes only: reduce an item over this many tokens (null = 1000); "
+        "failures_plus_artifact_ref always reduces, whole never does",
+    )
+
+    @model_validator(mode="after")
+    def _max_tokens_applies(self) -> SourceLimit:
+        if self.max_tokens is not None and self.default in (SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF, SourceLimitMode.WHOLE):
+            raise ValueError(
+                f"max_tokens: has no effect with {self.default.value!r} (it applies to excerpt_with_line_range "
+                "and relevant_sections_plus_hash)"
+            )
+        return self
 
 
 class Partition(Frozen):
@@ -397,34 +583,145 @@ class BudgetPolicy(Frozen):
         return self
 
 
+# A policy chooses among these; `redact` belongs to security_policy_compliance, not to `allowed`.
+POLICY_TRANSFORMS = (
+    TransformType.NONE,
+    TransformType.TRUNCATE_ITEM,
+    TransformType.EXCERPT,
+    TransformType.SUMMARIZE,
+    TransformType.DECISION_COMPRESS,
+)
+
+
+def _one_of(value: Any, allowed: tuple[Any, ...], what: str) -> Any:
+    if isinstance(value, str) and value not in {a.value for a in allowed}:
+        names = ", ".join(a.value for a in allowed)
+        raise ValueError(f"{value!r} is not {what} ({names})")
+    return value
+
+
 class TransformPolicy(Frozen):
-    trigger: str = "over_partition_or_source_limit"
+    """`transforms`: which transforms may run, when, and what each must preserve (seed §6)."""
+
+    trigger: TransformTrigger = Field(
+        default=TransformTrigger.OVER_PARTITION_OR_SOURCE_LIMIT,
+        description="over_source_limit: source-limit reductions only; over_partition: structured "
+        "summaries of over-budget partitions only; over_partition_or_source_limit: both",
+    )
     allowed: list[TransformType] = Field(default_factory=lambda: [TransformType.NONE])
     preserve: list[PreserveKey] = Field(default_factory=list)
+
+    @field_validator("trigger", mode="before")
+    @classmethod
+    def _known_trigger(cls, v: Any) -> Any:
+        return _one_of(v, tuple(TransformTrigger), "a trigger the engine acts on")
+
+    @field_validator("allowed", mode="before")
+    @classmethod
+    def _known_transforms(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            for i, t in enumerate(v):
+                try:
+                    _one_of(t.value if isinstance(t, TransformType) else t, POLICY_TRANSFORMS, "a transform a policy may allow")
+                except ValueError as exc:
+                    raise ValueError(f"[{i}]: {exc}") from None
+            _no_repeats(v)
+        return v
+
+    @field_validator("preserve", mode="before")
+    @classmethod
+    def _known_preserve(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            for i, k in enumerate(v):
+                try:
+                    _one_of(k.value if isinstance(k, PreserveKey) else k, tuple(PreserveKey), "a preservation assertion the engine checks")
+                except ValueError as exc:
+                    raise ValueError(f"[{i}]: {exc}") from None
+            _no_repeats(v)
+        return v
+
+    def runs(self, transform: TransformType, trigger: TransformTrigger) -> bool:
+        """May `transform` run when `trigger` fires? Both the allow-list and the trigger must say yes."""
+        if transform not in self.allowed:
+            return False
+        return self.trigger == TransformTrigger.OVER_PARTITION_OR_SOURCE_LIMIT or self.trigger == trigger
 
 
 class SerializationPolicy(Frozen):
     adapter: Literal["openai_chat", "anthropic_messages"] = "openai_chat"
     policy_version: str = "openai-chat/1"
-    preserve: list[str] = Field(default_factory=list)
+    preserve: list[SerializationPreserve] = Field(default_factory=lambda: list(SerializationPreserve))
+
+    @field_validator("preserve")
+    @classmethod
+    def _all_kept(cls, v: list[SerializationPreserve]) -> list[SerializationPreserve]:
+        return _all_of(v, SerializationPreserve, "every adapter keeps each one, checked on the payload it produces")
 
 
 class CachePolicy(Frozen):
     stable_prefix_sources: list[str] = Field(default_factory=lambda: ["system_policy"])
-    identity: list[str] = Field(default_factory=list)
-    invalidate_on: list[str] = Field(default_factory=list)
+    identity: list[CacheIdentityField] = Field(
+        default_factory=lambda: list(CacheIdentityField), description="exactly the fields the prefix identity is computed from"
+    )
+    invalidate_on: list[InvalidationCause] = Field(
+        default_factory=lambda: list(InvalidationCause), description="each cause turns a would-be hit into a miss, recorded"
+    )
+
+    @field_validator("identity")
+    @classmethod
+    def _identity_some(cls, v: list[CacheIdentityField]) -> list[CacheIdentityField]:
+        if not v:
+            raise ValueError("at least one identity field required")
+        return _no_repeats(v)
+
+    @field_validator("invalidate_on")
+    @classmethod
+    def _causes_unique(cls, v: list[InvalidationCause]) -> list[InvalidationCause]:
+        return _no_repeats(v)
 
 
 class ExternalizationPolicy(Frozen):
-    targets: list[str] = Field(default_factory=list)
+    targets: list[ExternalizationTarget] = Field(
+        default_factory=lambda: list(ExternalizationTarget),
+        description="where context may be externalized and re-injected from; items from another target are rejected",
+    )
+
+    @field_validator("targets", mode="before")
+    @classmethod
+    def _not_memory(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            for i, t in enumerate(v):
+                if t == "memory":
+                    raise ValueError(f"[{i}]: 'memory' is not an externalization target: context never writes to Memory (seed §7)")
+        return v
+
+    @field_validator("targets")
+    @classmethod
+    def _targets_unique(cls, v: list[ExternalizationTarget]) -> list[ExternalizationTarget]:
+        return _no_repeats(v)
 
 
 class ReinjectionPolicy(Frozen):
-    require: list[str] = Field(default_factory=list)
+    require: list[ReinjectionClause] = Field(
+        default_factory=lambda: list(ReinjectionClause),
+        description="clauses a re-injected artifact must pass, each checked and recorded",
+    )
+
+    @field_validator("require")
+    @classmethod
+    def _require_unique(cls, v: list[ReinjectionClause]) -> list[ReinjectionClause]:
+        return _no_repeats(v)
 
 
 class ExpiryPolicy(Frozen):
-    on: list[str] = Field(default_factory=list)
+    on: list[LifecycleEvent] = Field(
+        default_factory=lambda: list(LifecycleEvent), description="lifetime events the engine acts on; a request may carry only these"
+    )
+
+    @field_validator("on")
+    @classmethod
+    def _on_unique(cls, v: list[LifecycleEvent]) -> list[LifecycleEvent]:
+        return _no_repeats(v)
 
 
 class ContextPolicy(Frozen):
@@ -548,6 +845,7 @@ class IncludedRecord(Frozen):
     security_class: str
     hard_gate_results: dict[str, GateResult]
     security_assessment: dict[str, str]
+    reinjection_checks: dict[str, GateResult] = Field(default_factory=dict, description="re-injected artifacts: policy reinjection.require, clause by clause")
     admission_reason: str
     load_mode: LoadMode
     partition: str
@@ -571,12 +869,14 @@ class ExcludedRecord(Frozen):
     hard_gate: HardGate | None = None
     hard_gate_results: dict[str, GateResult] = Field(default_factory=dict)
     security_assessment: dict[str, str] | str = Field(default_factory=dict)
+    reinjection_checks: dict[str, GateResult] = Field(default_factory=dict)
     detail: str
     refresh_condition: str | None = None
     partition: str | None = None
     tokens: int | None = None
     failed_assertions: list[str] = Field(default_factory=list)
     call_id: str | None = None
+    replaced_by: str | None = Field(default=None, description="the structured summary that stands in for this budget-evicted item")
 
 
 class TransformRecord(Frozen):
@@ -598,6 +898,7 @@ class TransformRecord(Frozen):
     status: Literal["applied", "verified", "blocked"]
     before_excerpt: str = ""
     after_excerpt: str = ""
+    trigger: str | None = Field(default=None, description="what made it run: over_source_limit, over_partition, or supplied (a supplied summary verified)")
 
 
 class ToolPairRecord(Frozen):
@@ -644,6 +945,9 @@ class CacheRecord(Frozen):
     prefix_source_ids: list[str]
     policy: Literal["eligible", "bypassed"]
     status: CacheStatus
+    identity_fields: list[CacheIdentityField] = Field(default_factory=list, description="what prefix_identity was computed from (policy cache.identity)")
+    invalidation_keys: dict[InvalidationCause, str] = Field(default_factory=dict, description="one digest per policy cache.invalidate_on cause")
+    invalidated_by: list[str] = Field(default_factory=list, description="why a would-be hit is a miss")
 
 
 class StageRecord(Frozen):
@@ -667,6 +971,7 @@ class ContextAssemblyManifest(Frozen):
     summaries: list[SummaryRecord]
     artifact_refs: list[ArtifactRefRecord]
     checkpoint_ref: str | None = None
+    lifecycle_events: list[LifecycleEventRecord] = Field(default_factory=list, description="the lifetime events this assembly acted on")
     cache: CacheRecord
     stages: list[StageRecord]
 

@@ -13,19 +13,24 @@ serialized input and the same hashes (`created_at` is the only clock, and it is 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from . import acquisition, budget, gates, loading, ranking, seal, source_limits, structure, transforms
+from . import acquisition, budget, gates, loading, ranking, reinjection, seal, source_limits, structure, transforms
 from .adapters import get_adapter
 from .cache import cache_record
 from .errors import InvalidInput
-from .models import AssemblyRequest, ContextAssemblyManifest, ContextPolicy
+from .models import AssemblyRequest, ContextAssemblyManifest, ContextPolicy, StoredArtifact
 from .policy import policy_digest
 from .render import render
 from .tokens import Tokenizer, default_tokenizer
+from .vocabulary import ExternalizationTarget
 from .working import Assembly
+
+# Looks up a stored artifact by (artifact_id, revision); revision None means the newest.
+ArtifactStore = Callable[[str, "int | str | None"], "StoredArtifact | None"]
 
 
 @dataclass(frozen=True)
@@ -51,9 +56,40 @@ def _check_compatible(request: AssemblyRequest, policy: ContextPolicy) -> str:
     adapter = request.adapter or policy.serialization.adapter
     if get_adapter(adapter) is None:
         errors.append(f"adapter: unknown adapter {adapter!r}; expected 'openai_chat' or 'anthropic_messages'")
+    errors.extend(_clause_errors(request, policy))
     if errors:
         raise InvalidInput(errors, what="request")
     return adapter
+
+
+def _clause_errors(request: AssemblyRequest, policy: ContextPolicy) -> list[str]:
+    """What the request asserts that the policy does not allow it to assert (a 400, not a decision)."""
+    errors = []
+    scope = policy.scope
+    if scope.principal_policy is not None and request.principal.id != scope.principal_policy:
+        errors.append(f"principal.id: policy {policy.label} applies to principal {scope.principal_policy!r}, not {request.principal.id!r}")
+    if scope.task_type is not None and request.task_type is not None and request.task_type != scope.task_type:
+        errors.append(f"task_type: policy {policy.label} is for task type {scope.task_type!r}, not {request.task_type!r}")
+    parts = [p for p in request.scope.split("/") if p]
+    if parts[:2] != [request.principal.tenant, request.principal.project][: len(parts[:2])]:
+        errors.append(f"scope: {request.scope!r} is outside the principal's tenant and project {request.principal.tenant}/{request.principal.project}")
+    authorities = policy.revision_authority.required_revision_sources
+    for name, (_, source) in request.required_revision_map().items():
+        if source not in authorities:
+            errors.append(f"required_revisions.{name}.source: {source.value!r} is not a revision authority of policy {policy.label} (revision_authority.required_revision_sources)")
+    for i, rec in enumerate(request.source_acquisition):
+        if rec.outcome not in policy.source_acquisition.outcomes:
+            errors.append(f"source_acquisition[{i}].outcome: {rec.outcome.value!r} is not an outcome policy {policy.label} records (source_acquisition.outcomes)")
+    for i, event in enumerate(request.lifecycle_events):
+        if event.event not in policy.expiry.on:
+            errors.append(f"lifecycle_events[{i}].event: {event.event.value!r} is not an event policy {policy.label} acts on (expiry.on)")
+    ids = {c.item_id for c in request.candidates}
+    for i, item_id in enumerate(request.diagnostic_item_ids):
+        if item_id not in ids:
+            errors.append(f"diagnostic_item_ids[{i}]: no candidate {item_id!r}")
+    if request.checkpoint is not None and ExternalizationTarget.CHECKPOINT not in policy.externalization.targets:
+        errors.append(f"checkpoint: policy {policy.label} does not externalize to checkpoints (externalization.targets)")
+    return errors
 
 
 def assemble(
@@ -62,13 +98,17 @@ def assemble(
     *,
     tokenizer: Tokenizer | None = None,
     created_at: str | None = None,
+    artifacts: ArtifactStore | None = None,
 ) -> AssemblyResult:
+    """Assemble one step. `artifacts` looks up stored artifacts for re-injected items (`artifact_ref`)
+    by (artifact_id, revision); without it such items cannot be loaded and are rejected."""
     adapter = get_adapter(_check_compatible(request, policy))
     assert adapter is not None
     tok = tokenizer or default_tokenizer()
     digest = policy_digest(policy)
 
     asm = Assembly(request=request, policy=policy, policy_digest=digest, tokenizer=tok, nonce="", candidate_set_digest="")
+    asm.artifact_store = artifacts
     acquisition.inventory(asm)
     asm.candidate_set_digest = acquisition.candidate_set_digest(
         request, [(c.item_id, c.digest) for c in asm.candidates]
@@ -79,6 +119,7 @@ def assemble(
 
     n = len(asm.alive())
     gates.apply_hard_gates(asm)
+    reinjection.check_reinjected(asm)
     asm.log("hard_gates", n)
 
     n = len(asm.alive())
@@ -87,6 +128,7 @@ def assemble(
 
     n = len(asm.alive())
     loading.assign_load_modes(asm)
+    reinjection.record_admission_reasons(asm)
     asm.log("load_modes", n)
 
     n = len(asm.alive())

@@ -7,11 +7,15 @@ listed, with `item_id` as the final deterministic tie-break. An item loses ranki
 when it serves none of the current stages, when its relevance is below `admission.min_relevance`,
 or when a higher-ranked eligible item carries the same content hash (a duplicate). Ranking never
 evicts for budget: the budget stage walks this order and keeps going past items that do not fit.
+
+Before any of that, the policy's `retrieval` clause applies to every eligible item, pinned or not: a
+diagnostic source (traces) loses ranking unless the stage is a diagnostic one or the request asks
+for the item by id, and a source category the policy lists nowhere is not a source at all.
 """
 
 from __future__ import annotations
 
-from .vocabulary import TRUST_RANK, ExclusionReason, RankingFactor, Role
+from .vocabulary import SOURCE_CATEGORY_TYPES, TRUST_RANK, ExclusionReason, RankingFactor, Role, SourceCategory
 from .working import Assembly, Candidate, Exclusion
 
 # Evidence priority: direct, fixed-revision evidence first; background and traces last.
@@ -48,6 +52,39 @@ def evidence_priority(cand: Candidate) -> float:
     return round(base + trust / 10, 6)
 
 
+def source_category(cand: Candidate) -> SourceCategory | None:
+    """The retrieval category of a candidate; a tool result is the agent's own call's output, never one."""
+    if cand.item.call_id is not None:
+        return None
+    for category, source_types in SOURCE_CATEGORY_TYPES.items():
+        if cand.item.source_type in source_types:
+            return category
+    return None
+
+
+def retrieval_rule(asm: Assembly, cand: Candidate) -> str | None:
+    """Why the policy's `retrieval` clause keeps this item out of this step, or None.
+
+    Diagnostic sources (traces) enter only at a stage the policy lists in `diagnostic_stages` or
+    when the request names the item in `diagnostic_item_ids`; a category the policy lists under no
+    retrieval source is not a source of this policy at all.
+    """
+    category = source_category(cand)
+    if category is None:
+        return None
+    rules = asm.policy.retrieval
+    if category in rules.diagnostic_sources:
+        if asm.request.stage in rules.diagnostic_stages or cand.item_id in asm.request.diagnostic_item_ids:
+            return None
+        return (
+            f"retrieval.diagnostic_sources: {category.value} is read for diagnosis only; stage {asm.request.stage!r} "
+            f"is not among diagnostic_stages {rules.diagnostic_stages} and the request did not ask for it in diagnostic_item_ids"
+        )
+    if category not in rules.default_sources and category not in rules.governed_candidate_sources:
+        return f"retrieval: {category.value} is not among the policy's default, diagnostic or governed sources"
+    return None
+
+
 def _sort_key(asm: Assembly, cand: Candidate) -> tuple:
     key: list[object] = [0 if cand.pinned else 1]
     for factor in asm.policy.admission.ranking:
@@ -72,6 +109,10 @@ def rank(asm: Assembly) -> None:
     seen_hashes: dict[str, str] = {}
     position = 0
     for cand in ordered:
+        lost = retrieval_rule(asm, cand)
+        if lost:
+            cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, lost, "ranking"))
+            continue
         if not cand.pinned:
             if stage_relevance(asm, cand) == 0.0:
                 cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, f"serves stages {cand.item.stages}, not {asm.request.stage!r}", "ranking"))

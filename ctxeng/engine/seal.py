@@ -120,6 +120,7 @@ def _included_record(c: Candidate) -> IncludedRecord:
         security_class=i.security_class,
         hard_gate_results=c.gate_results,
         security_assessment=c.security_assessment,
+        reinjection_checks=c.reinjection_checks,
         admission_reason=c.admission_reason,
         load_mode=c.load_mode,  # type: ignore[arg-type]
         partition=c.partition or "",
@@ -148,6 +149,7 @@ def _excluded_record(c: Candidate) -> ExcludedRecord:
         hard_gate=ex.hard_gate,
         hard_gate_results=c.gate_results,
         security_assessment=c.security_assessment,
+        reinjection_checks=c.reinjection_checks,
         detail=ex.detail,
         refresh_condition=ex.refresh_condition,
         partition=c.partition,
@@ -268,6 +270,7 @@ def seal(
         summaries=list(asm.summaries),
         artifact_refs=_artifact_refs(included),
         checkpoint_ref=req.checkpoint.summary_id if req.checkpoint else None,
+        lifecycle_events=list(req.lifecycle_events),
         cache=cache,
         stages=[StageRecord(seq=s.seq, stage=s.stage, items_in=s.items_in, items_out=s.items_out, note=s.note) for s in asm.stages],
     )

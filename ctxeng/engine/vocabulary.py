@@ -114,6 +114,8 @@ class AssemblyStatus(StrEnum):
 class BlockedReason(StrEnum):
     REQUIRED_PARTITION_MISSING = "required_partition_missing"
     TRANSFORM_BLOCKED = "transform_blocked"
+    # An item of an `eviction: never` partition did not fit: it is never silently evicted.
+    BUDGET_EXHAUSTED = "budget_exhausted"
 
 
 class GateResult(StrEnum):
@@ -173,6 +175,9 @@ class TransformType(StrEnum):
     EXCERPT = "excerpt"
     SUMMARIZE = "summarize"
     DECISION_COMPRESS = "decision_compress"
+    # Not a context-shaping transform a policy chooses: security_policy_compliance redacts
+    # credential-like spans under `secret_material: deny_or_redact`, and records it like one.
+    REDACT = "redact"
 
 
 class PreserveKey(StrEnum):
@@ -195,6 +200,130 @@ class PreserveKey(StrEnum):
     INPUT_ITEMS = "input_items"
 
 
+# --------------------------------------------------------------------------- policy clause vocabularies
+# Every list-valued policy clause takes its values from one of these enums, so a value the engine
+# does not act on is refused by the validator (`expiry.on[0]: unknown value 'sunset'`), never
+# accepted and ignored. docs/conformance.md maps each value to the code that acts on it.
+
+
+class RevisionSource(StrEnum):
+    """Who may assert a required revision (seed §10 `revision_authority`); never a retrieval result."""
+
+    TASK_SPEC = "task_spec"
+    ARTIFACT_MANIFEST = "artifact_manifest"
+    RUNTIME_BUSINESS_STATE = "runtime_business_state"
+
+
+class SourceCategory(StrEnum):
+    """Retrieval source categories of `retrieval.*_sources`; `SOURCE_CATEGORY_TYPES` maps them to source types."""
+
+    REPOSITORY = "repository"
+    OFFICIAL_DOCS = "official_docs"
+    ARTIFACTS = "artifacts"
+    TRACE = "trace"
+    MEMORY = "memory"
+
+
+SOURCE_CATEGORY_TYPES: dict[SourceCategory, tuple[str, ...]] = {
+    SourceCategory.REPOSITORY: ("repository_source", "repository"),
+    SourceCategory.OFFICIAL_DOCS: ("official_document", "web_document", "web_page"),
+    SourceCategory.ARTIFACTS: ("editable_project_file", "artifact"),
+    SourceCategory.TRACE: ("trace",),
+    SourceCategory.MEMORY: ("memory_object",),
+}
+
+
+class RetrievalCheck(StrEnum):
+    """`retrieval.require`: each is a hard gate that runs on every item (gates cannot be removed)."""
+
+    STABLE_SOURCE_REF = "stable_source_ref"
+    SCOPE_CHECK = "scope_check"
+    REVISION_CHECK = "revision_check"
+
+
+class StructurePreserve(StrEnum):
+    """`structure.preserve`: properties the renderer keeps on every block, checked after rendering."""
+
+    SOURCE_LINEAGE = "source_lineage"
+    TOOL_CALL_RESULT_PAIR = "tool_call_result_pair"
+    REVISION = "revision"
+    TRUST = "trust"
+    INTENDED_ROLE = "intended_role"
+    RESULT_STATUS = "result_status"
+
+
+class SerializationPreserve(StrEnum):
+    """`serialization.preserve`: properties every adapter keeps, checked on the serialized payload."""
+
+    MESSAGE_ROLES = "message_roles"
+    TOOL_DEFINITIONS = "tool_definitions"
+    TOOL_CALL_RESULT_PAIR = "tool_call_result_pair"
+    INSTRUCTION_DATA_BOUNDARY = "instruction_data_boundary"
+
+
+class SecurityAssessment(StrEnum):
+    """`security.required_assessments`: each performed by security_policy_compliance, each recorded."""
+
+    EXTERNAL_INSTRUCTION_ISOLATION = "external_instruction_isolation"
+    SECRET_HANDLING = "secret_handling"
+    CROSS_SCOPE_CHECK = "cross_scope_check"
+
+
+class CacheIdentityField(StrEnum):
+    ORDERED_SOURCE_IDS = "ordered_source_ids"
+    SOURCE_CONTENT_HASHES = "source_content_hashes"
+    CONTEXT_POLICY_REVISION = "context_policy_revision"
+    RUNTIME_POLICY_REVISION = "runtime_policy_revision"
+
+
+class InvalidationCause(StrEnum):
+    CONTEXT_POLICY_REVISION = "context_policy_revision"
+    RUNTIME_POLICY_CHANGE = "runtime_policy_change"
+    PERMISSION_CHANGE = "permission_change"
+    PROJECT_RULE_CHANGE = "project_rule_change"
+    STABLE_SOURCE_IDENTITY_CHANGE = "stable_source_identity_change"
+
+
+class ExternalizationTarget(StrEnum):
+    """Where context may be externalized and re-injected from (seed §7: never Memory)."""
+
+    ARTIFACT_STORE = "artifact_store"
+    FILE = "file"
+    CHECKPOINT = "checkpoint"
+
+
+# The source types whose items come from each externalization target.
+EXTERNALIZATION_SOURCE_TYPES: dict[ExternalizationTarget, tuple[str, ...]] = {
+    ExternalizationTarget.FILE: ("editable_project_file",),
+    ExternalizationTarget.CHECKPOINT: ("checkpoint_summary",),
+}
+
+
+class ReinjectionClause(StrEnum):
+    """`reinjection.require` (seed §7): what a re-injected artifact must pass, each recorded."""
+
+    OBJECT_IDENTITY = "object_identity"
+    WRITER_AND_SOURCE = "writer_and_source"
+    CONTENT_HASH_AND_REVISION = "content_hash_and_revision"
+    SCOPE_AND_PERMISSION = "scope_and_permission"
+    FRESHNESS_OR_REFRESH = "freshness_or_refresh"
+    TRUST_LABEL = "trust_label"
+    TRUST_ROLE_COMPATIBILITY = "trust_role_compatibility"
+    STRUCTURAL_INTEGRITY = "structural_integrity"
+    SECURITY_CLASSIFICATION = "security_classification"
+    SECURITY_POLICY_COMPLIANCE = "security_policy_compliance"
+    ADMISSION_REASON = "admission_reason"
+
+
+class LifecycleEvent(StrEnum):
+    """`expiry.on` and `request.lifecycle_events[].event`."""
+
+    SOURCE_EXPIRED = "source_expired"
+    REVISION_REPLACED = "revision_replaced"
+    PERMISSION_REVOKED = "permission_revoked"
+    TASK_CLOSED = "task_closed"
+
+
 class UnresolvedCallHandling(StrEnum):
     SYNTHETIC_RESULT = "synthetic_result"
     OMIT_CALL = "omit_call"
@@ -214,3 +343,16 @@ ARTIFACT_KINDS = (
     "review_decision",
     "publish_receipt",
 )
+
+
+class TransformTrigger(StrEnum):
+    """`transforms.trigger`: which pressure lets a transform run (recorded in every TransformRecord).
+
+    `over_source_limit`: an item is over its source type's limit (`source_limits`), so it is
+    reduced at the source. `over_partition`: items of a partition do not fit its budget, so a
+    `structured_summary` partition replaces them with the structured checkpoint summary.
+    """
+
+    OVER_PARTITION_OR_SOURCE_LIMIT = "over_partition_or_source_limit"
+    OVER_SOURCE_LIMIT = "over_source_limit"
+    OVER_PARTITION = "over_partition"

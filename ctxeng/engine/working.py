@@ -33,6 +33,7 @@ class Exclusion:
     hard_gate: HardGate | None = None
     refresh_condition: str | None = None
     failed_assertions: list[str] = field(default_factory=list)
+    event: str | None = None  # the lifecycle event that excluded the item, if one did
 
 
 @dataclass
@@ -56,6 +57,8 @@ class Candidate:
     transform_record_id: str | None = None
     evidence_use: EvidenceUse | None = None
     exclusion: Exclusion | None = None
+    stored_artifact: Any = None  # the artifact store's record, for an item re-injected by artifact_ref
+    reinjection_checks: dict[str, Any] = field(default_factory=dict)
 
     @property
     def item_id(self) -> str:
@@ -131,6 +134,9 @@ class Assembly:
     missing: list[str] = field(default_factory=list)
     blocked_detail: list[str] = field(default_factory=list)
     summaries: list[Any] = field(default_factory=list)
+    artifact_store: Any = None  # callable (artifact_id, revision) -> StoredArtifact | None
+    acquisitions: dict[str, Any] = field(default_factory=dict)  # source_request_id -> SourceAcquisition
+    produced_by: dict[str, list[str]] = field(default_factory=dict)  # source_request_id -> content hashes of its items
 
     def alive(self) -> list[Candidate]:
         return [c for c in self.candidates if c.alive]

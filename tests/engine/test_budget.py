@@ -33,13 +33,13 @@ def test_a_model_with_a_smaller_context_than_the_policy_shrinks_the_usable_budge
 
 
 def test_the_estimated_use_is_the_sum_of_partition_use():
-    r = run(request(extra=[item("ev"), item("t", "trace"), tool_result("r1", "c1")], tool_calls=[tool_call("c1", "r1")]))
+    r = run(request(extra=[item("ev"), item("t", "editable_project_file"), tool_result("r1", "c1")], tool_calls=[tool_call("c1", "r1")]))
     b = r.manifest.budget
     assert b.estimated_used == sum(p.used for p in b.partitions.values())
 
 
 def test_a_partition_never_grows_past_its_maximum():
-    traces = [item(f"trace-{i}", "trace", words(300, f"t{i}"), relevance=0.1 * i) for i in range(1, 6)]
+    traces = [item(f"trace-{i}", "editable_project_file", words(300, f"t{i}"), relevance=0.1 * i) for i in range(1, 6)]
     r = run(request(extra=traces))
     assert r.manifest.budget.partitions["background"].used <= 1500
     evicted = [k for k, v in reasons(r).items() if v == "budget_evicted"]
@@ -49,16 +49,16 @@ def test_a_partition_never_grows_past_its_maximum():
 
 def test_borrowing_preserves_every_other_partitions_unused_minimum():
     pol = with_budget(policy(), model_context_limit=6000)  # usable 3000, minimums 3000
-    pol["budget"]["partitions"]["background"] = {"maximum": 5000, "eviction": "first", "kinds": ["trace"]}
-    r = run(request(extra=[item("t", "trace", words(400))], model={"provider": "openai", "name": "m", "context_limit": 6000}), pol)
+    pol["budget"]["partitions"]["background"] = {"maximum": 5000, "eviction": "first", "kinds": ["background"]}
+    r = run(request(extra=[item("t", "editable_project_file", words(400))], model={"provider": "openai", "name": "m", "context_limit": 6000}), pol)
     assert reasons(r)["t"] == "budget_evicted"
     assert "unused minimums of other partitions are preserved" in excluded_record(r, "t").detail
 
 
 def test_lend_unused_minimums_lets_a_partition_borrow_what_others_do_not_use():
     pol = with_budget(policy(), model_context_limit=6000, borrowing="lend_unused_minimums")
-    pol["budget"]["partitions"]["background"] = {"maximum": 5000, "eviction": "first", "kinds": ["trace"]}
-    r = run(request(extra=[item("t", "trace", words(400))], model={"provider": "openai", "name": "m", "context_limit": 6000}), pol)
+    pol["budget"]["partitions"]["background"] = {"maximum": 5000, "eviction": "first", "kinds": ["background"]}
+    r = run(request(extra=[item("t", "editable_project_file", words(400))], model={"provider": "openai", "name": "m", "context_limit": 6000}), pol)
     assert "t" in r.manifest.included_ids()
     assert r.manifest.budget.estimated_used <= r.manifest.budget.usable_input
 
@@ -99,7 +99,7 @@ def test_an_evicted_pair_is_recorded_excluded_not_unresolved():
 
 
 def test_pinned_items_within_their_partition_minimum_are_admitted_before_anything_else():
-    traces = [item(f"trace-{i}", "trace", words(200, f"t{i}"), relevance=1.0) for i in range(5)]
+    traces = [item(f"trace-{i}", "editable_project_file", words(200, f"t{i}"), relevance=1.0) for i in range(5)]
     r = run(request(extra=traces))
     assert {"system", "goal", "constraints", "stage", "open"} <= set(r.manifest.included_ids())
 

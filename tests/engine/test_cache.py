@@ -40,15 +40,28 @@ def test_the_prefix_identity_changes_with_the_runtime_policy_or_the_system_text(
     assert run(req).manifest.cache.prefix_identity != base
 
 
-def test_a_matching_previous_identity_is_a_hit_and_anything_else_a_miss():
+def previous(result) -> dict:
+    """What an agent sends back at its next step: the previous manifest's cache record, verbatim."""
+    return result.manifest.cache.model_dump(mode="json")
+
+
+def test_a_matching_previous_cache_record_is_a_hit_and_anything_else_a_miss():
+    first = run(request())
+    assert run(request(previous_cache=previous(first))).manifest.cache.status == "hit"
+    other = previous(first) | {"prefix_identity": "sha256:" + "0" * 64}
+    c = run(request(previous_cache=other)).manifest.cache
+    assert c.status == "miss" and c.invalidated_by == ["prefix_identity_changed"]
+
+
+def test_a_previous_identity_alone_cannot_verify_the_invalidation_causes_so_it_is_a_miss():
     identity = run(request()).manifest.cache.prefix_identity
-    assert run(request(previous_prefix_identity=identity)).manifest.cache.status == "hit"
-    assert run(request(previous_prefix_identity="sha256:" + "0" * 64)).manifest.cache.status == "miss"
+    c = run(request(previous_prefix_identity=identity)).manifest.cache
+    assert c.status == "miss" and c.invalidated_by == ["previous_invalidation_keys_unknown"]
 
 
 def test_a_cache_hit_skips_no_admission_decision():
-    identity = run(request()).manifest.cache.prefix_identity
-    r = run(request(extra=[item("bad", freshness="expired")], previous_prefix_identity=identity))
+    first = run(request())
+    r = run(request(extra=[item("bad", freshness="expired")], previous_cache=previous(first)))
     assert r.manifest.cache.status == "hit" and r.manifest.excluded_reasons() == {"bad": "expired"}
 
 

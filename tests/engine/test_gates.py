@@ -126,9 +126,11 @@ def test_secret_material_is_security_rejected_by_class():
     assert rec.security_assessment["secret_handling"] == "failed"
 
 
-def test_credential_like_content_is_security_rejected_even_when_labelled_internal():
+def test_credential_like_content_is_security_rejected_even_when_labelled_internal_when_the_policy_says_deny():
     leak = item("leak", "editable_project_file", "OPENAI_API_KEY=sk-live-0000000000000000000000000000")
-    assert reasons(run(request(extra=[leak])))["leak"] == "security_rejected"
+    pol = policy(security={"secret_material": "deny"})
+    rec = excluded_record(run(request(extra=[leak]), pol), "leak")
+    assert rec.reason == "security_rejected" and rec.security_assessment["secret_handling"] == "failed"
 
 
 def test_the_first_failing_gate_decides_and_later_gates_are_not_evaluated():
@@ -142,7 +144,10 @@ def test_the_first_failing_gate_decides_and_later_gates_are_not_evaluated():
 
 def test_gates_run_in_the_order_the_policy_lists_them():
     pol = policy()
-    pol["admission"]["hard_filters"] = ["security_policy_compliance", "freshness", "trust_role_compatibility", "structural_integrity", "permission"]
+    pol["admission"]["hard_filters"] = [
+        "security_policy_compliance", "freshness", "trust_role_compatibility", "structural_integrity", "permission",
+        "required_revision", "tenant_and_project_scope",
+    ]
     both = item("both", scope="tenant-z/p", freshness="expired", security_class="secret")
     rec = excluded_record(run(request(extra=[both]), pol), "both")
     assert rec.reason == "security_rejected"
@@ -156,9 +161,24 @@ def test_an_admitted_item_records_every_gate_passed():
     assert len(rec.hard_gate_results) == 7
 
 
-def test_a_policy_may_not_drop_the_gates_the_invariants_rest_on():
+def test_a_policy_may_not_drop_any_of_the_seven_gates():
     pol = policy()
     pol["admission"]["hard_filters"] = ["permission", "freshness"]
     with pytest.raises(InvalidInput) as exc:
         parse_policy(pol)
-    assert exc.value.errors[0].startswith("admission.hard_filters: must include trust_role_compatibility and structural_integrity")
+    assert exc.value.errors[0].startswith(
+        "admission.hard_filters: must include tenant_and_project_scope, required_revision, trust_role_compatibility, "
+        "structural_integrity, security_policy_compliance"
+    )
+
+
+@pytest.mark.parametrize("dropped", ["permission", "tenant_and_project_scope", "required_revision", "freshness",
+                                     "trust_role_compatibility", "structural_integrity", "security_policy_compliance"])
+def test_dropping_any_single_gate_is_refused_by_path(dropped):
+    pol = policy()
+    pol["admission"]["hard_filters"] = [g for g in pol["admission"]["hard_filters"] if g != dropped]
+    with pytest.raises(InvalidInput) as exc:
+        parse_policy(pol)
+    assert exc.value.errors == [
+        f"admission.hard_filters: must include {dropped} (every hard gate runs on every item; a policy may reorder them, not drop one)"
+    ]

@@ -84,7 +84,13 @@ def test_a_summary_cannot_claim_more_trust_than_its_inputs():
         source_ref={"summary_id": "sum"}, input_item_ids=["turn-1"], preserves={"open_item_ids": ["OI-1"]},
         source_refs=[{"repo": "pi", "commit": "c0ffee"}],
     )
+    # A source type with no trust default may only be untrusted data: the gate refuses the claim.
     rec = excluded_record(run(request(extra=[other_agent])), "sum")
+    assert rec.reason == "hard_gate_rejected" and rec.hard_gate == "trust_role_compatibility"
+    # Even where the policy grants the source that trust, a summary may not rank above its inputs.
+    pol = policy()
+    pol["trust"]["default_by_source"]["agent_summary"] = "trusted_state"
+    rec = excluded_record(run(request(extra=[other_agent]), pol), "sum")
     assert rec.reason == "transform_blocked" and rec.failed_assertions == ["trust_not_raised"]
 
 
