@@ -6,7 +6,8 @@ data) and rank order within a zone, then the included tool pairs in assistant so
 order (ties broken by item_id) rather than request order: the order candidates or tool results
 happen to arrive in must not change the serialized input or its hash.
 Every block carries its identity (item_id, kind, trust, role, source_ref, revision, content hash)
-in its fence header. Fences carry a per-assembly nonce derived from the candidate set and the
+and, for a tool result, its call's `status` and `evidence_use` (null otherwise) in its fence
+header, so the model can tell a partial or failed result from confirmed evidence. Fences carry a per-assembly nonce derived from the candidate set and the
 policy, so a block's own content cannot predict it; any text in the content that imitates a
 ctxeng fence is escaped, so content can never close its own block. `assembly_input_hash` is the
 sha256 of this document's canonical JSON.
@@ -47,6 +48,9 @@ def block_header(cand: Candidate, nonce: str) -> str:
         "source_ref": item.source_ref,
         "revision": item.revision,
         "content_hash": item.content_hash,
+        # A tool result's call status and evidence use; null for items that are not tool results.
+        "status": getattr(cand.result_status, "value", cand.result_status),
+        "evidence_use": cand.evidence_use.value if cand.evidence_use is not None else None,
     }
     return f"{FENCE}block nonce={nonce} {canonical_json(identity)}>>>"
 

@@ -181,7 +181,7 @@ def _tool_pair_records(asm: Assembly) -> list[ToolPairRecord]:
                 tool_name=pair.call.tool_name,
                 canonical_argument_hash=pair.canonical_argument_hash,
                 result_item_id=result.item_id if result else None,
-                result_hash=result.item.content_hash if result else None,
+                result_hash=(result.received or result.item).content_hash if result else None,  # the result as received
                 status=pair.call.status,
                 pairing_assertion="exactly_one_result_for_call" if result else "no_result_for_call",
                 evidence_use=pair.evidence_use,

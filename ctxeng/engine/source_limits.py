@@ -1,18 +1,35 @@
 """Stage 6a — per-source limits, before the budget is split (seed §5).
 
-Contract: a source type with a limit in the policy's `source_limits` is reduced at the source, and
-each reduction writes a TransformRecord whose preservation assertions are checked:
+Contract: an item whose source type has a limit in the policy's `source_limits` and is over it is
+reduced at the source into a *derived item*, and every reduction writes a TransformRecord
+(`type: excerpt`, `trigger: over_source_limit`) whose preservation assertions are computed from
+facts the reducer does not supply:
 
-- `failures_plus_artifact_ref` (test logs): keep every failure line, verbatim and in order, plus
-  the artifact ref and digest of the full log; assertions `failure_lines_kept`, `artifact_ref_present`.
-- `relevant_sections_plus_hash` (web documents) and `excerpt_with_line_range` (repository code):
-  only when the item is over the limit's `max_tokens`, keep whole leading paragraphs / lines up to
-  it, plus the full content's hash (and the line range for code); assertions `hash_present`,
-  `line_range_present`.
+- `failures_plus_artifact_ref` (test logs, always): keep every failure line, verbatim and in
+  order, plus the artifact ref and the digest of the full log. `failure_lines_kept` counts the
+  failures by the log's own format (`logformats`: pytest, jest, TAP, go test, JUnit XML) and looks
+  for each in the output; a log in no known format fails `log_format_recognised`;
+  `artifact_ref_present` needs an artifact id in the item's ref and in the output;
+  `line_range_matches` re-reads each line number the narrowed ref names.
+- `excerpt_with_line_range` (repository code) over `max_tokens` (default 1000): keep the
+  contiguous run of lines that best matches the current decision's terms; `non_empty`,
+  `hash_present`, `line_range_matches` (the kept text is exactly the claimed lines of the input).
+- `relevant_sections_plus_hash` (web documents) over `max_tokens`: keep the sections (paragraphs)
+  that match the current decision's terms — the item's `claim`, else the task items — best first,
+  in document order; `non_empty`, `hash_present`, `sections_match_source`, `sections_relevant`.
+- `whole`: never reduced.
 
+A derived item keeps its `item_id` (tool pairs and agents refer to it), gets the output's content
+hash, a `source_ref` narrowed to what was kept (`lines: "149-160"`, `lines: "418,1291"` for a
+log, `sections: "2,5"` for a document) and a lineage node `type: excerpt` with input and output
+digests; the item as received stays on the candidate. A reduction never raises trust.
+
+Transforms follow the policy: when `excerpt` is not in `transforms.allowed` or the trigger leaves
+out source limits, an over-limit item is not reduced but excluded (`budget_evicted`; the
+assembly is blocked with `budget_exhausted` if the item is required). A failed assertion excludes
+the item as `transform_blocked` (the assembly is blocked if it is required).
 Policy keys are source-type aliases: `repository` covers repository sources, `web_document`
-official documents and web pages. A reduction never raises trust. An assertion that fails blocks
-the item (`transform_blocked`).
+official documents and web pages.
 """
 
 from __future__ import annotations
@@ -20,8 +37,18 @@ from __future__ import annotations
 import re
 
 from .hashing import sha256_text
-from .models import TransformRecord
-from .vocabulary import AssertionResult, ExclusionReason, SourceLimitMode, TransformType
+from .logformats import all_kept_in_order, read_failures
+from .models import LineageNode, TransformRecord
+from .render import FENCE, block_header
+from .vocabulary import (
+    AssertionResult,
+    BlockedReason,
+    ExclusionReason,
+    Role,
+    SourceLimitMode,
+    TransformTrigger,
+    TransformType,
+)
 from .working import Assembly, Candidate, Exclusion
 
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -30,7 +57,22 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "web_document": ("official_document", "web_document", "web_page"),
 }
 
-FAILURE_LINE = re.compile(r"\b(FAILED|FAIL|ERROR)\b|Traceback \(most recent call last\)|^E\s{2,}")
+DEFAULT_EXCERPT_TOKENS = 1000
+
+# The reducer's own selection of failure lines. `logformats` checks its work independently.
+FAILURE_LINE = re.compile(
+    r"\b(FAILED|FAIL|ERROR)\b|Traceback \(most recent call last\)|^E\s{2,}|^\s*not ok\b|^\s*--- FAIL:"
+    r"|^\s*[✕×✗●] |^panic:|<failure\b|<error\b"
+)
+_XML_FAILURE = re.compile(r"<(failure|error)\b")
+
+P, F, NA = AssertionResult.PASSED, AssertionResult.FAILED, AssertionResult.NOT_APPLICABLE
+
+_STOPWORDS = frozenset(
+    "the and for with that this from into what which when where how does each their there they them "
+    "then than have has had are was were will would should could must only also about over under "
+    "write find check confirm verify keep every across".split()
+)
 
 
 def _limit_for(asm: Assembly, source_type: str):
@@ -40,111 +82,338 @@ def _limit_for(asm: Assembly, source_type: str):
     return None, None
 
 
-def _artifact_label(cand: Candidate) -> str:
+# --------------------------------------------------------------------------- helpers
+
+
+def decision_terms(asm: Assembly, cand: Candidate) -> set[str]:
+    """Words of the current decision: the item's own claim, else the task (goal, constraints) items."""
+    if cand.item.claim:
+        texts = [cand.item.claim]
+    else:
+        texts = [c.content for c in asm.alive() if c.role == Role.TASK_INTENT]
+    words = {w for t in texts for w in re.findall(r"[a-z0-9][a-z0-9_-]{3,}", t.lower())}
+    return words - _STOPWORDS
+
+
+def _hits(text: str, terms: set[str]) -> int:
+    low = text.lower()
+    return sum(1 for t in terms if t in low)
+
+
+def compress_numbers(numbers: list[int]) -> str:
+    """[3, 4, 5, 9] -> "3-5,9"."""
+    out: list[str] = []
+    i = 0
+    while i < len(numbers):
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == numbers[j] + 1:
+            j += 1
+        out.append(str(numbers[i]) if i == j else f"{numbers[i]}-{numbers[j]}")
+        i = j + 1
+    return ",".join(out)
+
+
+def expand_numbers(spec: str) -> list[int] | None:
+    """"3-5,9" -> [3, 4, 5, 9]; None when it is not such a list."""
+    out: list[int] = []
+    for part in str(spec).split(","):
+        part = part.strip()
+        m = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
+        if not m:
+            return None
+        a = int(m.group(1))
+        b = int(m.group(2) or a)
+        if b < a:
+            return None
+        out.extend(range(a, b + 1))
+    return out
+
+
+def _artifact_id(cand: Candidate) -> str | None:
+    ref = cand.item.source_ref
+    if ref.get("artifact_id"):
+        return str(ref["artifact_id"])
+    if cand.item.artifact_ref is not None:
+        return cand.item.artifact_ref.artifact_id
+    return None
+
+
+def _ref_label(cand: Candidate) -> str:
     ref = cand.item.source_ref
     ident = ref.get("artifact_id") or ref.get("url") or ref.get("path") or cand.item_id
     where = f" (repo {ref['repo']} @ {ref['commit']})" if ref.get("repo") and ref.get("commit") else ""
     return f"{ident}{where}"
 
 
-def _failures_plus_artifact_ref(cand: Candidate) -> tuple[str, dict[str, AssertionResult], str]:
-    lines = cand.content.splitlines()
-    failures = [line for line in lines if FAILURE_LINE.search(line)]
-    ref = _artifact_label(cand)
+# --------------------------------------------------------------------------- reductions
+
+
+def failures_plus_artifact_ref(cand: Candidate):
+    content = cand.content
+    lines = content.splitlines()
+    keep: set[int] = set()
+    for i, line in enumerate(lines):
+        if FAILURE_LINE.search(line):
+            keep.add(i)
+            # JUnit XML: a failure element says which test failed only through its enclosing testcase.
+            if _XML_FAILURE.search(line) and i > 0 and "<testcase" in lines[i - 1]:
+                keep.add(i - 1)
+    kept = sorted(keep)
+    artifact = _artifact_id(cand)
     out = "\n".join(
         [
-            f"[test log reduced at source: {len(failures)} failure lines of {len(lines)}; full log by artifact ref]",
-            f"artifact_ref: {ref}",
+            f"[test log reduced at source: {len(kept)} of {len(lines)} lines kept (failure lines); full log by artifact ref]",
+            f"artifact_ref: {artifact or _ref_label(cand)}",
             f"full_log_digest: {cand.item.content_hash}",
-            *failures,
+            *(lines[i] for i in kept),
         ]
     )
-    kept = out.splitlines()[3:]
+    ref = dict(cand.item.source_ref)
+    ref["lines"] = compress_numbers([i + 1 for i in kept]) if kept else "none"
+
+    # The checks: facts read from the input and the output, not from `kept`.
+    failures = read_failures(content)
     assertions = {
-        "failure_lines_kept": AssertionResult.PASSED if kept == failures else AssertionResult.FAILED,
-        "artifact_ref_present": AssertionResult.PASSED if str(cand.item.source_ref.get("artifact_id", ref)) in out else AssertionResult.FAILED,
+        "log_format_recognised": P if failures.format is not None else F,
+        "failure_lines_kept": NA if failures.format is None else (P if all_kept_in_order(failures.needles, out) else F),
+        "artifact_ref_present": P if artifact and f"artifact_ref: {artifact}" in out else F,
+        "line_range_matches": _line_numbers_match(lines, ref["lines"], out),
     }
-    return out, assertions, "keep_failures_and_artifact_ref"
+    return out, ref, assertions, f"keep_failures_and_artifact_ref ({failures.format or 'unrecognised'} format, {failures.count} failures)"
 
 
-def _leading_within(asm: Assembly, text: str, budget: int, sep: str) -> str:
-    parts = text.split(sep)
-    kept: list[str] = []
+def _line_numbers_match(lines: list[str], spec: str, out: str) -> AssertionResult:
+    if spec == "none":
+        return P if len(out.splitlines()) == 3 else F
+    numbers = expand_numbers(spec)
+    if numbers is None or any(n < 1 or n > len(lines) for n in numbers):
+        return F
+    body = out.splitlines()[3:]
+    return P if body == [lines[n - 1] for n in numbers] else F
+
+
+def _declared_range(cand: Candidate, n_lines: int) -> tuple[int, int]:
+    """The input's first and last line numbers: from its ref, or 1..n for a whole file."""
+    spec = cand.item.source_ref.get("lines")
+    numbers = expand_numbers(spec) if spec is not None else None
+    if numbers:
+        return numbers[0], numbers[-1]
+    return 1, n_lines
+
+
+def excerpt_with_line_range(asm: Assembly, cand: Candidate, max_tokens: int):
+    content = cand.content
+    lines = content.splitlines()
+    first, _last = _declared_range(cand, len(lines))
+    terms = decision_terms(asm, cand)
+    budget = max(1, max_tokens - 60)  # room for the note line
+    costs = [asm.tokenizer.count(line) + 1 for line in lines]
+    hits = [_hits(line, terms) for line in lines]
+    # The contiguous window within budget with the most decision-term hits; earliest on ties.
+    best = (-1, 0, 0)
+    lo = used = score = 0
+    for hi in range(len(lines)):
+        used += costs[hi]
+        score += hits[hi]
+        while used > budget and lo <= hi:
+            used -= costs[lo]
+            score -= hits[lo]
+            lo += 1
+        if hi >= lo and score > best[0]:
+            best = (score, lo, hi + 1)
+    _, a, b = best
+    body = "\n".join(lines[a:b])
+    kept = f"{first + a}-{first + b - 1}" if b > a else "none"
+    ref = dict(cand.item.source_ref)
+    ref["lines"] = kept
+    out = (
+        f"[excerpt at source: lines {kept} of {cand.item.source_ref.get('lines', f'1-{len(lines)}')} "
+        f"({b - a} of {len(lines)} lines); full content {cand.item.content_hash}]\n{body}"
+    )
+    assertions = {
+        "non_empty": P if body.strip() else F,
+        "hash_present": P if cand.item.content_hash in out else F,
+        "line_range_matches": _range_matches(cand, lines, kept, body),
+    }
+    return out, ref, assertions, "keep_decision_relevant_lines_with_line_range"
+
+
+def _range_matches(cand: Candidate, lines: list[str], kept: str, body: str) -> AssertionResult:
+    """The kept text is exactly lines `kept` of the input, numbered as the input's own ref numbers them."""
+    declared = cand.item.source_ref.get("lines")
+    if declared is not None:
+        numbers = expand_numbers(declared)
+        if not numbers or numbers[-1] - numbers[0] + 1 != len(lines):
+            return F  # the input's ref does not describe its content: no narrowed range can be true
+    first = _declared_range(cand, len(lines))[0]
+    claimed = expand_numbers(kept) if kept != "none" else None
+    if not claimed or claimed[0] < first or claimed[-1] - first >= len(lines):
+        return F
+    return P if "\n".join(lines[n - first] for n in claimed) == body else F
+
+
+def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, max_tokens: int):
+    content = cand.content
+    sections = content.split("\n\n")
+    terms = decision_terms(asm, cand)
+    budget = max(1, max_tokens - 60)
+    scored = sorted(range(len(sections)), key=lambda i: (-_hits(sections[i], terms), i))
+    chosen: list[int] = []
     used = 0
-    for part in parts:
-        n = asm.tokenizer.count(part + sep)
-        if used + n > budget:
-            break
-        kept.append(part)
-        used += n
-    return sep.join(kept)
+    for i in scored:
+        n = asm.tokenizer.count(sections[i]) + 2
+        if used + n <= budget:
+            chosen.append(i)
+            used += n
+    chosen.sort()
+    body = "\n\n".join(sections[i] for i in chosen)
+    spec = compress_numbers([i + 1 for i in chosen]) if chosen else "none"
+    ref = dict(cand.item.source_ref)
+    ref["sections"] = spec
+    out = (
+        f"[relevant sections at source: {spec} of {len(sections)}; full content {cand.item.content_hash}]\n{body}"
+    )
+    # Checks: re-split the input and compare; relevance recomputed per kept section.
+    again = content.split("\n\n")
+    claimed = expand_numbers(spec) if spec != "none" else []
+    verbatim = bool(claimed) and all(1 <= n <= len(again) for n in claimed) and "\n\n".join(again[n - 1] for n in claimed) == body
+    any_relevant = any(_hits(s, terms) for s in again)
+    assertions = {
+        "non_empty": P if body.strip() else F,
+        "hash_present": P if cand.item.content_hash in out else F,
+        "sections_match_source": P if verbatim else F,
+        "sections_relevant": NA
+        if not any_relevant
+        else (P if claimed and all(_hits(again[n - 1], terms) for n in claimed if 1 <= n <= len(again)) else F),
+    }
+    return out, ref, assertions, "keep_decision_relevant_sections_and_hash"
 
 
-def _sections_plus_hash(asm: Assembly, cand: Candidate, max_tokens: int, code: bool):
-    sep = "\n" if code else "\n\n"
-    head = _leading_within(asm, cand.content, max_tokens, sep)
-    ref = cand.item.source_ref
-    note = f"[reduced at source to {len(head)} of {len(cand.content)} characters; full content {cand.item.content_hash}"
-    if code and ref.get("lines"):
-        note += f"; lines {ref['lines']}"
-    out = note + "]\n" + head
-    assertions = {"hash_present": AssertionResult.PASSED if cand.item.content_hash in out else AssertionResult.FAILED}
-    if code:
-        assertions["line_range_present"] = AssertionResult.PASSED if ref.get("lines") and str(ref["lines"]) in out else AssertionResult.FAILED
-    return out, assertions, "keep_leading_sections_and_hash"
+# --------------------------------------------------------------------------- the stage
+
+
+def mark_result_status(asm: Assembly) -> None:
+    """Tool results carry their call's status and evidence use into their fence header; recount it."""
+    for pair in asm.pairs:
+        result = pair.result
+        if result is None or not result.alive:
+            continue
+        result.result_status = pair.call.status
+        result.evidence_use = pair.evidence_use
+        fresh = header_tokens(asm, result)
+        result.tokens += fresh - result.header_tokens
+        result.header_tokens = fresh
+
+
+def header_tokens(asm: Assembly, cand: Candidate) -> int:
+    return asm.tokenizer.count(block_header(cand, asm.nonce)) + len(FENCE)
 
 
 def apply_source_limits(asm: Assembly) -> None:
+    mark_result_status(asm)
+    transforms = asm.policy.transforms
     for cand in asm.alive():
         key, limit = _limit_for(asm, cand.item.source_type)
-        if limit is None:
+        if limit is None or limit.default == SourceLimitMode.WHOLE:
+            continue
+        max_tokens = limit.max_tokens or DEFAULT_EXCERPT_TOKENS
+        if limit.default != SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF and cand.tokens <= max_tokens:
+            continue
+        if not transforms.runs(TransformType.EXCERPT, TransformTrigger.OVER_SOURCE_LIMIT):
+            why = (
+                "transforms.allowed has no 'excerpt'"
+                if TransformType.EXCERPT not in transforms.allowed
+                else f"transforms.trigger {transforms.trigger.value!r} does not run source-limit reductions"
+            )
+            detail = f"over its source limit source_limits.{key} ({limit.default.value}) and not reduced: {why}"
+            cand.exclude(Exclusion(ExclusionReason.BUDGET_EVICTED, detail, "source_limits"))
+            if cand.item.required:
+                asm.block(BlockedReason.BUDGET_EXHAUSTED, [cand.item_id], f"required item {cand.item_id}: {detail}")
             continue
         if limit.default == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
-            out, assertions, objective = _failures_plus_artifact_ref(cand)
-        elif limit.default in (SourceLimitMode.RELEVANT_SECTIONS_PLUS_HASH, SourceLimitMode.EXCERPT_WITH_LINE_RANGE):
-            if limit.max_tokens is None or cand.tokens <= limit.max_tokens:
-                continue
-            out, assertions, objective = _sections_plus_hash(
-                asm, cand, limit.max_tokens, code=limit.default == SourceLimitMode.EXCERPT_WITH_LINE_RANGE
-            )
+            out, ref, assertions, objective = failures_plus_artifact_ref(cand)
+        elif limit.default == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
+            out, ref, assertions, objective = excerpt_with_line_range(asm, cand, max_tokens)
         else:
-            continue
-        record_transform(asm, cand, out, assertions, TransformType.EXCERPT, objective, f"source-limit/{limit.default.value}/v1")
+            out, ref, assertions, objective = relevant_sections_plus_hash(asm, cand, max_tokens)
+        record_transform(
+            asm,
+            cand,
+            out,
+            assertions,
+            TransformType.EXCERPT,
+            objective,
+            f"source-limit/{limit.default.value}/v2",
+            narrowed_ref=ref,
+            trigger=TransformTrigger.OVER_SOURCE_LIMIT.value,
+        )
 
 
-def record_transform(asm, cand, out, assertions, ttype, objective, transformer) -> None:
-    """Replace a candidate's content with a checked reduction and write its TransformRecord."""
+def record_transform(asm, cand, out, assertions, ttype, objective, transformer, *, narrowed_ref=None, trigger=None) -> None:
+    """Replace a candidate by its checked reduction (a derived item) and write its TransformRecord."""
     before_tokens = cand.tokens
     failed = [name for name, result in assertions.items() if result == AssertionResult.FAILED]
     record_id = f"transform-{cand.item_id}-{ttype.value}"
-    after_tokens = None if failed else asm.tokenizer.count(out) + cand.header_tokens
     trust = cand.trust.value if cand.trust else "unlabelled"
+    out_digest = None if failed else sha256_text(out)
+    after_tokens = None
+    if not failed:
+        received = cand.item
+        lineage = list(received.source_lineage)
+        if not lineage:
+            lineage.append(LineageNode(node_id=f"{cand.item_id}@received", type=received.source_type, digest=received.content_hash))
+        lineage.append(
+            LineageNode(
+                node_id=f"{cand.item_id}#{ttype.value}",
+                type=ttype.value,
+                digest=out_digest,
+                input_node_ids=[lineage[-1].node_id],
+                input_digest=received.content_hash,
+                transform_record_id=record_id,
+            )
+        )
+        cand.received = received
+        cand.item = received.model_copy(
+            update={
+                "content": out,
+                "content_hash": out_digest,
+                "source_ref": narrowed_ref if narrowed_ref is not None else received.source_ref,
+                "source_lineage": lineage,
+            }
+        )
+        cand.content = out
+        cand.digest = out_digest or ""
+        cand.header_tokens = header_tokens(asm, cand) if cand.role != Role.CONTROL else 0
+        after_tokens = asm.tokenizer.count(out) + cand.header_tokens
     asm.transforms.append(
         TransformRecord(
             record_id=record_id,
             type=ttype,
             input_item_ids=[cand.item_id],
-            input_digest=cand.item.content_hash,
+            input_digest=(cand.received or cand.item).content_hash,
             objective=objective,
             policy_version=asm.policy.label,
             transformer_version=transformer,
             output_item_id=cand.item_id,
-            output_digest=None if failed else sha256_text(out),
+            output_digest=out_digest,
             preservation_assertions=assertions,
             token_estimate_before=before_tokens,
             token_estimate_after=after_tokens,
             trust_before=trust,
             trust_after=trust,
             status="blocked" if failed else "applied",
-            before_excerpt=_excerpt(cand.content),
+            before_excerpt=_excerpt((cand.received or cand.item).content or ""),
             after_excerpt="" if failed else _excerpt(out),
+            trigger=trigger,
         )
     )
     cand.transform_record_id = record_id
     if failed:
-        cand.exclude(Exclusion(ExclusionReason.TRANSFORM_BLOCKED, "preservation assertions failed: " + ", ".join(failed), "source_limits", failed_assertions=failed))
+        detail = "preservation assertions failed: " + ", ".join(failed)
+        cand.exclude(Exclusion(ExclusionReason.TRANSFORM_BLOCKED, detail, "source_limits", failed_assertions=failed))
+        if cand.item.required:
+            asm.block(BlockedReason.TRANSFORM_BLOCKED, [cand.item_id], f"required item {cand.item_id}: {detail}")
         return
-    cand.content = out
     cand.tokens = after_tokens or 0
 
 

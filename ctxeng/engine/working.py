@@ -59,6 +59,10 @@ class Candidate:
     exclusion: Exclusion | None = None
     stored_artifact: Any = None  # the artifact store's record, for an item re-injected by artifact_ref
     reinjection_checks: dict[str, Any] = field(default_factory=dict)
+    # Set by source limits when the item is reduced: `item` becomes the derived item (narrowed
+    # source_ref, excerpt lineage node, content hash of the output); `received` keeps the original.
+    received: ContextItem | None = None
+    result_status: Any = None  # a tool result's call status (ToolResultStatus), shown in its fence header
 
     @property
     def item_id(self) -> str:

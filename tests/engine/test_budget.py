@@ -122,7 +122,12 @@ def test_a_test_log_is_reduced_at_the_source_to_its_failures_and_artifact_ref():
     r = run(request(extra=[result], tool_calls=[tool_call("c1", "log", tool_name="run_tests", status="partial")]))
     (record,) = [t for t in r.manifest.transforms if t.output_item_id == "log"]
     assert record.type == "excerpt" and record.status == "applied"
-    assert record.preservation_assertions == {"failure_lines_kept": "passed", "artifact_ref_present": "passed"}
+    assert record.preservation_assertions == {
+        "log_format_recognised": "passed",
+        "failure_lines_kept": "passed",
+        "artifact_ref_present": "passed",
+        "line_range_matches": "passed",
+    }
     assert record.token_estimate_after < record.token_estimate_before / 10
     assert record.trust_before == record.trust_after
     tool_msg = next(m for m in r.serialized_input["messages"] if m["role"] == "tool")
@@ -136,11 +141,20 @@ def sha_of(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()
 
 
-def test_an_oversized_web_document_keeps_leading_sections_and_its_hash():
+def test_an_oversized_web_document_keeps_its_relevant_sections_and_its_hash():
     pol = copy.deepcopy(policy())
-    pol["source_limits"]["web_document"] = {"default": "relevant_sections_plus_hash", "max_tokens": 100}
-    text = "\n\n".join(words(40, f"p{i}") for i in range(20))
+    pol["source_limits"]["web_document"] = {"default": "relevant_sections_plus_hash", "max_tokens": 150}
+    sections = [words(40, f"p{i}") for i in range(20)]
+    sections[13] = "Tool calls are paired with their results by call id. " + words(20, "x")
+    text = "\n\n".join(sections)
     r = run(request(extra=[item("doc", "official_document", text)]), pol)
     (record,) = [t for t in r.manifest.transforms if t.output_item_id == "doc"]
-    assert record.preservation_assertions == {"hash_present": "passed"}
+    assert record.preservation_assertions == {
+        "non_empty": "passed",
+        "hash_present": "passed",
+        "sections_match_source": "passed",
+        "sections_relevant": "passed",
+    }
     assert record.token_estimate_after < record.token_estimate_before / 2
+    rec = next(i for i in r.manifest.included if i.item_id == "doc")
+    assert rec.source_ref["sections"] == "14"  # the section about pairing, not the leading ones
