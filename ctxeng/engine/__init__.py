@@ -7,7 +7,9 @@
     result.manifest             # sealed ContextAssemblyManifest
     result.manifest_dict()      # the manifest as the JSON document the CLI and REST API return
 
-Input errors raise `InvalidInput` whose `.errors` name field paths.
+Re-injected items (`artifact_ref`) are loaded through `assemble(..., artifacts=lookup)`, where
+`lookup(artifact_id, revision)` returns a `StoredArtifact` or None. Input errors raise
+`InvalidInput` whose `.errors` name field paths.
 """
 
 from .errors import InvalidInput
@@ -16,19 +18,22 @@ from .models import (
     ContextAssemblyManifest,
     ContextItem,
     ContextPolicy,
+    StoredArtifact,
     ToolCall,
     TransformRecord,
 )
-from .pipeline import AssemblyResult, assemble
+from .pipeline import ArtifactStore, AssemblyResult, assemble
 from .policy import parse_policy, parse_request, policy_digest
 
 __all__ = [
+    "ArtifactStore",
     "AssemblyRequest",
     "AssemblyResult",
     "ContextAssemblyManifest",
     "ContextItem",
     "ContextPolicy",
     "InvalidInput",
+    "StoredArtifact",
     "ToolCall",
     "TransformRecord",
     "assemble",

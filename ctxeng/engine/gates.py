@@ -405,10 +405,13 @@ def _find_secret(text: str) -> re.Match[str] | None:
 
 
 def _isolation(cand: Candidate) -> str:
-    """Text without authority (anything but control/task/state trust) must sit in a data role."""
+    """Text without authority (anything but control/task/state trust) may never instruct: it sits in
+    a data role, or (memory, where role_limits allow) fenced in the state zone; never control or task."""
     if cand.trust in AUTHORITY_TRUST:
         return "passed"
-    return "isolated_as_data" if cand.role in DATA_ROLES else "failed"
+    if cand.role in DATA_ROLES:
+        return "isolated_as_data"
+    return "fenced_as_state" if cand.role == Role.STATE else "failed"
 
 
 def security_policy_compliance(asm: Assembly, cand: Candidate) -> GateOutcome:

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
+from ctxeng.engine import InvalidInput, parse_policy
+
 from .builders import item, policy, request, run, system_text
 
 
@@ -68,3 +72,47 @@ def test_a_cache_hit_skips_no_admission_decision():
 def test_without_a_stable_source_the_cache_is_bypassed():
     r = run(request(candidates=[i for i in request()["candidates"] if i["item_id"] != "system"]))
     assert r.manifest.cache.policy == "bypassed" and r.manifest.cache.prefix_hash is None
+
+
+def test_changing_the_principals_permissions_never_reports_a_hit():
+    first = run(request())
+    grants = {"id": "agent/v1", "tenant": "tenant-x", "project": "project-y", "permissions": ["publish"]}
+    c = run(request(principal=grants, previous_cache=previous(first))).manifest.cache
+    assert c.status == "miss" and c.invalidated_by == ["permission_change"]
+
+
+def test_a_changed_project_rule_is_a_miss_with_its_cause():
+    first = run(request())
+    req = request(previous_cache=previous(first))
+    req["candidates"][2] = item("constraints", "user_request", "Cite fixed revisions only. Never publish.", kind="hard_constraints")
+    c = run(req).manifest.cache
+    assert c.status == "miss" and c.invalidated_by == ["project_rule_change"]
+
+
+def test_the_identity_is_computed_from_exactly_the_listed_fields():
+    pol = policy(cache={"identity": ["ordered_source_ids", "source_content_hashes"], "invalidate_on": ["runtime_policy_change"]})
+    first = run(request(), pol)
+    later = run(request(runtime_policy_revision="rt-2", previous_cache=previous(first)), pol).manifest.cache
+    assert later.prefix_identity == first.manifest.cache.prefix_identity  # the runtime revision is not an identity field
+    assert later.status == "miss" and later.invalidated_by == ["runtime_policy_change"]  # but it is a cause
+
+
+def test_a_cause_the_policy_does_not_list_does_not_invalidate():
+    pol = policy(cache={"invalidate_on": ["context_policy_revision"]})
+    first = run(request(), pol)
+    grants = {"id": "agent/v1", "tenant": "tenant-x", "project": "project-y", "permissions": ["publish"]}
+    c = run(request(principal=grants, previous_cache=previous(first)), pol).manifest.cache
+    assert c.status == "hit" and list(c.invalidation_keys) == ["context_policy_revision"]
+
+
+def test_a_previous_record_missing_a_listed_key_cannot_be_a_hit():
+    first = previous(run(request()))
+    del first["invalidation_keys"]["permission_change"]
+    c = run(request(previous_cache=first)).manifest.cache
+    assert c.status == "miss" and c.invalidated_by == ["permission_change"]
+
+
+def test_an_unknown_identity_field_is_refused_by_path():
+    with pytest.raises(InvalidInput) as exc:
+        parse_policy(policy(cache={"identity": ["ordered_source_ids", "phase_of_moon"]}))
+    assert exc.value.errors[0].startswith("cache.identity[1]: unknown value 'phase_of_moon'")
