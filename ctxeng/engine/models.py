@@ -787,6 +787,8 @@ class AssemblyHeader(Frozen):
     assembly_input_hash: str | None = None
     serialized_model_input_hash: str | None = None
     data_fence_nonce: str
+    structure_checks: dict[str, AssertionResult] = Field(default_factory=dict, description="policy structure.preserve, checked on the rendered input")
+    serialization_checks: dict[str, AssertionResult] = Field(default_factory=dict, description="policy serialization.preserve, checked on the payload")
     created_at: str
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from . import acquisition, budget, gates, loading, ranking, reinjection, seal, source_limits, structure, transforms
+from . import acquisition, budget, checks, gates, loading, ranking, reinjection, seal, source_limits, structure, transforms
 from .adapters import get_adapter
 from .cache import cache_record
 from .errors import InvalidInput
@@ -26,7 +26,7 @@ from .models import AssemblyRequest, ContextAssemblyManifest, ContextPolicy, Sto
 from .policy import policy_digest
 from .render import render
 from .tokens import Tokenizer, default_tokenizer
-from .vocabulary import ExternalizationTarget
+from .vocabulary import BlockedReason, ExternalizationTarget
 from .working import Assembly
 
 # Looks up a stored artifact by (artifact_id, revision); revision None means the newest.
@@ -154,10 +154,18 @@ def assemble(
     seal.check_required(asm)
     included = asm.alive()
     assembly_input = serialized = None
+    structure_checks: dict = {}
+    serialization_checks: dict = {}
     if asm.blocked_reason is None:
         assembly_input = render(asm, included)
         model = {"name": request.model.name, "max_tokens": policy.budget.response_reserve}
         serialized = adapter.serialize(assembly_input, model)
+        structure_checks = checks.structure_checks(asm, included, assembly_input)
+        serialization_checks = checks.serialization_checks(asm, included, serialized)
+        broken = checks.failed(structure_checks) + checks.failed(serialization_checks)
+        if broken:
+            asm.block(BlockedReason.STRUCTURE_CHECK_FAILED, broken, "rendered input breaks preserved properties: " + ", ".join(broken))
+            assembly_input = serialized = None
     asm.log("seal", len(included), "blocked" if asm.blocked_reason else "ready")
     manifest = seal.seal(
         asm,
@@ -169,5 +177,7 @@ def assemble(
         serialized=serialized,
         cache=cache_record(asm, included),
         estimator=getattr(tok, "name", type(tok).__name__),
+        structure_checks=structure_checks,
+        serialization_checks=serialization_checks,
     )
     return AssemblyResult(manifest=manifest, serialized_input=serialized, assembly_input=assembly_input)

@@ -156,6 +156,7 @@ def _excluded_record(c: Candidate) -> ExcludedRecord:
         tokens=c.tokens if c.original_tokens is not None else None,
         failed_assertions=ex.failed_assertions,
         call_id=i.call_id,
+        replaced_by=ex.replaced_by,
     )
 
 
@@ -224,6 +225,8 @@ def seal(
     serialized: dict[str, Any] | None,
     cache: Any,
     estimator: str,
+    structure_checks: dict[str, Any] | None = None,
+    serialization_checks: dict[str, Any] | None = None,
 ) -> ContextAssemblyManifest:
     blocked = asm.blocked_reason is not None
     included = [c for c in asm.alive()]
@@ -256,6 +259,8 @@ def seal(
         assembly_input_hash=None if blocked or assembly_input is None else sha256_json(assembly_input),
         serialized_model_input_hash=None if blocked or serialized is None else sha256_json(serialized),
         data_fence_nonce=asm.nonce,
+        structure_checks=structure_checks or {},
+        serialization_checks=serialization_checks or {},
         created_at=created_at,
     )
     return ContextAssemblyManifest(

@@ -114,6 +114,9 @@ class AssemblyStatus(StrEnum):
 class BlockedReason(StrEnum):
     REQUIRED_PARTITION_MISSING = "required_partition_missing"
     TRANSFORM_BLOCKED = "transform_blocked"
+    # The rendered or serialized input broke a property the policy preserves (structure.preserve,
+    # serialization.preserve): checked after rendering, so such a payload never leaves the engine.
+    STRUCTURE_CHECK_FAILED = "structure_check_failed"
     # An item of an `eviction: never` partition did not fit: it is never silently evicted.
     BUDGET_EXHAUSTED = "budget_exhausted"
 

@@ -1,0 +1,159 @@
+"""Stage 8c — what was rendered and serialized is checked, not assumed (policy `structure.preserve`,
+`serialization.preserve`).
+
+Contract: after render and the adapter, the engine re-reads its own output as a consumer would and
+compares it with facts it did not produce there: each block's fence header is parsed back and
+compared with the admitted item (trust, role, revision, source_ref, content hash) and each tool
+pair with the request's calls; the provider payload is walked message by message. Each clause the
+policy lists gets `passed` or `failed` in the manifest header (`structure_checks`,
+`serialization_checks`); any `failed` blocks the assembly (`structure_check_failed`), so no payload
+that breaks a preserved property ever leaves the engine.
+
+- source_lineage: every admitted non-control item has exactly one block whose header names its
+  item id, direct source_ref and content hash (the ordered lineage hangs off that identity in the
+  manifest);
+- revision, trust, intended_role: the header states the item's revision, trust and role;
+- result_status: each admitted tool result's header states its call's status from the request;
+- tool_call_result_pair: every call in the assembly input has exactly one result and no call id repeats;
+- message_roles: one system/developer message or field, first, and nothing else in that role;
+- tool_definitions: every called tool is defined in the payload;
+- tool_call_result_pair (payload): every call id is answered by exactly one result, after its call;
+- instruction_data_boundary: the system text is the control items' text plus the data-boundary
+  notice, nothing else (so no data block, fenced or not, reached it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from typing import Any
+
+from .render import DATA_BOUNDARY_NOTICE, FENCE
+from .vocabulary import AssertionResult, SerializationPreserve, StructurePreserve, Zone
+from .working import Assembly, Candidate
+
+P, F = AssertionResult.PASSED, AssertionResult.FAILED
+
+
+def _header(text: str | None) -> dict[str, Any] | None:
+    """The identity JSON of a fenced block's first line, or None when it is not a ctxeng block."""
+    if not text or not text.startswith(f"{FENCE}block nonce="):
+        return None
+    first = text.split("\n", 1)[0]
+    start = first.find(" {")
+    if start < 0 or not first.endswith(">>>"):
+        return None
+    try:
+        return json.loads(first[start + 1 : -3])
+    except ValueError:
+        return None
+
+
+def _rendered_headers(assembly_input: dict[str, Any]) -> list[dict[str, Any] | None]:
+    texts = [b["text"] for b in assembly_input["blocks"]]
+    texts += [p["result"]["text"] for p in assembly_input["tool_pairs"] if not p["result"]["synthetic"]]
+    return [_header(t) for t in texts]
+
+
+def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: dict[str, Any]) -> dict[str, AssertionResult]:
+    headers = _rendered_headers(assembly_input)
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for h in headers:
+        if h is not None:
+            by_id.setdefault(str(h.get("item_id")), []).append(h)
+    data_items = [c for c in included if c.zone != Zone.CONTROL]
+    one_header = all(h is not None for h in headers) and len(headers) == len(data_items) and all(
+        len(by_id.get(c.item_id, [])) == 1 for c in data_items
+    )
+
+    def each(test) -> AssertionResult:
+        return P if one_header and all(test(c, by_id[c.item_id][0]) for c in data_items) else F
+
+    calls = {call.call_id: call for call in asm.request.tool_calls}
+    out: dict[str, AssertionResult] = {}
+    for key in asm.policy.structure.preserve:
+        if key == StructurePreserve.SOURCE_LINEAGE:
+            out[key.value] = each(lambda c, h: h.get("source_ref") == c.item.source_ref and h.get("content_hash") == c.item.content_hash)
+        elif key == StructurePreserve.REVISION:
+            out[key.value] = each(lambda c, h: h.get("revision") == c.item.revision)
+        elif key == StructurePreserve.TRUST:
+            out[key.value] = each(lambda c, h: c.trust is not None and h.get("trust") == c.trust.value)
+        elif key == StructurePreserve.INTENDED_ROLE:
+            out[key.value] = each(lambda c, h: h.get("role") == c.role.value)
+        elif key == StructurePreserve.RESULT_STATUS:
+            results = [c for c in data_items if c.item.call_id is not None]
+            out[key.value] = (
+                P if one_header and all(by_id[c.item_id][0].get("status") == calls[c.item.call_id].status.value for c in results) else F
+            )
+        else:
+            pairs = assembly_input["tool_pairs"]
+            ids = [p["call_id"] for p in pairs]
+            answered = all(p.get("result") and p["result"].get("text") for p in pairs)
+            out[key.value] = P if answered and len(set(ids)) == len(ids) else F
+    return out
+
+
+def _payload_messages(payload: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
+    """(the system text, the messages after it), for either adapter's payload."""
+    messages = list(payload.get("messages", []))
+    if "system" in payload:
+        system = payload["system"]
+        return (system if isinstance(system, str) else "".join(b.get("text", "") for b in system)), messages
+    if messages and messages[0].get("role") in ("system", "developer"):
+        content = messages[0]["content"]
+        return (content if isinstance(content, str) else "".join(p.get("text", "") for p in content)), messages[1:]
+    return "", messages
+
+
+def _calls_and_results(messages: list[dict[str, Any]]) -> tuple[list[tuple[int, str, str]], list[tuple[int, str]]]:
+    calls: list[tuple[int, str, str]] = []
+    results: list[tuple[int, str]] = []
+    for n, msg in enumerate(messages):
+        for tc in msg.get("tool_calls") or []:
+            calls.append((n, tc["id"], tc["function"]["name"]))
+        if msg.get("role") == "tool":
+            results.append((n, msg.get("tool_call_id", "")))
+        if isinstance(msg.get("content"), list):
+            for part in msg["content"]:
+                if part.get("type") == "tool_use":
+                    calls.append((n, part["id"], part["name"]))
+                elif part.get("type") == "tool_result":
+                    results.append((n, part.get("tool_use_id", "")))
+    return calls, results
+
+
+def serialization_checks(
+    asm: Assembly, included: list[Candidate], payload: dict[str, Any]
+) -> dict[str, AssertionResult]:
+    system, rest = _payload_messages(payload)
+    calls, results = _calls_and_results(rest)
+    defined = {t.get("name") or t.get("function", {}).get("name") for t in payload.get("tools", [])}
+    out: dict[str, AssertionResult] = {}
+    for key in asm.policy.serialization.preserve:
+        if key == SerializationPreserve.MESSAGE_ROLES:
+            out[key.value] = P if all(m.get("role") in ("user", "assistant", "tool") for m in rest) else F
+        elif key == SerializationPreserve.TOOL_DEFINITIONS:
+            out[key.value] = P if all(name in defined for _, _, name in calls) else F
+        elif key == SerializationPreserve.TOOL_CALL_RESULT_PAIR:
+            answered = Counter(cid for _, cid in results)
+            call_at = {cid: n for n, cid, _ in calls}
+            ok = len(call_at) == len(calls) and set(answered) == set(call_at)
+            ok = ok and all(answered[cid] == 1 for cid in call_at) and all(n > call_at[cid] for n, cid in results)
+            out[key.value] = P if ok else F
+        else:
+            controls = [c.content for c in included if c.zone == Zone.CONTROL]
+            out[key.value] = P if _only(system, [*controls, DATA_BOUNDARY_NOTICE]) else F
+    return out
+
+
+def _only(text: str, parts: list[str]) -> bool:
+    """True when `text` is made of exactly `parts` (each once, any order) and whitespace."""
+    for part in sorted(parts, key=len, reverse=True):
+        if part not in text:
+            return False
+        text = text.replace(part, "", 1)
+    return not text.strip()
+
+
+def failed(checks: dict[str, AssertionResult]) -> list[str]:
+    return [name for name, result in checks.items() if result == F]

@@ -1,0 +1,114 @@
+"""No silent clauses: each policy clause either changes a decision or is refused by path.
+
+One test per clause that the other engine test modules do not already cover (gates, trust,
+provenance, lifecycle, cache, re-injection, output checks); docs/conformance.md maps every clause
+to its test."""
+
+from __future__ import annotations
+
+import pytest
+
+from ctxeng.engine import InvalidInput, parse_policy
+
+from .builders import excluded_record, item, policy, request, run
+
+
+def policy_errors(pol) -> list[str]:
+    with pytest.raises(InvalidInput) as exc:
+        parse_policy(pol)
+    return exc.value.errors
+
+
+def request_errors(req, pol=None) -> list[str]:
+    with pytest.raises(InvalidInput) as exc:
+        run(req, pol)
+    return exc.value.errors
+
+
+def test_a_freshness_state_the_policy_does_not_recognize_is_unverifiable():
+    pol = policy(freshness={"states": ["valid", "expired", "unverifiable"]})
+    rec = excluded_record(run(request(extra=[item("ev", freshness="refresh_required")]), pol), "ev")
+    assert rec.reason == "unverifiable" and "freshness.states" in rec.detail
+    # Under the default states the same item is a refresh, not unverifiable.
+    assert excluded_record(run(request(extra=[item("ev", freshness="refresh_required")])), "ev").reason == "hard_gate_rejected"
+
+
+def test_freshness_states_must_include_valid():
+    assert policy_errors(policy(freshness={"states": ["expired"]}))[0].startswith("freshness.states: must include 'valid'")
+
+
+def test_a_freshness_action_the_engine_does_not_perform_is_refused():
+    assert policy_errors(policy(freshness={"expired": "admit_with_warning"}))[0].startswith("freshness.expired:")
+
+
+def test_an_acquisition_outcome_the_policy_does_not_record_is_refused_by_path():
+    pol = policy(source_acquisition={"outcomes": ["retrieved", "not_retrieved"]})
+    rec = {"source_request_id": "sr-1", "source": {"type": "repository", "id": "pi"}, "outcome": "retrieval_failed"}
+    assert request_errors(request(source_acquisition=[rec]), pol) == [
+        "source_acquisition[0].outcome: 'retrieval_failed' is not an outcome policy test-policy/1 records (source_acquisition.outcomes)"
+    ]
+
+
+def test_a_required_revision_asserted_by_a_source_the_policy_does_not_trust_is_refused():
+    req = request(required_revisions={"pi": {"revision": "abc", "source": "artifact_manifest"}})
+    pol = policy(revision_authority={"required_revision_sources": ["task_spec"]})
+    assert request_errors(req, pol)[0].startswith("required_revisions.pi.source: 'artifact_manifest' is not a revision authority")
+
+
+def test_a_bare_required_revision_is_asserted_by_the_task_spec():
+    pol = policy(revision_authority={"required_revision_sources": ["runtime_business_state"]})
+    assert request_errors(request(required_revisions={"pi": "abc"}), pol)[0].startswith("required_revisions.pi.source: 'task_spec'")
+    ok = run(request(required_revisions={"pi": {"revision": "c0ffee", "source": "runtime_business_state"}}, extra=[item("ev")]), pol)
+    assert "ev" in ok.manifest.included_ids()
+
+
+def test_a_retrieval_result_cannot_be_a_revision_authority():
+    assert policy_errors(policy(revision_authority={"required_revision_sources": ["retrieval_result"]}))[0].startswith(
+        "revision_authority.required_revision_sources[0]: unknown value 'retrieval_result'"
+    )
+
+
+def test_exclusion_reasons_cannot_switch_a_reason_off():
+    errors = policy_errors(policy(admission={"hard_filters": policy()["admission"]["hard_filters"], "exclusion_reasons": ["ranking_lost"]}))
+    assert errors[0].startswith("admission.exclusion_reasons: must include hard_gate_rejected")
+
+
+def test_retrieval_require_cannot_drop_a_check_and_names_unknown_ones():
+    assert policy_errors(policy(retrieval={"require": ["stable_source_ref"]}))[0].startswith("retrieval.require: must include scope_check")
+    assert policy_errors(policy(retrieval={"require": ["vibes"]}))[0].startswith("retrieval.require[0]: unknown value 'vibes'")
+
+
+def test_structure_preserve_names_unknown_properties():
+    assert policy_errors(policy(structure={"preserve": ["trust", "mood"]}))[0].startswith("structure.preserve[1]: unknown value 'mood'")
+
+
+def test_memory_is_never_an_externalization_target():
+    assert policy_errors(policy(externalization={"targets": ["memory"]})) == [
+        "externalization.targets[0]: 'memory' is not an externalization target: context never writes to Memory (seed §7)"
+    ]
+
+
+def test_without_the_file_target_project_files_do_not_re_enter():
+    pol = policy(externalization={"targets": ["artifact_store", "checkpoint"]})
+    rec = excluded_record(run(request(extra=[item("plan", "editable_project_file")]), pol), "plan")
+    assert rec.reason == "hard_gate_rejected" and "'file'" in rec.detail
+
+
+def test_without_the_checkpoint_target_a_checkpoint_is_refused():
+    pol = policy(externalization={"targets": ["artifact_store", "file"]})
+    checkpoint = {"goal": "g", "current_stage": "drafting", "input_item_ids": ["turn-1"]}
+    assert request_errors(request(checkpoint=checkpoint), pol) == [
+        "checkpoint: policy test-policy/1 does not externalize to checkpoints (externalization.targets)"
+    ]
+
+
+def test_the_policy_applies_only_to_its_principal_and_task_type():
+    pol = policy(scope={"task_type": "research", "principal_policy": "agent/v1"})
+    assert run(request(task_type="research"), pol).manifest.assembly.status == "ready"
+    assert request_errors(request(task_type="coding"), pol) == ["task_type: policy test-policy/1 is for task type 'research', not 'coding'"]
+    other = {"id": "agent/v2", "tenant": "tenant-x", "project": "project-y"}
+    assert request_errors(request(principal=other), pol)[0].startswith("principal.id: policy test-policy/1 applies to principal 'agent/v1'")
+
+
+def test_a_repeated_clause_value_is_named_by_its_index():
+    assert policy_errors(policy(expiry={"on": ["task_closed", "task_closed"]})) == ["expiry.on[1]: 'task_closed' is listed twice"]
