@@ -4,7 +4,9 @@ Contract: an adapter turns the assembly input into the exact payload a provider 
 nothing else: the control text becomes the system message (OpenAI) or top-level `system`
 (Anthropic); every other block, trusted or not, is user-side content; tool pairs become an
 assistant turn of tool calls followed by their results, in assistant source order, with no call
-left without its result. Adapters are registered explicitly, in a fixed order, and each has a
+left without its result. A result that is not a plain success reaches the model as such: its text
+starts with a `[ctxeng: tool result status: ...; evidence_use: ...]` line (both providers), and
+Anthropic's `is_error` is true for `error` and `canceled` results and synthetic ones. Adapters are registered explicitly, in a fixed order, and each has a
 version recorded in the manifest with the policy's serialization version.
 """
 
@@ -34,6 +36,23 @@ def _user_text_parts(inp: dict[str, Any]) -> list[dict[str, Any]]:
     return parts or [{"type": "text", "text": EMPTY_USER}]
 
 
+def status_line(pair: dict[str, Any]) -> str | None:
+    """The first line of a tool result that is not a plain success: what the model may rely on."""
+    if pair["result"]["synthetic"]:
+        return None  # the synthetic result states its own status
+    status = pair["status"]
+    use = pair.get("evidence_use")
+    if status == "success" and use != "diagnostic_only":
+        return None
+    return f"[ctxeng: tool result status: {status}; evidence_use: {use}]"
+
+
+def result_text(pair: dict[str, Any]) -> str:
+    line = status_line(pair)
+    text = pair["result"]["text"]
+    return f"{line}\n{text}" if line else text
+
+
 def openai_chat(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": _system_text(inp)},
@@ -51,7 +70,7 @@ def openai_chat(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
             }
         )
         for p in inp["tool_pairs"]:
-            messages.append({"role": "tool", "tool_call_id": p["call_id"], "content": p["result"]["text"]})
+            messages.append({"role": "tool", "tool_call_id": p["call_id"], "content": result_text(p)})
     payload: dict[str, Any] = {"model": model["name"], "messages": messages}
     if inp["tools"]:
         payload["tools"] = [
@@ -77,7 +96,7 @@ def anthropic_messages(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, 
             {
                 "role": "user",
                 "content": [
-                    {"type": "tool_result", "tool_use_id": p["call_id"], "content": p["result"]["text"], "is_error": p["is_error"]}
+                    {"type": "tool_result", "tool_use_id": p["call_id"], "content": result_text(p), "is_error": p["is_error"]}
                     for p in inp["tool_pairs"]
                 ],
             }

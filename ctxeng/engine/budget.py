@@ -1,4 +1,4 @@
-"""Stage 6b — the token budget and its partitions (seed §5).
+"""Stage 6b — the token budget, its partitions, and their eviction rules as actions (seed §5, §7).
 
 Contract:
 
@@ -11,17 +11,43 @@ unit — call plus result, or call plus its synthetic result — so it is kept o
 
 Allocation walks units in rank order, in two passes. Pass 1 fills each partition up to its
 minimum (never past its maximum). Pass 2 lets partitions grow toward their maximum, in eviction
-order (`never` first, `first` last); under `borrowing: preserve_all_minimums` a partition may only
-take space that leaves every other partition's unused minimum intact. Both passes keep going past
-a unit that does not fit. Units left over are `budget_evicted`. The budget never admits an item the
-gates excluded: it only sees the living candidates.
+order (`never` first, `first` last, so background is what goes first); under
+`borrowing: preserve_all_minimums` a partition may only take space that leaves every other
+partition's unused minimum intact. Then each partition's eviction rule acts on what did not fit:
+
+- `never`: nothing is silently evicted. An item that does not fit blocks the assembly
+  (`budget_exhausted`, naming the partition and the item); it is recorded `budget_evicted`.
+- `reduce_candidates`: evidence is dropped whole, lowest rank first. A higher-ranked item that
+  did not fit takes the place of lower-ranked ones when dropping them (lowest first) makes it fit;
+  no item is ever shortened to make room.
+- `complete_pair_only`: a pair is kept or evicted whole. An evicted pair's call is handled like an
+  unresolved call (policy `structure.unresolved_tool_calls`): it stays, answered by a short
+  synthetic result saying the result was evicted, when that fits; otherwise it is left out. No
+  call is ever serialized without a result.
+- `structured_summary`: state items that do not fit are replaced by the deterministic structured
+  checkpoint summary built from them and `request.checkpoint` (`transforms.structured_summary`),
+  when `summarize` is allowed and the trigger covers `over_partition`, and the summary fits.
+  The evicted items record `replaced_by`.
+- `first`: grows last, so it holds only what every other partition left.
+
+The budget never admits an item the gates excluded: it only sees the living candidates.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .vocabulary import BlockedReason, Borrowing, Eviction, ExclusionReason
+from . import transforms
+from .structure import synthetic_result_text
+from .vocabulary import (
+    BlockedReason,
+    Borrowing,
+    Eviction,
+    ExclusionReason,
+    TransformTrigger,
+    TransformType,
+    UnresolvedCallHandling,
+)
 from .working import Assembly, Candidate, Exclusion, ToolPair
 
 _EVICTION_ORDER = {
@@ -31,6 +57,7 @@ _EVICTION_ORDER = {
     Eviction.REDUCE_CANDIDATES: 2,
     Eviction.FIRST: 3,
 }
+_UNRANKED = 10**9
 
 
 @dataclass
@@ -45,12 +72,18 @@ class Unit:
     def label(self) -> str:
         return self.item.item_id if self.item else f"tool pair {self.pair.call.call_id}"  # type: ignore[union-attr]
 
+    @property
+    def rank(self) -> int:
+        cand = self.item if self.item is not None else (self.pair.result if self.pair is not None and self.pair.resolved else None)
+        return cand.rank if cand is not None and cand.rank is not None else _UNRANKED
+
 
 @dataclass
 class Allocation:
     usable: int
     context_limit: int
     used: dict[str, int] = field(default_factory=dict)
+    total: int = 0
 
 
 def usable_budget(asm: Assembly) -> tuple[int, int]:
@@ -96,8 +129,48 @@ def build_units(asm: Assembly) -> list[Unit]:
             pair.result.partition = pair_part  # type: ignore[union-attr]
         pair_units.append(Unit(pair_part, pair.tokens, pair=pair))
     # Pairs compete in their result's rank order; unresolved calls keep assistant source order after them.
-    pair_units.sort(key=lambda u: (u.pair.result.rank if u.pair.resolved and u.pair.result.rank else 10**9, u.pair.source_order))  # type: ignore[union-attr]
+    pair_units.sort(key=lambda u: (u.rank, u.pair.source_order))  # type: ignore[union-attr]
     return units + pair_units
+
+
+class _Budget:
+    """The running allocation: what each partition and the whole input have used so far."""
+
+    def __init__(self, asm: Assembly, alloc: Allocation) -> None:
+        self.policy = asm.policy.budget
+        self.alloc = alloc
+
+    def cap(self, name: str) -> int:
+        part = self.policy.partitions[name]
+        return part.maximum if part.maximum is not None else self.alloc.usable
+
+    def reserved_for_others(self, name: str) -> int:
+        if self.policy.borrowing != Borrowing.PRESERVE_ALL_MINIMUMS:
+            return 0
+        return sum(max(0, p.minimum - self.alloc.used[q]) for q, p in self.policy.partitions.items() if q != name)
+
+    def fits(self, name: str, tokens: int, freed: int = 0) -> bool:
+        return (
+            self.alloc.used[name] - freed + tokens <= self.cap(name)
+            and self.alloc.total - freed + tokens <= self.alloc.usable - self.reserved_for_others(name)
+        )
+
+    def take(self, name: str, tokens: int) -> None:
+        self.alloc.used[name] += tokens
+        self.alloc.total += tokens
+
+    def give_back(self, name: str, tokens: int) -> None:
+        self.alloc.used[name] -= tokens
+        self.alloc.total -= tokens
+
+    def why_not(self, name: str, tokens: int) -> str:
+        if self.alloc.used[name] + tokens > self.cap(name):
+            return f"partition {name!r} full: {self.alloc.used[name]} used of maximum {self.cap(name)}, item needs {tokens}"
+        return f"usable budget exhausted: {self.alloc.total} of {self.alloc.usable} used, item needs {tokens}" + (
+            " (unused minimums of other partitions are preserved)"
+            if self.policy.borrowing == Borrowing.PRESERVE_ALL_MINIMUMS
+            else ""
+        )
 
 
 def allocate(asm: Assembly) -> Allocation:
@@ -117,10 +190,10 @@ def allocate(asm: Assembly) -> Allocation:
             _evict(asm, unit, f"usable budget {usable} cannot hold the partition minimums ({total_min})")
         return alloc
 
+    budget = _Budget(asm, alloc)
     by_part: dict[str, list[Unit]] = {name: [] for name in policy.partitions}
     for unit in units:
         by_part[unit.partition].append(unit)
-    total = 0
 
     # Pass 1: guaranteed minimums.
     for name, part in policy.partitions.items():
@@ -128,47 +201,104 @@ def allocate(asm: Assembly) -> Allocation:
         for unit in by_part[name]:
             if alloc.used[name] + unit.tokens <= cap:
                 unit.admitted = True
-                alloc.used[name] += unit.tokens
-                total += unit.tokens
+                budget.take(name, unit.tokens)
 
-    # Pass 2: growth toward maximums, borrowing under the policy's rule.
+    # Pass 2: growth toward maximums, borrowing under the policy's rule; `first` grows last.
     order = sorted(policy.partitions, key=lambda n: _EVICTION_ORDER[policy.partitions[n].eviction])
     for name in order:
-        part = policy.partitions[name]
-        cap = part.maximum if part.maximum is not None else usable
         for unit in by_part[name]:
-            if unit.admitted:
-                continue
-            reserved = 0
-            if policy.borrowing == Borrowing.PRESERVE_ALL_MINIMUMS:
-                reserved = sum(
-                    max(0, p.minimum - alloc.used[q]) for q, p in policy.partitions.items() if q != name
-                )
-            if alloc.used[name] + unit.tokens <= cap and total + unit.tokens <= usable - reserved:
+            if not unit.admitted and budget.fits(name, unit.tokens):
                 unit.admitted = True
-                alloc.used[name] += unit.tokens
-                total += unit.tokens
+                budget.take(name, unit.tokens)
 
-    for name, part in policy.partitions.items():
-        cap = part.maximum if part.maximum is not None else usable
-        for unit in by_part[name]:
-            if unit.admitted:
-                if unit.pair is not None:
-                    unit.pair.included = True
-                continue
-            if alloc.used[name] + unit.tokens > cap:
-                why = f"partition {name!r} full: {alloc.used[name]} used of maximum {cap}, item needs {unit.tokens}"
-            else:
-                why = (
-                    f"usable budget exhausted: {total} of {usable} used, item needs {unit.tokens}"
-                    + (" (unused minimums of other partitions are preserved)" if policy.borrowing == Borrowing.PRESERVE_ALL_MINIMUMS else "")
+    # The eviction rules act on what did not fit.
+    for name in order:
+        part = policy.partitions[name]
+        if part.eviction == Eviction.REDUCE_CANDIDATES:
+            _drop_lowest_ranked_first(budget, name, by_part[name])
+    for name in order:
+        part = policy.partitions[name]
+        left = [u for u in by_part[name] if not u.admitted]
+        rule = f"eviction rule {part.eviction.value}"
+        if part.eviction == Eviction.NEVER:
+            for unit in left:
+                why = budget.why_not(name, unit.tokens)
+                asm.block(
+                    BlockedReason.BUDGET_EXHAUSTED,
+                    [unit.label],
+                    f"partition {name!r} (eviction never) cannot hold {unit.label}: {why}",
                 )
-            _evict(asm, unit, f"{why}; eviction rule {part.eviction.value}")
+                _evict(asm, unit, f"{why}; {rule}: the assembly is blocked rather than evict it")
+            continue
+        if part.eviction == Eviction.STRUCTURED_SUMMARY and left:
+            _replace_by_structured_summary(asm, budget, name, left, rule)
+            continue
+        for unit in left:
+            why = budget.why_not(name, unit.tokens)
+            if unit.pair is not None:
+                _evict_pair(asm, budget, name, unit, f"{why}; {rule}")
+            else:
+                _evict(asm, unit, f"{why}; {rule}")
+    for unit in units:
+        if unit.admitted and unit.pair is not None:
+            unit.pair.included = True
     return alloc
 
 
-def _evict(asm: Assembly, unit: Unit, detail: str) -> None:
+def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> None:
+    """`reduce_candidates`: a higher-ranked unit that did not fit displaces lower-ranked ones, lowest first."""
+    for unit in sorted((u for u in units if not u.admitted), key=lambda u: u.rank):
+        lower = sorted((u for u in units if u.admitted and u.rank > unit.rank), key=lambda u: -u.rank)
+        victims: list[Unit] = []
+        freed = 0
+        for victim in lower:
+            if budget.fits(name, unit.tokens, freed):
+                break
+            victims.append(victim)
+            freed += victim.tokens
+        if victims and budget.fits(name, unit.tokens, freed):
+            for victim in victims:
+                victim.admitted = False
+                budget.give_back(name, victim.tokens)
+            unit.admitted = True
+            budget.take(name, unit.tokens)
+
+
+def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, left: list[Unit], rule: str) -> None:
+    evicted = [u.item for u in left if u.item is not None]
+    why = {u.label: budget.why_not(name, u.tokens) for u in left}
+    policy = asm.policy.transforms
+    replaced_by = None
+    note = ""
+    if not policy.runs(TransformType.SUMMARIZE, TransformTrigger.OVER_PARTITION):
+        note = (
+            "; no structured summary: transforms.allowed has no 'summarize'"
+            if TransformType.SUMMARIZE not in policy.allowed
+            else f"; no structured summary: transforms.trigger {policy.trigger.value!r} leaves out over_partition"
+        )
+    elif evicted:
+        summary, record = transforms.structured_summary(asm, evicted, partition=name)
+        if record.status == "blocked":
+            transforms.record_structured_summary(asm, summary, record)
+            note = f"; the structured summary {summary.item_id} failed its assertions"
+        elif budget.fits(name, summary.tokens):
+            transforms.record_structured_summary(asm, summary, record)
+            budget.take(name, summary.tokens)
+            replaced_by = summary.item_id
+            note = f"; replaced by the structured summary {summary.item_id}"
+        else:
+            note = f"; the structured summary of these items ({summary.tokens} tokens) did not fit either"
+    for unit in left:
+        detail = f"{why[unit.label]}; {rule}{note}"
+        if unit.pair is not None:
+            _evict_pair(asm, budget, name, unit, detail)
+        else:
+            _evict(asm, unit, detail, replaced_by=replaced_by)
+
+
+def _evict(asm: Assembly, unit: Unit, detail: str, replaced_by: str | None = None) -> None:
     ex = Exclusion(ExclusionReason.BUDGET_EVICTED, detail, "budget")
+    ex.replaced_by = replaced_by
     if unit.item is not None:
         unit.item.exclude(ex)
     elif unit.pair is not None:
@@ -176,3 +306,28 @@ def _evict(asm: Assembly, unit: Unit, detail: str) -> None:
         unit.pair.evicted = True
         if unit.pair.result is not None:
             unit.pair.result.exclude(Exclusion(ExclusionReason.BUDGET_EVICTED, detail + " (evicted with its call, as one pair)", "budget"))
+
+
+def _evict_pair(asm: Assembly, budget: _Budget, name: str, unit: Unit, detail: str) -> None:
+    """Evict a pair whole; its call is then handled like an unresolved call, never left orphaned."""
+    pair = unit.pair
+    assert pair is not None
+    _evict(asm, unit, detail)
+    handling = asm.policy.structure.unresolved_tool_calls
+    pair.unresolved_handling = handling
+    if handling != UnresolvedCallHandling.SYNTHETIC_RESULT:
+        return  # omit_call: the call is left out with its result
+    if pair.result is not None:
+        why = f"result {pair.result.item_id} was evicted by the token budget (partition {name!r}); fetch it by its ref if needed"
+    else:
+        why = f"this call was evicted by the token budget (partition {name!r})"
+    text = synthetic_result_text(pair.call.call_id, why)
+    tokens = asm.tokenizer.count(text) + 8
+    if budget.fits(name, pair.call_tokens + tokens):
+        pair.synthetic_result = text
+        pair.synthetic_tokens = tokens
+        pair.included = True
+        budget.take(name, pair.call_tokens + tokens)
+    else:
+        pair.unresolved_handling = UnresolvedCallHandling.OMIT_CALL
+        pair.synthetic_result = None

@@ -105,6 +105,7 @@ def render(asm: Assembly, included: list[Candidate]) -> dict[str, Any]:
                 "tool_name": pair.call.tool_name,
                 "arguments_json": pair.arguments_json,
                 "status": pair.call.status.value,
+                "evidence_use": pair.evidence_use.value,
                 # A synthetic result stands in for output that never arrived: never a success.
                 "is_error": not pair.resolved or pair.call.status.value in ("error", "canceled"),
                 "result": result,

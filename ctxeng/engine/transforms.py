@@ -25,13 +25,15 @@ from __future__ import annotations
 import re
 
 from .hashing import sha256_json, sha256_text
-from .models import CheckpointState, ContextItem, SummaryRecord, TransformRecord
+from .models import CheckpointState, ContextItem, LineageNode, SummaryRecord, TransformRecord
 from .source_limits import FAILURE_LINE, _excerpt
 from .vocabulary import (
+    ROLE_ZONE,
     TRUST_RANK,
     AssertionResult,
     BlockedReason,
     ExclusionReason,
+    LoadMode,
     PreserveKey,
     Role,
     TransformType,
@@ -111,7 +113,7 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
             if not inputs:
                 results[key.value] = NA
             else:
-                errors = [ln.strip() for c in inputs for ln in c.item.content.splitlines() if FAILURE_LINE.search(ln)] if all(c.item.content for c in inputs) else []
+                errors = [ln.strip() for c in inputs for ln in ((c.received or c.item).content or "").splitlines() if FAILURE_LINE.search(ln)]
                 results[key.value] = P if all(e in text for e in errors) else F
         elif key == PreserveKey.INPUT_ITEMS:
             pass  # checked below for every summary
@@ -121,7 +123,84 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
     rng = item.input_range
     results["input_items"] = P if ids and (rng is None or (rng.start_item_id in ids and rng.end_item_id in ids)) else F
     results["trust_not_raised"] = P if _trust_not_raised(asm, cand) else F
+    results["producer_present"] = P if item.producer.strip() else F
+    inputs, unresolved = resolve_inputs(asm, cand)
+    if not ids:
+        results["inputs_resolve"] = F
+    elif not unresolved:
+        results["inputs_resolve"] = P
+    else:
+        # Ids outside this request are accepted only as a declared stretch of earlier history
+        # (seed §6: an explicit start/end range), which the engine cannot see: not checkable.
+        results["inputs_resolve"] = NA if _history_inputs(asm, cand) else F
+    refs = item.source_refs or []
+    if not refs or unresolved or not ids:
+        results["source_refs_within_inputs"] = NA
+    else:
+        parents = [r for ref in inputs.values() for r in ref[1]]
+        results["source_refs_within_inputs"] = P if all(any(ref_within(r, p) for p in parents) for r in refs) else F
     return results
+
+
+def _history_inputs(asm: Assembly, cand: Candidate) -> bool:
+    if cand.item.input_range is not None:
+        return True
+    cp = asm.request.checkpoint
+    # The checkpoint the engine built from `request.checkpoint` (the runtime's own structured state).
+    return (
+        cp is not None
+        and cand.item_id == cp.summary_id
+        and cand.item.source_type == "checkpoint_summary"
+        and all(c.item_id != cp.summary_id for c in asm.request.candidates)
+    )
+
+
+def resolve_inputs(asm: Assembly, cand: Candidate) -> tuple[dict[str, tuple[str, list[dict]]], list[str]]:
+    """A summary's inputs: id -> (content hash, source refs) for those among the candidates or the
+    artifact store; and the ids that resolve to nothing."""
+    by_id = asm.by_id()
+    found: dict[str, tuple[str, list[dict]]] = {}
+    missing: list[str] = []
+    for i in cand.item.input_item_ids or []:
+        c = by_id.get(i)
+        if c is not None and c is not cand:
+            got = c.received or c.item
+            found[i] = (got.content_hash, [got.source_ref, *(got.source_refs or [])])
+            continue
+        stored = asm.artifact_store(i, None) if callable(getattr(asm, "artifact_store", None)) else None
+        if stored is not None:
+            found[i] = (stored.content_hash, [{"artifact_id": stored.artifact_id, "revision": stored.revision}])
+            continue
+        missing.append(i)
+    return found, missing
+
+
+def input_digest(asm: Assembly, cand: Candidate) -> str:
+    """sha256 over the inputs' contents (their content hashes), not their ids alone; an input the
+    engine cannot see contributes null, so the digest says which inputs it could not hash."""
+    found, _ = resolve_inputs(asm, cand)
+    return sha256_json([[i, found[i][0] if i in found else None] for i in cand.item.input_item_ids or []])
+
+
+_RANGE_KEY = "lines"
+
+
+def ref_within(ref: dict, parent: dict) -> bool:
+    """Does `ref` point inside `parent`? Same identity fields; its line range inside the parent's."""
+    for key, value in parent.items():
+        if key == _RANGE_KEY:
+            continue
+        if key in ref and str(ref[key]) != str(value):
+            return False
+    shared = [k for k in ("repo", "commit", "path", "url", "artifact_id", "object_id", "summary_id") if k in ref]
+    if not shared or any(k not in parent for k in shared):
+        return False
+    if _RANGE_KEY in ref and _RANGE_KEY in parent:
+        from .source_limits import expand_numbers
+
+        inner, outer = expand_numbers(str(ref[_RANGE_KEY])), expand_numbers(str(parent[_RANGE_KEY]))
+        return bool(inner and outer) and set(inner) <= set(outer)
+    return True
 
 
 def _trust_not_raised(asm: Assembly, cand: Candidate) -> bool:
@@ -135,6 +214,8 @@ def _trust_not_raised(asm: Assembly, cand: Candidate) -> bool:
 
 def verify_summaries(asm: Assembly) -> None:
     for cand in list(asm.candidates):
+        if cand.built_by_engine:
+            continue  # the budget's structured summary was checked when it was built
         if not is_summary(cand.item) or cand.exclusion is not None and cand.exclusion.stage == "hard_gates":
             continue
         if not cand.alive:
@@ -144,14 +225,14 @@ def verify_summaries(asm: Assembly) -> None:
         record_id = f"transform-{cand.item_id}-summarize"
         transformer = CHECKPOINT_TRANSFORMER if cand.item.source_type == "checkpoint_summary" else f"supplied:{cand.item.producer or 'unknown'}"
         input_ids = list(cand.item.input_item_ids or [])
-        input_digest = sha256_json(input_ids)
+        digest_of_inputs = input_digest(asm, cand)
         asm.transforms.append(
             TransformRecord(
                 record_id=record_id,
                 type=TransformType.SUMMARIZE,
                 input_item_ids=input_ids,
                 input_range=cand.item.input_range,
-                input_digest=input_digest,
+                input_digest=digest_of_inputs,
                 objective="restore_current_research_state",
                 policy_version=asm.policy.label,
                 transformer_version=transformer,
@@ -165,6 +246,7 @@ def verify_summaries(asm: Assembly) -> None:
                 status="blocked" if failed else "verified",
                 before_excerpt="",
                 after_excerpt=_excerpt(cand.content),
+                trigger="supplied",
             )
         )
         cand.transform_record_id = record_id
@@ -185,7 +267,7 @@ def verify_summaries(asm: Assembly) -> None:
                 item_id=cand.item_id,
                 input_item_ids=input_ids,
                 input_range=cand.item.input_range,
-                input_digest=input_digest,
+                input_digest=digest_of_inputs,
                 transform_record_id=record_id,
                 preservation_assertions=assertions,
                 decision="excluded" if failed else "included",
@@ -244,4 +326,197 @@ def checkpoint_item(state: CheckpointState, *, scope: str) -> ContextItem:
         input_range=state.input_range,
         source_refs=[c.source_ref for c in state.confirmed_claims],
         preserves=preserves,
+    )
+
+
+# --------------------------------------------------------------------------- the budget's structured summary
+
+STRUCTURED_TRANSFORMER = "ctxeng-structured/1"
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def _unique(values) -> list:
+    out: list = []
+    for v in values:
+        if v not in out:
+            out.append(v)
+    return out
+
+
+def _evicted_facts(asm: Assembly, evicted: list[Candidate]) -> dict:
+    """What the summary must carry, read from the evicted items, the checkpoint and the runtime."""
+    cp = asm.request.checkpoint
+    state = asm.request.runtime_state
+    open_ids = _unique(
+        [*(cp.open_item_ids if cp else []), *(i for c in evicted for i in (c.item.open_item_ids or []))]
+    )
+    draft = cp.draft_revision if cp is not None and cp.draft_revision is not None else None
+    if draft is None:
+        draft = next((c.item.revision for c in evicted if c.item.kind == "article_draft" and c.item.revision is not None), None)
+    if draft is None and state is not None:
+        draft = state.article_draft_revision
+    artifacts = _unique(
+        [
+            *(cp.artifact_refs if cp else []),
+            *(
+                f"{c.item.source_ref['artifact_id']}@{c.item.source_ref.get('revision', c.item.revision)}"
+                for c in evicted
+                if c.item.source_ref.get("artifact_id")
+            ),
+        ]
+    )
+    unresolved = _unique([*(cp.unresolved_tool_calls if cp else []), *(p.call.call_id for p in asm.pairs if p.unresolved_handling is not None)])
+    return {"open_items": open_ids, "draft": draft, "artifacts": artifacts, "unresolved": unresolved}
+
+
+def structured_summary(asm: Assembly, evicted: list[Candidate], *, partition: str) -> tuple[Candidate, TransformRecord]:
+    """The deterministic structured checkpoint summary (seed §6) of state items the budget evicted.
+
+    Built from `request.checkpoint` (when the runtime sent one) and the evicted items; it names every
+    evicted item with its ref and content hash, so the agent can fetch any of them back. Its
+    assertions are checked on the text it produced, against facts read from the evicted items."""
+    cp = asm.request.checkpoint
+    facts = _evicted_facts(asm, evicted)
+    taken = {c.item_id for c in asm.candidates}
+    item_id = f"structured-summary-{partition}"
+    n = 2
+    while item_id in taken:
+        item_id = f"structured-summary-{partition}-{n}"
+        n += 1
+    goal_items = [c for c in asm.alive() if c.item.kind == "goal"]
+    stage_items = [c for c in evicted if c.item.kind == "current_stage"]
+    goal = cp.goal if cp else (_first_line(goal_items[0].content) if goal_items else "(in the task items)")
+    stage = cp.current_stage if cp else (_first_line(stage_items[0].content) if stage_items else asm.request.stage)
+    claims = [f"{c.claim} [{_ref_label(c.source_ref)}]" for c in cp.confirmed_claims] if cp else []
+    replaced = [
+        f"{c.item_id} ({c.item.kind}; {_ref_label(c.item.source_ref)}; {c.item.content_hash})" for c in evicted
+    ]
+    content = "\n".join(
+        [
+            f"Goal: {goal}",
+            f"Constraints: {_lines(cp.constraints) if cp else '(in the task items)'}",
+            f"Current Stage: {stage}",
+            "Done / In Progress / Blocked: "
+            + (f"done: {_lines(cp.done)} | in progress: {_lines(cp.in_progress)} | blocked: {_lines(cp.blocked)}" if cp else "none recorded"),
+            f"Confirmed Claims: {_lines(claims)}",
+            f"Conflicts and Negative Findings: {_lines(cp.conflicts_and_negative_findings) if cp else 'none recorded'}",
+            f"Open Items: {', '.join(facts['open_items']) if facts['open_items'] else 'none'}",
+            f"Draft Revision: {facts['draft'] if facts['draft'] is not None else 'none'}",
+            f"Unresolved Tool Calls: {', '.join(facts['unresolved']) if facts['unresolved'] else 'none'}",
+            f"Next Steps: {_lines(cp.next_steps) if cp else 'none recorded'}",
+            f"Artifact / Checkpoint Refs: {', '.join(facts['artifacts']) if facts['artifacts'] else 'none'}",
+            f"Replaced Items (over the {partition} budget; fetch by ref): {'; '.join(replaced)}",
+        ]
+    )
+    ids = [c.item_id for c in evicted]
+    record_id = f"transform-{item_id}-summarize"
+    digest = sha256_text(content)
+    in_digest = sha256_json([[c.item_id, c.item.content_hash] for c in evicted])
+    item = ContextItem(
+        item_id=item_id,
+        kind="summary",
+        source_type="checkpoint_summary",
+        source_ref={"summary_id": item_id, "partition": partition},
+        source_lineage=[
+            LineageNode(node_id=item_id, type="summary", digest=digest, input_node_ids=ids, input_digest=in_digest, transform_record_id=record_id)
+        ],
+        producer=STRUCTURED_TRANSFORMER,
+        content=content,
+        content_hash=digest,
+        scope=asm.request.scope,
+        trust=Trust.DERIVED_CONTEXT,
+        intended_role=Role.DERIVED_CONTEXT,
+        input_item_ids=ids,
+        source_refs=[c.item.source_ref for c in evicted],
+        preserves={"open_item_ids": facts["open_items"], "unresolved_tool_calls": facts["unresolved"]},
+    )
+    cand = Candidate(
+        item=item,
+        order=len(asm.candidates),
+        content=content,
+        trust=Trust.DERIVED_CONTEXT,
+        digest=digest,
+        zone=ROLE_ZONE[Role.DERIVED_CONTEXT],
+        load_mode=LoadMode.RESIDENT,
+        partition=partition,
+        admission_reason=f"structured summary of {len(ids)} state items evicted from partition {partition!r} (eviction structured_summary)",
+        built_by_engine=True,
+    )
+    from .source_limits import header_tokens  # source_limits imports this module
+
+    cand.header_tokens = header_tokens(asm, cand)
+    cand.tokens = cand.original_tokens = asm.tokenizer.count(content) + cand.header_tokens
+    assertions = check_structured_summary(asm, content, evicted, ids)
+    failed = [k for k, v in assertions.items() if v == AssertionResult.FAILED]
+    top = max((c.trust for c in evicted if c.trust is not None), key=lambda t: TRUST_RANK[t], default=None)
+    record = TransformRecord(
+        record_id=record_id,
+        type=TransformType.SUMMARIZE,
+        input_item_ids=ids,
+        input_digest=in_digest,
+        objective=f"replace_state_items_over_the_{partition}_budget",
+        policy_version=asm.policy.label,
+        transformer_version=STRUCTURED_TRANSFORMER,
+        output_item_id=item_id,
+        output_digest=None if failed else digest,
+        preservation_assertions=assertions,
+        token_estimate_before=sum(c.tokens for c in evicted),
+        token_estimate_after=None if failed else cand.tokens,
+        trust_before=top.value if top is not None else "unlabelled",
+        trust_after=Trust.DERIVED_CONTEXT.value,
+        status="blocked" if failed else "applied",
+        before_excerpt=_excerpt("\n".join(f"{c.item_id}: {_first_line(c.content)}" for c in evicted)),
+        after_excerpt=_excerpt(content),
+        trigger="over_partition",
+    )
+    cand.transform_record_id = record_id
+    if failed:
+        cand.exclude(
+            Exclusion(ExclusionReason.TRANSFORM_BLOCKED, "preservation assertions failed: " + ", ".join(failed), "budget", failed_assertions=failed)
+        )
+    return cand, record
+
+
+def check_structured_summary(asm: Assembly, text: str, evicted: list[Candidate], ids: list[str]) -> dict[str, AssertionResult]:
+    """Every assertion compares the summary text with a fact read from the evicted items themselves."""
+    P, F, NA = AssertionResult.PASSED, AssertionResult.FAILED, AssertionResult.NOT_APPLICABLE
+    facts = _evicted_facts(asm, evicted)
+    open_line = next((ln for ln in text.splitlines() if ln.startswith("Open Items:")), "")
+    draft_line = next((ln for ln in text.splitlines() if ln.startswith("Draft Revision:")), "")
+    want_open = _unique([i for c in evicted for i in (c.item.open_item_ids or [])])
+    drafts = [c.item.revision for c in evicted if c.item.kind == "article_draft" and c.item.revision is not None]
+    artifacts = [str(c.item.source_ref["artifact_id"]) for c in evicted if c.item.source_ref.get("artifact_id")]
+    results = {
+        "input_items": P if ids and all(c.item_id in text for c in evicted) else F,
+        "input_digests_present": P if all(c.item.content_hash in text for c in evicted) else F,
+        "goal": P if re.search(_SECTIONS[PreserveKey.GOAL], text, re.I | re.M) else F,
+        "current_stage": P if re.search(_SECTIONS[PreserveKey.CURRENT_STAGE], text, re.I | re.M) else F,
+        "open_items": NA if not want_open else (P if all(re.search(rf"\b{re.escape(i)}\b", open_line) for i in want_open) else F),
+        "article_draft_revision": NA if not drafts else (P if all(f"Draft Revision: {d}" == draft_line.strip() for d in drafts[:1]) else F),
+        "artifact_refs": NA if not artifacts else (P if all(a in text for a in artifacts) else F),
+        "unresolved_tool_calls": NA if not facts["unresolved"] else (P if all(c in text for c in facts["unresolved"]) else F),
+        "trust_not_raised": P
+        if all(c.trust is not None and TRUST_RANK[Trust.DERIVED_CONTEXT] <= TRUST_RANK[c.trust] for c in evicted)
+        else F,
+    }
+    return results
+
+
+def record_structured_summary(asm: Assembly, cand: Candidate, record: TransformRecord) -> None:
+    asm.candidates.append(cand)
+    asm.transforms.append(record)
+    asm.summaries.append(
+        SummaryRecord(
+            summary_id=cand.item_id,
+            item_id=cand.item_id,
+            input_item_ids=list(record.input_item_ids),
+            input_digest=record.input_digest,
+            transform_record_id=record.record_id,
+            preservation_assertions=record.preservation_assertions,
+            decision="included" if cand.alive else "excluded",
+        )
     )

@@ -34,6 +34,7 @@ class Exclusion:
     refresh_condition: str | None = None
     failed_assertions: list[str] = field(default_factory=list)
     event: str | None = None  # the lifecycle event that excluded the item, if one did
+    replaced_by: str | None = None  # the structured summary standing in for a budget-evicted item
 
 
 @dataclass
@@ -63,6 +64,7 @@ class Candidate:
     # source_ref, excerpt lineage node, content hash of the output); `received` keeps the original.
     received: ContextItem | None = None
     result_status: Any = None  # a tool result's call status (ToolResultStatus), shown in its fence header
+    built_by_engine: bool = False  # the structured summary the budget built: verified when built
 
     @property
     def item_id(self) -> str:

@@ -82,11 +82,15 @@ def test_a_tool_pair_is_evicted_whole_never_half():
     r = run(request(extra=results, tool_calls=calls, model={"provider": "openai", "name": "m", "context_limit": 6000}), pol)
     pairs = {p.call_id: p for p in r.manifest.tool_pairs}
     assert pairs["c1"].decision == "included"
-    assert pairs["c2"].decision == "excluded" and pairs["c2"].serialized_order is None
+    assert pairs["c2"].decision == "excluded" and pairs["c2"].unresolved_handling == "synthetic_result"
     assert reasons(r)["r2"] == "budget_evicted"
     assert "as one pair" in excluded_record(r, "r2").detail
-    ids = [tc["id"] for m in r.serialized_input["messages"] if m["role"] == "assistant" for tc in m["tool_calls"]]
-    assert ids == ["c1"]
+    # The evicted pair's call stays answered, by a short synthetic result: none of r2's text is sent.
+    messages = r.serialized_input["messages"]
+    ids = [tc["id"] for m in messages if m["role"] == "assistant" for tc in m["tool_calls"]]
+    assert ids == ["c1", "c2"]
+    c2 = next(m for m in messages if m.get("tool_call_id") == "c2")
+    assert "evicted by the token budget" in c2["content"] and "b0 b1" not in c2["content"]
 
 
 def test_an_evicted_pair_is_recorded_excluded_not_unresolved():

@@ -142,7 +142,7 @@ def test_partial_and_error_results_are_diagnostic_only_unless_the_policy_allows(
 
 
 def test_every_admitted_item_is_placed_in_the_zone_its_role_maps_to():
-    r = run(request(extra=[item("ev"), item("sum", "model_summary", "Goal: g\nOI-1", input_item_ids=["ev"], source_refs=[{"repo": "pi", "commit": "c"}], preserves={"open_item_ids": ["OI-1"]})]))
+    r = run(request(extra=[item("ev"), item("sum", "model_summary", "Goal: g\nOI-1", input_item_ids=["ev"], source_refs=[{"repo": "pi", "commit": "c0ffee", "path": "src/ev.ts", "lines": "2-5"}], preserves={"open_item_ids": ["OI-1"]}, producer="agent/v1")]))
     zones = {i.item_id: i.zone for i in r.manifest.included}
     assert zones["system"] == "control" and zones["goal"] == "task" and zones["stage"] == "state"
     assert zones["ev"] == "untrusted_data" and zones["sum"] == "state"

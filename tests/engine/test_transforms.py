@@ -18,6 +18,7 @@ def summary(item_id: str = "sum", content: str = GOOD, **fields):
         input_range={"start_item_id": "turn-1", "end_item_id": "turn-2"},
         source_refs=[{"repo": "pi", "commit": "c0ffee", "path": "a.ts", "lines": "1-9"}],
         preserves={"open_item_ids": ["OI-1"]},
+        producer="research-agent/v2",
     )
     base.update(fields)
     return item(item_id, "model_summary", content, **base)
@@ -61,9 +62,10 @@ def test_a_summary_must_keep_the_error_lines_of_its_inputs_when_they_are_candida
     pol = policy()
     pol["transforms"]["preserve"] = ["exact_values_and_errors"]
     turn = item("turn-1", "runtime_state", "ran tests\nFAILED tests/test_a.py::test_x - boom", kind="trace", relevance=0.1)
-    lossy = summary(content="Goal: g (tests ran fine)", input_item_ids=["turn-1"], input_range=None)
+    refs = [{"object_id": "turn-1", "revision": 1}]
+    lossy = summary(content="Goal: g (tests ran fine)", input_item_ids=["turn-1"], input_range=None, source_refs=refs)
     assert reasons(run(request(extra=[turn, lossy]), pol))["sum"] == "transform_blocked"
-    kept = summary(content="Goal: g\nFAILED tests/test_a.py::test_x - boom", input_item_ids=["turn-1"], input_range=None)
+    kept = summary(content="Goal: g\nFAILED tests/test_a.py::test_x - boom", input_item_ids=["turn-1"], input_range=None, source_refs=refs)
     assert "sum" in run(request(extra=[turn, kept]), pol).manifest.included_ids()
 
 
@@ -81,7 +83,8 @@ def test_a_summary_cannot_claim_more_trust_than_its_inputs():
     assert reasons(run(request(extra=[raised])))["sum"] == "hard_gate_rejected"  # the trust gate refuses the claim
     other_agent = item(
         "sum", "agent_summary", GOOD, kind="summary", trust="trusted_state", intended_role="state",
-        source_ref={"summary_id": "sum"}, input_item_ids=["turn-1"], preserves={"open_item_ids": ["OI-1"]},
+        source_ref={"summary_id": "sum"}, input_item_ids=["turn-1"], preserves={"open_item_ids": ["OI-1"]}, producer="agent-b/v1",
+        input_range={"start_item_id": "turn-1", "end_item_id": "turn-1"},
         source_refs=[{"repo": "pi", "commit": "c0ffee"}],
     )
     # A source type with no trust default may only be untrusted data: the gate refuses the claim.
