@@ -1,8 +1,13 @@
 """`python -m ctxeng` — assemble, validate a policy, or print a JSON Schema, from a shell.
 
-    python -m ctxeng assemble --policy P.yaml --request R.json [--manifest-out M.json] [--input-out I.json]
+    python -m ctxeng assemble --policy P.yaml --request R.json [--artifacts DIR] [--manifest-out M.json] [--input-out I.json]
     python -m ctxeng validate-policy P.yaml
     python -m ctxeng schema {request,policy,manifest}
+
+`--artifacts DIR` is the artifact store for re-injected items (`artifact_ref`): every `*.json` file
+in DIR is one stored artifact revision `{artifact_id, revision, kind, content, writer, scope}`
+(`content_hash` optional; checked when given). An item naming an older stored revision than the
+newest is hit by a `revision_replaced` lifecycle event, as the service does.
 
 Exit codes: 0 ready (or valid), 3 blocked, 2 invalid input, with one `path: message` line per
 error on stderr. No traceback reaches the user for bad input.
@@ -45,13 +50,65 @@ def _write_text(path: str | None, text: str) -> None:
         Path(path).write_text(text, encoding="utf-8")
 
 
+def _revision_key(revision: str) -> tuple[int, int | str]:
+    return (0, int(revision)) if revision.isdigit() else (1, revision)
+
+
+def load_artifacts(directory: str):
+    """The `--artifacts DIR` store: (lookup(artifact_id, revision), artifact_id -> revisions oldest first)."""
+    from .engine import StoredArtifact
+    from .engine.errors import InvalidInput, load_json_text, validate
+    from .engine.hashing import sha256_text
+
+    root = Path(directory)
+    if not root.is_dir():
+        raise _Invalid([f"artifacts: {directory!r} is not a directory"])
+    store: dict[tuple[str, str], StoredArtifact] = {}
+    errors: list[str] = []
+    for path in sorted(root.glob("*.json")):
+        try:
+            data = load_json_text(path.read_bytes(), what="artifact")
+            if isinstance(data, dict) and "content_hash" not in data and isinstance(data.get("content"), str):
+                data = {**data, "content_hash": sha256_text(data["content"])}
+            artifact = validate(StoredArtifact, data, what="artifact")
+        except InvalidInput as exc:
+            errors.extend(f"artifacts/{path.name}: {e}" for e in exc.errors)
+            continue
+        if artifact.content_hash != sha256_text(artifact.content):
+            errors.append(f"artifacts/{path.name}: content_hash: {artifact.content_hash} does not match the content")
+            continue
+        key = (artifact.artifact_id, str(artifact.revision))
+        if key in store:
+            errors.append(f"artifacts/{path.name}: {key[0]} revision {key[1]} is stored twice")
+        store[key] = artifact
+    if errors:
+        raise _Invalid(errors)
+    revisions: dict[str, list[str]] = {}
+    for artifact_id, revision in store:
+        revisions.setdefault(artifact_id, []).append(revision)
+    for revs in revisions.values():
+        revs.sort(key=_revision_key)
+
+    def lookup(artifact_id: str, revision: int | str | None):
+        if revision is None:
+            revs = revisions.get(artifact_id)
+            return store[(artifact_id, revs[-1])] if revs else None
+        return store.get((artifact_id, str(revision)))
+
+    return lookup, revisions
+
+
 def cmd_assemble(args: argparse.Namespace) -> int:
-    from .engine import InvalidInput, assemble, parse_policy, parse_request
+    from .engine import InvalidInput, assemble, parse_policy, parse_request, replaced_revision_events, with_events
 
     try:
         policy = parse_policy(_read(args.policy, "policy"))
         request = parse_request(_read(args.request, "request"))
-        result = assemble(request, policy)
+        lookup = None
+        if args.artifacts:
+            lookup, revisions = load_artifacts(args.artifacts)
+            request = with_events(request, policy, replaced_revision_events(request, revisions))
+        result = assemble(request, policy, artifacts=lookup)
     except InvalidInput as exc:
         raise _Invalid([f"{exc.what}: {e}" if exc.what == "policy" else e for e in exc.errors]) from None
     # The same bytes as _write_json(manifest_dict()), from pydantic's serializer: json.dumps with
@@ -106,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("assemble", help="assemble a request under a policy; manifest to stdout")
     a.add_argument("--policy", required=True, help="ContextPolicy YAML or JSON file ('-' for stdin)")
     a.add_argument("--request", required=True, help="AssemblyRequest JSON file ('-' for stdin)")
+    a.add_argument("--artifacts", metavar="DIR", help="artifact store for re-injected items: one JSON file per stored revision")
     a.add_argument("--manifest-out", help="write the manifest here instead of stdout")
     a.add_argument("--input-out", help="write the provider payload here (not written when blocked)")
     a.set_defaults(func=cmd_assemble)

@@ -22,7 +22,8 @@ from .models import (
     ToolCall,
     TransformRecord,
 )
-from .pipeline import ArtifactStore, AssemblyResult, assemble
+from .lifecycle import replaced_revision_events, with_events
+from .pipeline import ArtifactStore, AssemblyResult, assemble, compatibility_errors
 from .policy import parse_policy, parse_request, policy_digest
 
 __all__ = [
@@ -37,7 +38,10 @@ __all__ = [
     "ToolCall",
     "TransformRecord",
     "assemble",
+    "compatibility_errors",
     "parse_policy",
     "parse_request",
     "policy_digest",
+    "replaced_revision_events",
+    "with_events",
 ]

@@ -47,6 +47,18 @@ class AssemblyResult:
         return self.manifest.model_dump(mode="json")
 
 
+def compatibility_errors(request: AssemblyRequest, policy: ContextPolicy) -> list[str]:
+    """Every reason `request` cannot be assembled under `policy`, as `path: message` lines.
+
+    The service calls this at submit time, so a request the policy refuses is a 400 then, never a
+    job that fails later for a reason known when it was submitted."""
+    try:
+        _check_compatible(request, policy)
+    except InvalidInput as exc:
+        return list(exc.errors)
+    return []
+
+
 def _check_compatible(request: AssemblyRequest, policy: ContextPolicy) -> str:
     errors = []
     if request.policy.id != policy.policy.id:

@@ -14,7 +14,7 @@ import pytest
 from ctxeng.cli import main
 from tests.golden import check_expected, examples_dir, load_example
 
-from .builders import policy, request
+from .builders import policy, request, sha
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -115,3 +115,72 @@ def test_schema_prints_the_json_schema_of_each_wire_format(name):
     out = ctxeng("schema", name)
     assert out.returncode == 0
     assert json.loads(out.stdout)["type"] == "object"
+
+
+PLAN_R5 = "Plan v5: cover all five repositories."
+
+
+def _write_artifact(directory: Path, name: str, **fields) -> None:
+    base = {"artifact_id": "plan-42", "revision": 5, "kind": "research_plan", "content": PLAN_R5,
+            "writer": "artifact-store/v1", "scope": "tenant-x/project-y/task-1"}
+    base.update(fields)
+    (directory / name).write_text(json.dumps(base))
+
+
+def _reinjecting_request(tmp_path: Path, revision: int = 5, content: str = PLAN_R5) -> Path:
+    req = request(extra=[{
+        "item_id": "plan", "kind": "research_plan", "source_type": "editable_project_file",
+        "source_ref": {"artifact_id": "plan-42", "revision": revision}, "producer": "artifact-store/v1",
+        "artifact_ref": {"artifact_id": "plan-42", "revision": revision}, "content_hash": sha(content),
+        "revision": revision, "scope": "tenant-x/project-y/task-1", "intended_role": "untrusted_data",
+    }])
+    (tmp_path / "req.json").write_text(json.dumps(req))
+    (tmp_path / "pol.json").write_text(json.dumps(policy()))
+    return tmp_path
+
+
+def test_artifacts_dir_re_injects_an_artifact_clause_by_clause(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    _write_artifact(store, "plan-5.json")
+    d = _reinjecting_request(tmp_path)
+    out = ctxeng("assemble", "--policy", str(d / "pol.json"), "--request", str(d / "req.json"), "--artifacts", str(store))
+    assert out.returncode == 0, out.stderr
+    manifest = json.loads(out.stdout)
+    plan = next(i for i in manifest["included"] if i["item_id"] == "plan")
+    assert set(plan["reinjection_checks"].values()) == {"passed"} and len(plan["reinjection_checks"]) == 11
+
+
+def test_without_artifacts_dir_the_re_injected_item_cannot_be_loaded(tmp_path):
+    d = _reinjecting_request(tmp_path)
+    out = ctxeng("assemble", "--policy", str(d / "pol.json"), "--request", str(d / "req.json"))
+    manifest = json.loads(out.stdout)
+    plan = next(e for e in manifest["excluded"] if e["item_id"] == "plan")
+    assert plan["reinjection_checks"]["object_identity"] == "failed"
+
+
+def test_a_newer_stored_revision_replaces_the_one_the_request_names(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    old = "Plan v4: cover pi only."
+    _write_artifact(store, "plan-4.json", revision=4, content=old)
+    _write_artifact(store, "plan-5.json")
+    d = _reinjecting_request(tmp_path, revision=4, content=old)
+    out = ctxeng("assemble", "--policy", str(d / "pol.json"), "--request", str(d / "req.json"), "--artifacts", str(store))
+    manifest = json.loads(out.stdout)
+    plan = next(e for e in manifest["excluded"] if e["item_id"] == "plan")
+    assert plan["reason"] == "expired" and "revision_replaced" in plan["detail"] and "revision 5 replaces it" in plan["detail"]
+    assert manifest["lifecycle_events"][0]["emitted_by"] == "service"
+
+
+def test_a_bad_artifact_file_exits_2_naming_the_file_and_field(tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    _write_artifact(store, "plan-5.json", writer=None)
+    _write_artifact(store, "plan-6.json", revision=6, content_hash="sha256:" + "0" * 64)
+    d = _reinjecting_request(tmp_path)
+    out = ctxeng("assemble", "--policy", str(d / "pol.json"), "--request", str(d / "req.json"), "--artifacts", str(store))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("invalid: artifacts/plan-5.json: writer:")
+    assert lines[1] == "invalid: artifacts/plan-6.json: content_hash: sha256:" + "0" * 64 + " does not match the content"
