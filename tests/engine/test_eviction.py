@@ -1,0 +1,208 @@
+"""Eviction rules are actions (seed §5, §7): one test per rule, each failing without it.
+
+The partitions here are small and explicit, so each test states the whole budget it relies on:
+`usable = limit - 2000 - 500 - 500`; an item of `words(n)` costs about 2.3 tokens a word plus its
+fence header (about 100 tokens).
+"""
+
+from __future__ import annotations
+
+import copy
+
+from .builders import excluded_record, item, policy, reasons, request, run, tool_call, tool_result
+from .payloads import call_ids, validate
+
+
+def words(n: int, seed: str = "w") -> str:
+    return " ".join(f"{seed}{i}" for i in range(n))
+
+
+def budget_policy(limit: int, partitions: dict, **transforms) -> dict:
+    pol = copy.deepcopy(policy())
+    pol["budget"]["model_context_limit"] = limit
+    pol["budget"]["partitions"] = partitions
+    pol["transforms"].update(transforms)
+    return pol
+
+
+def model(limit: int) -> dict:
+    return {"provider": "openai", "name": "m", "context_limit": limit}
+
+
+CONTROL = {"minimum": 100, "eviction": "never", "kinds": ["instruction", "goal", "hard_constraints"]}
+STATE = {"minimum": 100, "eviction": "structured_summary", "kinds": ["current_stage", "open_items_summary", "research_plan", "summary"]}
+EVIDENCE = {"minimum": 0, "eviction": "reduce_candidates", "kinds": ["evidence", "official_document"]}
+PAIRS = {"minimum": 0, "eviction": "complete_pair_only", "kinds": ["tool_call", "tool_result"]}
+BACKGROUND = {"maximum": 5000, "eviction": "first", "kinds": ["trace", "memory", "background"]}
+
+
+def partitions(**changes) -> dict:
+    parts = {"control": dict(CONTROL), "state": dict(STATE), "direct_evidence": dict(EVIDENCE), "recent_tool_pairs": dict(PAIRS), "background": dict(BACKGROUND)}
+    for name, change in changes.items():
+        parts[name].update(change)
+    return parts
+
+
+# --------------------------------------------------------------------------- never
+
+
+def test_a_control_item_that_does_not_fit_its_never_partition_blocks_the_assembly():
+    big_rules = item("rules-2", "system_policy", "Extra operating rules. " + words(300, "r"))
+    pol = budget_policy(16000, partitions(control={"maximum": 600}))
+    r = run(request(extra=[big_rules]), pol)
+    m = r.manifest
+    assert m.assembly.status == "blocked" and m.assembly.blocked_reason == "budget_exhausted"
+    assert m.assembly.missing == ["rules-2"]
+    assert any("partition 'control'" in d and "rules-2" in d for d in m.assembly.blocked_detail)
+    assert reasons(r)["rules-2"] == "budget_evicted"  # recorded, and the assembly stops: never silent
+    assert r.serialized_input is None and m.assembly.serialized_model_input_hash is None
+
+
+def test_a_never_partition_with_room_keeps_everything_and_stays_ready():
+    r = run(request(extra=[item("rules-2", "system_policy", "Extra operating rules.")]), budget_policy(16000, partitions(control={"maximum": 600})))
+    assert r.manifest.assembly.status == "ready" and "rules-2" in r.manifest.included_ids()
+
+
+# --------------------------------------------------------------------------- structured_summary
+
+
+def plan(item_id: str, n: int, open_ids: list[str]) -> dict:
+    return item(item_id, "runtime_state", words(n, item_id[-1]), kind="research_plan", open_item_ids=open_ids, relevance=0.3)
+
+
+def test_state_items_over_their_partition_are_replaced_by_the_structured_summary():
+    pol = budget_policy(16000, partitions(state={"maximum": 700}))
+    r = run(request(extra=[plan("plan-a", 300, ["OI-7"])]), pol)
+    m = r.manifest
+    assert m.assembly.status == "ready"
+    rec = excluded_record(r, "plan-a")
+    assert rec.reason == "budget_evicted" and rec.replaced_by == "structured-summary-state"
+    assert "structured-summary-state" in m.included_ids()
+    (t,) = [t for t in m.transforms if t.output_item_id == "structured-summary-state"]
+    assert (t.type, t.transformer_version, t.trigger, t.status) == ("summarize", "ctxeng-structured/1", "over_partition", "applied")
+    assert t.input_item_ids == ["plan-a"]
+    assert set(t.preservation_assertions.values()) <= {"passed", "not_applicable"}
+    assert t.preservation_assertions["open_items"] == "passed"
+    summary = next(i for i in m.included if i.item_id == "structured-summary-state")
+    assert summary.partition == "state" and summary.trust == "derived_context" and summary.zone == "state"
+    assert summary.source_lineage[-1].input_node_ids == ["plan-a"]
+    assert m.budget.partitions["state"].used <= 700
+    (s,) = [s for s in m.summaries if s.item_id == "structured-summary-state"]
+    assert s.decision == "included"
+
+
+def test_the_structured_summary_carries_the_checkpoint_and_names_each_replaced_item():
+    pol = budget_policy(16000, partitions(state={"maximum": 1000}))
+    checkpoint = {
+        "summary_id": "cp-1",
+        "goal": "map how tool calls are paired",
+        "current_stage": "drafting",
+        "open_item_ids": ["OI-1"],
+        "draft_revision": 2,
+        "input_item_ids": ["turn-1"],
+        "input_range": {"start_item_id": "turn-1", "end_item_id": "turn-1"},
+    }
+    plans = [plan("plan-a", 250, ["OI-7"]), plan("plan-b", 250, ["OI-8"])]
+    r = run(request(extra=plans, checkpoint=checkpoint), pol)
+    summary = next(t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state")
+    text = summary.after_excerpt
+    assert "Goal: map how tool calls are paired" in text and "Draft Revision: 2" in text
+    evicted = [i for i in ("plan-a", "plan-b") if reasons(r).get(i) == "budget_evicted"]
+    assert evicted and sorted(summary.input_item_ids) == evicted
+    for item_id in evicted:
+        rec = excluded_record(r, item_id)
+        assert item_id in text and rec.content_hash in text  # fetchable again by identity
+    assert "OI-1" in text and all(f"OI-{7 + k}" in text for k, i in enumerate(("plan-a", "plan-b")) if i in evicted)
+
+
+def test_without_summarize_allowed_over_budget_state_is_only_evicted():
+    pol = budget_policy(16000, partitions(state={"maximum": 700}), allowed=["none", "excerpt"])
+    r = run(request(extra=[plan("plan-a", 300, ["OI-7"])]), pol)
+    rec = excluded_record(r, "plan-a")
+    assert rec.reason == "budget_evicted" and rec.replaced_by is None
+    assert "no structured summary: transforms.allowed has no 'summarize'" in rec.detail
+    assert not [t for t in r.manifest.transforms if t.type == "summarize"]
+
+
+def test_a_trigger_without_over_partition_builds_no_structured_summary():
+    pol = budget_policy(16000, partitions(state={"maximum": 700}), trigger="over_source_limit")
+    r = run(request(extra=[plan("plan-a", 300, ["OI-7"])]), pol)
+    assert excluded_record(r, "plan-a").replaced_by is None
+    assert "leaves out over_partition" in excluded_record(r, "plan-a").detail
+
+
+# --------------------------------------------------------------------------- reduce_candidates
+
+
+def test_evidence_is_dropped_whole_lowest_rank_first():
+    # Pass 1 fills the 300-token minimum with the small, lower-ranked item; the rule then drops it
+    # so the higher-ranked item fits the 1000-token maximum.
+    pol = budget_policy(16000, partitions(direct_evidence={"minimum": 300, "maximum": 1000}))
+    high = item("ev-high", content=words(300, "h"), relevance=0.9)
+    low = item("ev-low", content=words(60, "l"), relevance=0.2)
+    r = run(request(extra=[high, low]), pol)
+    assert "ev-high" in r.manifest.included_ids()
+    assert reasons(r)["ev-low"] == "budget_evicted"
+    assert "eviction rule reduce_candidates" in excluded_record(r, "ev-low").detail
+    assert not r.manifest.transforms  # nothing was shortened to make room
+
+
+def test_evidence_too_big_for_its_partition_is_dropped_whole_never_cut():
+    pol = budget_policy(16000, partitions(direct_evidence={"minimum": 0, "maximum": 400}))
+    r = run(request(extra=[item("ev-big", content=words(400, "b"), relevance=0.9), item("ev-small", content="small", relevance=0.1)]), pol)
+    assert reasons(r)["ev-big"] == "budget_evicted" and "ev-small" in r.manifest.included_ids()
+    assert "b1 b2" not in str(r.serialized_input)
+
+
+# --------------------------------------------------------------------------- complete_pair_only
+
+
+def pair_request(**fields) -> dict:
+    results = [tool_result("r1", "c1", words(80, "a"), relevance=0.9), tool_result("r2", "c2", words(400, "b"), relevance=0.1)]
+    return request(extra=results, tool_calls=[tool_call("c1", "r1"), tool_call("c2", "r2")], **fields)
+
+
+def test_an_evicted_pair_leaves_its_call_answered_by_a_synthetic_result():
+    pol = budget_policy(16000, partitions(recent_tool_pairs={"maximum": 700}))
+    r = run(pair_request(adapter="anthropic_messages"), pol)
+    validate(r.serialized_input, "anthropic_messages")
+    assert call_ids(r.serialized_input) == (["c1", "c2"], ["c1", "c2"])
+    pairs = {p.call_id: p for p in r.manifest.tool_pairs}
+    assert pairs["c2"].decision == "excluded" and pairs["c2"].unresolved_handling == "synthetic_result"
+    assert reasons(r)["r2"] == "budget_evicted"
+    assert r.manifest.budget.partitions["recent_tool_pairs"].used <= 700
+
+
+def test_an_evicted_pair_is_left_out_whole_under_omit_call():
+    pol = budget_policy(16000, partitions(recent_tool_pairs={"maximum": 700}))
+    pol["structure"] = {"unresolved_tool_calls": "omit_call"}
+    r = run(pair_request(), pol)
+    validate(r.serialized_input, "openai_chat")
+    assert call_ids(r.serialized_input) == (["c1"], ["c1"])
+    (c2,) = [p for p in r.manifest.tool_pairs if p.call_id == "c2"]
+    assert c2.decision == "excluded" and c2.unresolved_handling == "omit_call" and c2.serialized_order is None
+
+
+def test_when_not_even_the_synthetic_result_fits_the_call_is_left_out():
+    pol = budget_policy(16000, partitions(recent_tool_pairs={"maximum": 330}))
+    r = run(pair_request(), pol)
+    validate(r.serialized_input, "openai_chat")
+    calls, results = call_ids(r.serialized_input)
+    assert calls == results and "c2" not in calls
+    (c2,) = [p for p in r.manifest.tool_pairs if p.call_id == "c2"]
+    assert c2.unresolved_handling == "omit_call"
+
+
+# --------------------------------------------------------------------------- first
+
+
+def test_background_goes_first_even_when_it_ranks_higher_than_evidence():
+    # Room for one of the two: the background item is more relevant, the evidence still wins.
+    pol = budget_policy(4200, partitions(control={"minimum": 0}, state={"minimum": 0}))
+    pol["resident"]["include"] = []
+    note = item("note", "editable_project_file", words(300, "n"), relevance=1.0)
+    ev = item("ev", content=words(300, "e"), relevance=0.1)
+    r = run(request([item("system", "system_policy", "rules"), note, ev], model=model(4200)), pol)
+    assert "ev" in r.manifest.included_ids()
+    assert reasons(r)["note"] == "budget_evicted"
+    assert "eviction rule first" in excluded_record(r, "note").detail
