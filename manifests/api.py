@@ -261,3 +261,19 @@ class ArtifactListApi(APIView):
             user=request.user, tenant=tenant, **payload.model_dump(exclude={"tenant"})
         )
         return Response(artifact_json(artifact), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
+class RunCloseBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tenant: str | None = Field(default=None, max_length=100, description="defaults to your only tenant with the agent role")
+
+
+class RunCloseApi(APIView):
+    @extend_schema(request=RunCloseBody, responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
+                   summary="Close a run: its task closes, later steps are blocked with a task_closed event")
+    def post(self, request: Request, run_id: str) -> Response:
+        payload = read_model(request, RunCloseBody, what="run") if request.body else RunCloseBody()
+        tenant = selectors.tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
+        run = services.run_close(user=request.user, tenant=tenant, run_id=run_id)
+        return Response({"run_id": run.run_id, "tenant": tenant.slug, "closed_at": run.closed_at,
+                         "html_url": run_html_url(run.run_id)})

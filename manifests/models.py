@@ -63,6 +63,9 @@ class Run(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
     run_id = models.CharField(max_length=200)
     created_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(
+        null=True, blank=True, help_text="closing a run closes its task: later steps see a task_closed event"
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -35,7 +35,21 @@ from django.db.models import F
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from ctxeng.engine import AssemblyRequest, ContextPolicy, InvalidInput, assemble, parse_policy, parse_request
+from ctxeng.engine import (
+    AssemblyRequest,
+    ContextPolicy,
+    InvalidInput,
+    StoredArtifact,
+    assemble,
+    compatibility_errors,
+    parse_policy,
+    parse_request,
+    replaced_revision_events,
+    with_events,
+)
+from ctxeng.engine.lifecycle import named_artifact
+from ctxeng.engine.models import LifecycleEventRecord
+from ctxeng.engine.vocabulary import LifecycleEvent
 from ctxeng.engine.adapters import get_adapter
 from ctxeng.engine.hashing import sha256_json, sha256_text
 from ctxeng.errors import Conflict, Forbidden, NotFound
@@ -83,6 +97,42 @@ def tenant_member_add(
             Membership.objects.get_or_create(user=user, tenant=tenant, role=role)
         token, _ = token_issue(user=user, actor=None, actor_name=actor_name)
     return token
+
+
+def tenant_member_remove(
+    *, tenant: Tenant, user: AbstractBaseUser, actor: AbstractBaseUser | None, role: str | None = None
+) -> int:
+    """Revoke a user's membership (one role, or all). What the user wrote stops re-entering context:
+    later assemblies see a permission_revoked event for their artifacts. Returns rows removed."""
+    from ctxeng.audit.models import AuditAction
+    from ctxeng.audit.services import audit_record
+
+    rows = Membership.objects.filter(tenant=tenant, user=user)
+    if role is not None:
+        rows = rows.filter(role=role)
+    with transaction.atomic():
+        removed, _ = rows.delete()
+        if removed:
+            audit_record(action=AuditAction.MEMBERSHIP_REVOKED, user=actor, tenant=tenant,
+                         subject=user.get_username(), note=f"role {role}" if role else "all roles")
+    return removed
+
+
+def run_close(*, user: AbstractBaseUser, tenant: Tenant, run_id: str) -> Run:
+    """Close a run, and with it its task: later steps of the run assemble with a task_closed event
+    (their resident parts expire, so they are blocked, with the reason in the manifest). Idempotent."""
+    from ctxeng.audit.models import AuditAction
+    from ctxeng.audit.services import audit_record
+
+    with transaction.atomic():
+        run = Run.objects.select_for_update().filter(tenant=tenant, run_id=run_id).first()
+        if run is None:
+            raise NotFound(f"run_id: no run {run_id!r} in tenant {tenant.slug!r}")
+        if run.closed_at is None:
+            run.closed_at = timezone.now()
+            run.save(update_fields=["closed_at"])
+            audit_record(action=AuditAction.RUN_CLOSED, user=user, tenant=tenant, subject=run_id[:200])
+    return run
 
 
 def _token_fingerprint(key: str) -> str:
@@ -162,6 +212,10 @@ def assembly_job_submit(
              f"{revision.revision} ({revision.digest})"],
             what="request",
         )
+    pinned = request.model_copy(update={"policy": request.policy.model_copy(update={"revision": revision.revision})})
+    errors = compatibility_errors(pinned, _parsed_policy(revision.pk, revision.digest))
+    if errors:  # what the policy refuses is a 400 now, never a job that fails later
+        raise InvalidInput(errors, what="request")
     digest = _request_digest(data)
     key = idempotency_key or None
     if key is not None:
@@ -301,25 +355,68 @@ def assembly_job_heartbeat(*, job_id: str | uuid.UUID, attempt: int) -> Iterator
 
 
 def _resolved_request(job: AssemblyJob) -> AssemblyRequest:
-    """The stored request with its policy revision pinned and artifact_refs loaded (same tenant)."""
+    """The stored request with its policy revision pinned."""
     request = parse_request(job.request)
     revision: PolicyRevision = job.policy_revision
-    request = request.model_copy(update={"policy": request.policy.model_copy(update={"revision": revision.revision})})
-    candidates = []
-    changed = False
-    for item in request.candidates:
-        if item.artifact_ref is not None and item.content is None:
-            artifact = artifact_for_ref(
-                tenant=job.tenant, artifact_id=item.artifact_ref.artifact_id, revision=item.artifact_ref.revision
+    return request.model_copy(update={"policy": request.policy.model_copy(update={"revision": revision.revision})})
+
+
+def _artifact_store(tenant: Tenant) -> Callable[[str, int | str | None], StoredArtifact | None]:
+    """The engine's artifact lookup for one job: the job's tenant only, each revision read once."""
+    loaded: dict[tuple[str, str | None], StoredArtifact | None] = {}
+
+    def lookup(artifact_id: str, revision: int | str | None) -> StoredArtifact | None:
+        key = (artifact_id, None if revision is None else str(revision))
+        if key not in loaded:
+            row = artifact_for_ref(tenant=tenant, artifact_id=artifact_id, revision=revision)
+            loaded[key] = None if row is None else StoredArtifact(
+                artifact_id=row.artifact_id, revision=row.revision, kind=row.kind, content=row.content,
+                content_hash=row.content_hash, writer=row.writer, scope=row.scope,
             )
-            # Not found: leave content empty; the engine's structural_integrity gate rejects it.
-            if artifact is not None:
-                item = item.model_copy(update={"content": artifact.content})
-                changed = True
-        candidates.append(item)
-    if changed:
-        request = request.model_copy(update={"candidates": candidates})
-    return request
+        return loaded[key]
+
+    return lookup
+
+
+def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest) -> list[LifecycleEventRecord]:
+    """The lifetime events the service knows of for this job (policy `expiry.on` filters them later):
+
+    - revision_replaced: an item names an artifact revision older than the tenant's newest;
+    - permission_revoked: an item names an artifact whose writing user no longer holds a membership
+      in the tenant (the membership was revoked, so what it wrote is revoked with it);
+    - task_closed: the job's run was closed (`run_close`), which closes the request's task scope.
+    """
+    named = {n for n in (named_artifact(i) for i in request.candidates) if n is not None}
+    ids = sorted({artifact_id for artifact_id, _ in named})
+    events: list[LifecycleEventRecord] = []
+    if ids:
+        rows = list(
+            Artifact.objects.filter(tenant=job.tenant, artifact_id__in=ids)
+            .order_by("created_at", "id")
+            .values_list("artifact_id", "revision", "created_by_id")
+        )
+        revisions: dict[str, list[str]] = {}
+        for artifact_id, revision, _ in rows:
+            revisions.setdefault(artifact_id, []).append(revision)
+        events.extend(replaced_revision_events(request, revisions))
+        writers = {user_id for _, _, user_id in rows if user_id is not None}
+        members = set(Membership.objects.filter(tenant=job.tenant, user_id__in=writers).values_list("user_id", flat=True))
+        revoked = sorted({artifact_id for artifact_id, _, user_id in rows if user_id is not None and user_id not in members})
+        events.extend(
+            LifecycleEventRecord(
+                event=LifecycleEvent.PERMISSION_REVOKED, artifact_id=artifact_id, emitted_by="service",
+                detail="the membership of the user who wrote it was revoked",
+            )
+            for artifact_id in revoked
+        )
+    if job.run.closed_at is not None:
+        events.append(
+            LifecycleEventRecord(
+                event=LifecycleEvent.TASK_CLOSED, scope=request.scope, emitted_by="service",
+                detail=f"run {job.run.run_id} was closed at {job.run.closed_at.isoformat()}",
+            )
+        )
+    return events
 
 
 @functools.lru_cache(maxsize=64)
@@ -339,7 +436,8 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
     try:
         request = _resolved_request(job)
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
-        result = assemble(request, policy)
+        request = with_events(request, policy, lifecycle_events_for(job=job, request=request))
+        result = assemble(request, policy, artifacts=_artifact_store(job.tenant))
     except InvalidInput as exc:
         return _fail(job_id=job.id, attempt=attempt, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - any engine failure ends the job `failed`, recorded

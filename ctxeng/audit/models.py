@@ -22,6 +22,8 @@ class AuditAction(models.TextChoices):
     REVISION_RETIRED = "revision_retired"
     TOKEN_ISSUED = "token_issued"
     TOKEN_REVOKED = "token_revoked"
+    RUN_CLOSED = "run_closed"
+    MEMBERSHIP_REVOKED = "membership_revoked"
 
 
 class AuditEvent(models.Model):

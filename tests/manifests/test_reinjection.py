@@ -1,10 +1,15 @@
-"""Re-injection: a candidate with artifact_ref is loaded by the worker and re-admitted by every gate."""
+"""Re-injection: a candidate with artifact_ref is loaded by the worker from its tenant's artifact
+store and re-admitted by every gate and every `reinjection.require` clause; the service derives the
+lifecycle events its records imply (replaced revision, revoked membership, closed run)."""
 
 from __future__ import annotations
 
 import hashlib
 
 import pytest
+
+from manifests.models import AssemblyJob, Run, Tenant
+from manifests.services import tenant_member_add, tenant_member_remove
 
 PLAN_CONTENT = "Plan r5: compare tool-call pairing across pi and continue."
 
@@ -26,7 +31,7 @@ def reinjected_request(example_request) -> dict:
 
 def store(client, content: str, revision: int = 5, **extra):
     body = {"artifact_id": "plan-42", "revision": revision, "kind": "research_plan", "content": content,
-            "writer": "research-agent/v2", "scope": "tenant-x/project-y/task-42", **extra}
+            "writer": "artifact-store/v1", "scope": "tenant-x/project-y/task-42", **extra}
     return client.post("/api/v1/artifacts/", body, format="json")
 
 
@@ -79,3 +84,89 @@ def test_another_tenants_artifact_is_never_loaded(published_policy, agent_api, o
     store(outsider_api, PLAN_CONTENT)
     job_id = submit(agent_api, reinjected_request).json()["id"]
     assert decision(agent_api, job_id, "plan-42-r5") == ("excluded", "hard_gate_rejected")
+
+
+def manifest_of(client, job_id: str) -> dict:
+    return client.get(f"/api/v1/assemblies/{job_id}/manifest/").json()
+
+
+def excluded_of(client, job_id: str, item_id: str) -> dict:
+    return next(e for e in manifest_of(client, job_id)["excluded"] if e["item_id"] == item_id)
+
+
+def test_each_reinjection_clause_is_recorded_on_the_included_item(published_policy, agent_api, submit, reinjected_request):
+    store(agent_api, PLAN_CONTENT)
+    job_id = submit(agent_api, reinjected_request).json()["id"]
+    plan = next(i for i in manifest_of(agent_api, job_id)["included"] if i["item_id"] == "plan-42-r5")
+    assert plan["reinjection_checks"] == {clause: "passed" for clause in [
+        "object_identity", "writer_and_source", "content_hash_and_revision", "scope_and_permission",
+        "freshness_or_refresh", "trust_label", "trust_role_compatibility", "structural_integrity",
+        "security_classification", "security_policy_compliance", "admission_reason"]}
+
+
+def test_an_artifact_written_by_another_writer_fails_writer_and_source(published_policy, agent_api, submit,
+                                                                       reinjected_request):
+    store(agent_api, PLAN_CONTENT, writer="some-other-tool/v1")
+    job_id = submit(agent_api, reinjected_request).json()["id"]
+    rec = excluded_of(agent_api, job_id, "plan-42-r5")
+    assert rec["reinjection_checks"]["writer_and_source"] == "failed"
+
+
+def test_a_newer_stored_revision_replaces_the_one_an_item_names(published_policy, agent_api, submit, reinjected_request):
+    store(agent_api, PLAN_CONTENT)
+    store(agent_api, "Plan r6: add context7.", revision=6)
+    job_id = submit(agent_api, reinjected_request).json()["id"]
+    rec = excluded_of(agent_api, job_id, "plan-42-r5")
+    assert rec["reason"] == "expired" and "revision_replaced (service) for plan-42@5: revision 6 replaces it" in rec["detail"]
+    events = manifest_of(agent_api, job_id)["lifecycle_events"]
+    assert {"event": "revision_replaced", "artifact_id": "plan-42", "revision": "5"}.items() <= events[0].items()
+
+
+def test_a_revoked_membership_revokes_what_its_user_wrote(published_policy, agent_api, agent_user, submit,
+                                                          reinjected_request, api, django_user_model):
+    tenant_member_add(username="scribe", tenant_slug="tenant-x", roles=["agent"])
+    scribe = django_user_model.objects.get(username="scribe")
+    assert store(api(scribe), PLAN_CONTENT).status_code == 201
+    ready = submit(agent_api, reinjected_request).json()["id"]
+    assert decision(agent_api, ready, "plan-42-r5") == ("included", None)
+
+    assert tenant_member_remove(tenant=Tenant.objects.get(slug="tenant-x"), user=scribe, actor=agent_user) == 1
+    reinjected_request["step_id"] = "step-20"
+    job_id = submit(agent_api, reinjected_request).json()["id"]
+    rec = excluded_of(agent_api, job_id, "plan-42-r5")
+    assert rec["reason"] == "permission_denied" and "permission_revoked (service)" in rec["detail"]
+
+
+def test_closing_a_run_blocks_its_later_steps_with_task_closed(published_policy, agent_api, submit, example_request):
+    first = submit(agent_api, example_request).json()["id"]
+    assert agent_api.get(f"/api/v1/assemblies/{first}/").json()["status"] == "ready"
+    closed = agent_api.post("/api/v1/runs/run-42/close/", {}, format="json")
+    assert closed.status_code == 200 and closed.json()["closed_at"]
+    example_request["step_id"] = "step-20"
+    job_id = submit(agent_api, example_request).json()["id"]
+    assert agent_api.get(f"/api/v1/assemblies/{job_id}/").json()["status"] == "blocked"
+    manifest = manifest_of(agent_api, job_id)
+    assert any("lifecycle event task_closed" in d for d in manifest["assembly"]["blocked_detail"])
+    assert manifest_of(agent_api, first)["assembly"]["status"] == "ready"  # sealed manifests never change
+
+
+def test_closing_an_unknown_run_is_404_and_another_tenants_run_is_not_closable(published_policy, agent_api,
+                                                                                outsider_api, submit, example_request):
+    assert agent_api.post("/api/v1/runs/no-such-run/close/", {}, format="json").status_code == 404
+    submit(agent_api, example_request)
+    assert outsider_api.post("/api/v1/runs/run-42/close/", {}, format="json").status_code == 404
+    assert Run.objects.get(run_id="run-42").closed_at is None
+
+
+def test_a_request_the_policy_refuses_is_a_400_at_submit_and_stores_no_job(published_policy, agent_api, submit,
+                                                                           example_request):
+    example_request["lifecycle_events"] = [{"event": "sunset", "item_id": "task-goal"}]
+    response = submit(agent_api, example_request)
+    assert response.status_code == 400 and response.json()["errors"][0].startswith("lifecycle_events[0].event: unknown value 'sunset'")
+    example_request["lifecycle_events"] = []
+    example_request["principal"]["id"] = "someone-else/v1"
+    response = submit(agent_api, example_request)
+    assert response.status_code == 400
+    assert response.json()["errors"] == ["principal.id: policy source-research/3 applies to principal 'research-agent/v2', not 'someone-else/v1'"]
+    assert not AssemblyJob.objects.exists()
+
