@@ -43,8 +43,6 @@ def _parse(body: Any, *, policy_id: str | None = None, revision: int | None = No
             [f"body.policy.revision: {policy.policy.revision} does not match the revision in the URL {revision}"],
             what="policy",
         )
-    if policy.policy.digest is not None and policy.policy.digest != policy_digest(policy):
-        raise InvalidInput([f"body.policy.digest: does not match the body ({policy_digest(policy)})"], what="policy")
     return policy
 
 

@@ -28,9 +28,13 @@ def parse_request(data: dict[str, Any] | str | bytes) -> AssemblyRequest:
 
 
 def parse_policy(data: dict[str, Any] | str | bytes) -> ContextPolicy:
+    """A validated policy; a declared `policy.digest` must be the body's own digest."""
     if isinstance(data, (str, bytes)):
         data = load_yaml_text(data, what="policy")
-    return validate(ContextPolicy, data, what="policy")
+    policy = validate(ContextPolicy, data, what="policy")
+    if policy.policy.digest is not None and policy.policy.digest != policy_digest(policy):
+        raise InvalidInput([f"policy.digest: {policy.policy.digest} does not match the body ({policy_digest(policy)})"], what="policy")
+    return policy
 
 
 def policy_body(policy: ContextPolicy) -> dict[str, Any]:

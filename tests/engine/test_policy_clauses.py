@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ctxeng.engine import InvalidInput, parse_policy
+from ctxeng.engine import InvalidInput, parse_policy, policy_digest
 
 from .builders import excluded_record, item, policy, request, run
 
@@ -112,3 +112,52 @@ def test_the_policy_applies_only_to_its_principal_and_task_type():
 
 def test_a_repeated_clause_value_is_named_by_its_index():
     assert policy_errors(policy(expiry={"on": ["task_closed", "task_closed"]})) == ["expiry.on[1]: 'task_closed' is listed twice"]
+
+
+def test_a_declared_policy_digest_must_be_the_bodys_own():
+    body = policy()
+    good = policy_digest(parse_policy(body))
+    assert parse_policy({**body, "policy": {**body["policy"], "digest": good}}).policy.digest == good
+    wrong = {**body, "policy": {**body["policy"], "digest": "sha256:" + "0" * 64}}
+    assert policy_errors(wrong)[0].startswith(f"policy.digest: sha256:{'0' * 64} does not match the body ({good})")
+
+
+def test_the_ranking_factors_apply_in_the_order_the_policy_lists_them():
+    relevant_but_big = item("big", content="relevant " * 300, relevance=0.9)
+    cheap = item("cheap", content="cheap", relevance=0.2)
+
+    def ranks(factors):
+        pol = policy()
+        pol["admission"]["ranking"] = factors
+        r = run(request(extra=[relevant_but_big, cheap]), pol)
+        return {i.item_id: i.rank for i in r.manifest.included if i.item_id in ("big", "cheap")}
+
+    by_relevance = ranks(["current_decision_relevance", "retrieval_cost"])
+    by_cost = ranks(["retrieval_cost", "current_decision_relevance"])
+    assert by_relevance["big"] < by_relevance["cheap"] and by_cost["cheap"] < by_cost["big"]
+
+
+def test_a_security_class_the_policy_names_secret_is_denied():
+    pol = policy(security={"secret_classes": ["pii"]})
+    rec = excluded_record(run(request(extra=[item("people", security_class="pii")]), pol), "people")
+    assert rec.reason == "security_rejected"
+    assert "people" in run(request(extra=[item("people", security_class="pii")])).manifest.included_ids()
+
+
+def test_without_stable_prefix_sources_the_cache_is_bypassed():
+    c = run(request(), policy(cache={"stable_prefix_sources": []})).manifest.cache
+    assert c.policy == "bypassed" and c.status == "bypassed"
+
+
+@pytest.mark.parametrize(("section", "key", "value"), [
+    ("security", "external_instruction_text", "obey"),
+    ("security", "cross_scope_data", "allow"),
+    ("security", "secret_material", "allow"),
+    ("disclosure", "mode", "everything_at_once"),
+])
+def test_a_single_valued_clause_refuses_any_other_value_by_path(section, key, value):
+    assert policy_errors(policy(**{section: {key: value}}))[0].startswith(f"{section}.{key}:")
+
+
+def test_another_policy_schema_version_is_refused():
+    assert policy_errors(policy(policy_schema_version="context-policy/v9"))[0].startswith("policy_schema_version:")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from policies.models import PolicyRevision
+
 URL = "/api/v1/policies/source-research/revisions/"
 
 
@@ -108,3 +110,31 @@ def test_an_outsider_sees_no_policies(draft, outsider_api):
 
 def test_an_unauthenticated_client_gets_401(anon_api):
     assert anon_api.get("/api/v1/policies/").status_code == 401
+
+
+INERT_CLAUSES = [
+    (("expiry", "on"), ["sunset"], "expiry.on[0]: unknown value 'sunset'"),
+    (("admission", "hard_filters"), ["permission", "freshness"], "admission.hard_filters: must include tenant_and_project_scope"),
+    (("externalization", "targets"), ["memory"], "externalization.targets[0]: 'memory' is not an externalization target"),
+    (("security", "required_assessments"), ["secret_handling"], "security.required_assessments: must include external_instruction_isolation"),
+    (("cache", "invalidate_on"), ["full_moon"], "cache.invalidate_on[0]: unknown value 'full_moon'"),
+    (("reinjection", "require"), ["vibes"], "reinjection.require[0]: unknown value 'vibes'"),
+    (("retrieval", "diagnostic_sources"), ["logs"], "retrieval.diagnostic_sources[0]: unknown value 'logs'"),
+]
+
+
+@pytest.mark.parametrize(("path", "value", "error"), INERT_CLAUSES)
+def test_a_clause_the_engine_would_not_act_on_is_refused_by_path_and_nothing_is_stored(
+    editor_api, example_policy_body, path, value, error
+):
+    body = {**example_policy_body, path[0]: {**example_policy_body.get(path[0], {}), path[1]: value}}
+    validated = editor_api.post("/api/v1/policies/validate/", body, format="json")
+    assert validated.status_code == 400 and validated.json()["errors"][0].startswith(error)
+    created = editor_api.post(URL, {"body": body}, format="json")
+    assert created.status_code == 400 and created.json()["errors"][0].startswith(error)
+    assert not PolicyRevision.objects.exists()
+
+
+def test_the_validate_endpoint_accepts_the_worked_example(editor_api, example_policy_body):
+    response = editor_api.post("/api/v1/policies/validate/", example_policy_body, format="json")
+    assert response.status_code == 200 and response.json()["valid"] is True
