@@ -82,7 +82,7 @@ def budget_record(asm: Assembly, included: list[Candidate], usable: int, limit: 
 
 
 def _candidate_record(c: Candidate) -> CandidateRecord:
-    i = c.item
+    i = c.received or c.item  # the candidate as received, before any source-limit reduction
     return CandidateRecord(
         item_id=i.item_id,
         kind=i.kind,

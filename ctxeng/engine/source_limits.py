@@ -71,7 +71,7 @@ P, F, NA = AssertionResult.PASSED, AssertionResult.FAILED, AssertionResult.NOT_A
 _STOPWORDS = frozenset(
     "the and for with that this from into what which when where how does each their there they them "
     "then than have has had are was were will would should could must only also about over under "
-    "write find check confirm verify keep every across".split()
+    "write find check confirm verify keep every across before after while being".split()
 )
 
 
@@ -149,6 +149,14 @@ def _ref_label(cand: Candidate) -> str:
 
 
 def failures_plus_artifact_ref(cand: Candidate):
+    out, ref = reduce_log(cand)
+    failures = read_failures(cand.content)
+    objective = f"keep_failures_and_artifact_ref ({failures.format or 'unrecognised'} format, {failures.count} failures)"
+    return out, ref, check_log(cand, out, ref), objective
+
+
+def reduce_log(cand: Candidate) -> tuple[str, dict]:
+    """The reducer: failure lines (by `FAILURE_LINE`), the artifact ref and the full log's digest."""
     content = cand.content
     lines = content.splitlines()
     keep: set[int] = set()
@@ -170,16 +178,19 @@ def failures_plus_artifact_ref(cand: Candidate):
     )
     ref = dict(cand.item.source_ref)
     ref["lines"] = compress_numbers([i + 1 for i in kept]) if kept else "none"
+    return out, ref
 
-    # The checks: facts read from the input and the output, not from `kept`.
-    failures = read_failures(content)
-    assertions = {
+
+def check_log(cand: Candidate, out: str, ref: dict) -> dict[str, AssertionResult]:
+    """Facts read from the input log (by its own format), the output and the narrowed ref."""
+    failures = read_failures(cand.content)
+    artifact = _artifact_id(cand)
+    return {
         "log_format_recognised": P if failures.format is not None else F,
         "failure_lines_kept": NA if failures.format is None else (P if all_kept_in_order(failures.needles, out) else F),
         "artifact_ref_present": P if artifact and f"artifact_ref: {artifact}" in out else F,
-        "line_range_matches": _line_numbers_match(lines, ref["lines"], out),
+        "line_range_matches": _line_numbers_match(cand.content.splitlines(), str(ref.get("lines")), out),
     }
-    return out, ref, assertions, f"keep_failures_and_artifact_ref ({failures.format or 'unrecognised'} format, {failures.count} failures)"
 
 
 def _line_numbers_match(lines: list[str], spec: str, out: str) -> AssertionResult:
@@ -202,6 +213,12 @@ def _declared_range(cand: Candidate, n_lines: int) -> tuple[int, int]:
 
 
 def excerpt_with_line_range(asm: Assembly, cand: Candidate, max_tokens: int):
+    out, ref = reduce_code(asm, cand, max_tokens)
+    return out, ref, check_code(cand, out, ref), "keep_decision_relevant_lines_with_line_range"
+
+
+def reduce_code(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[str, dict]:
+    """The reducer: the contiguous run of lines within budget with the most decision-term hits."""
     content = cand.content
     lines = content.splitlines()
     first, _last = _declared_range(cand, len(lines))
@@ -230,12 +247,17 @@ def excerpt_with_line_range(asm: Assembly, cand: Candidate, max_tokens: int):
         f"[excerpt at source: lines {kept} of {cand.item.source_ref.get('lines', f'1-{len(lines)}')} "
         f"({b - a} of {len(lines)} lines); full content {cand.item.content_hash}]\n{body}"
     )
-    assertions = {
+    return out, ref
+
+
+def check_code(cand: Candidate, out: str, ref: dict) -> dict[str, AssertionResult]:
+    """Facts: the delivered body is non-empty and is exactly the input's lines the narrowed ref names."""
+    body = out.split("\n", 1)[1] if "\n" in out else ""
+    return {
         "non_empty": P if body.strip() else F,
         "hash_present": P if cand.item.content_hash in out else F,
-        "line_range_matches": _range_matches(cand, lines, kept, body),
+        "line_range_matches": _range_matches(cand, cand.content.splitlines(), str(ref.get("lines")), body),
     }
-    return out, ref, assertions, "keep_decision_relevant_lines_with_line_range"
 
 
 def _range_matches(cand: Candidate, lines: list[str], kept: str, body: str) -> AssertionResult:
@@ -257,7 +279,9 @@ def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, max_tokens: int)
     sections = content.split("\n\n")
     terms = decision_terms(asm, cand)
     budget = max(1, max_tokens - 60)
-    scored = sorted(range(len(sections)), key=lambda i: (-_hits(sections[i], terms), i))
+    # Sections that match the decision, best first; only when none matches, the leading ones.
+    matching = [i for i in range(len(sections)) if _hits(sections[i], terms)]
+    scored = sorted(matching, key=lambda i: (-_hits(sections[i], terms), i)) if matching else list(range(len(sections)))
     chosen: list[int] = []
     used = 0
     for i in scored:
