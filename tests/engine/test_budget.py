@@ -162,3 +162,19 @@ def test_an_oversized_web_document_keeps_its_relevant_sections_and_its_hash():
     assert record.token_estimate_after < record.token_estimate_before / 2
     rec = next(i for i in r.manifest.included if i.item_id == "doc")
     assert rec.source_ref["sections"] == "14"  # the section about pairing, not the leading ones
+
+
+def test_an_items_kind_decides_its_partition_and_an_unlisted_kind_goes_to_the_partition_evicted_first():
+    r = run(request(extra=[item("ev"), item("odd", "editable_project_file", "a note", kind="widget")]))
+    parts = {i.item_id: i.partition for i in r.manifest.included}
+    assert parts["ev"] == "direct_evidence" and parts["stage"] == "state" and parts["goal"] == "control"
+    assert parts["odd"] == "background"
+
+
+def test_a_required_partition_left_empty_blocks_the_assembly():
+    pol = copy.deepcopy(policy())
+    pol["budget"]["partitions"]["direct_evidence"]["required"] = True
+    m = run(request(), pol).manifest
+    assert m.assembly.status == "blocked" and m.assembly.blocked_reason == "required_partition_missing"
+    assert m.assembly.missing == ["direct_evidence"]
+    assert run(request(extra=[item("ev")]), pol).manifest.assembly.status == "ready"
