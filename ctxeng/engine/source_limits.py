@@ -275,8 +275,13 @@ def _range_matches(cand: Candidate, lines: list[str], kept: str, body: str) -> A
 
 
 def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, max_tokens: int):
-    content = cand.content
-    sections = content.split("\n\n")
+    out, ref = reduce_sections(asm, cand, max_tokens)
+    return out, ref, check_sections(asm, cand, out, ref), "keep_decision_relevant_sections_and_hash"
+
+
+def reduce_sections(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[str, dict]:
+    """The reducer: the sections that match the decision, best first, in document order."""
+    sections = cand.content.split("\n\n")
     terms = decision_terms(asm, cand)
     budget = max(1, max_tokens - 60)
     # Sections that match the decision, best first; only when none matches, the leading ones.
@@ -294,23 +299,26 @@ def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, max_tokens: int)
     spec = compress_numbers([i + 1 for i in chosen]) if chosen else "none"
     ref = dict(cand.item.source_ref)
     ref["sections"] = spec
-    out = (
-        f"[relevant sections at source: {spec} of {len(sections)}; full content {cand.item.content_hash}]\n{body}"
-    )
-    # Checks: re-split the input and compare; relevance recomputed per kept section.
-    again = content.split("\n\n")
-    claimed = expand_numbers(spec) if spec != "none" else []
-    verbatim = bool(claimed) and all(1 <= n <= len(again) for n in claimed) and "\n\n".join(again[n - 1] for n in claimed) == body
-    any_relevant = any(_hits(s, terms) for s in again)
-    assertions = {
+    return f"[relevant sections at source: {spec} of {len(sections)}; full content {cand.item.content_hash}]\n{body}", ref
+
+
+def check_sections(asm: Assembly, cand: Candidate, out: str, ref: dict) -> dict[str, AssertionResult]:
+    """Facts: the body is exactly the input's sections the narrowed ref names, each one relevant."""
+    body = out.split("\n", 1)[1] if "\n" in out else ""
+    sections = cand.content.split("\n\n")
+    spec = str(ref.get("sections"))
+    claimed = (expand_numbers(spec) or []) if spec != "none" else []
+    in_range = all(1 <= n <= len(sections) for n in claimed)
+    verbatim = bool(claimed) and in_range and "\n\n".join(sections[n - 1] for n in claimed) == body
+    terms = decision_terms(asm, cand)
+    any_relevant = any(_hits(s, terms) for s in sections)
+    relevant = bool(claimed) and in_range and all(_hits(sections[n - 1], terms) for n in claimed)
+    return {
         "non_empty": P if body.strip() else F,
         "hash_present": P if cand.item.content_hash in out else F,
         "sections_match_source": P if verbatim else F,
-        "sections_relevant": NA
-        if not any_relevant
-        else (P if claimed and all(_hits(again[n - 1], terms) for n in claimed if 1 <= n <= len(again)) else F),
+        "sections_relevant": NA if not any_relevant else (P if relevant else F),
     }
-    return out, ref, assertions, "keep_decision_relevant_sections_and_hash"
 
 
 # --------------------------------------------------------------------------- the stage

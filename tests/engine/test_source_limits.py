@@ -402,3 +402,97 @@ def test_code_excerpt_assertions_pass_only_when_their_facts_hold(code_item, max_
     assert body == "\n".join(lines[first - start : last - start + 1])
     assert a["non_empty"] == "passed" and body.strip()
     assert a["hash_present"] == "passed" and sha(text) in delivered(r, "ev")
+
+
+def shifted(reducer, by: int):
+    """A faulty code reducer: claims a line range `by` lines off from the lines it kept."""
+
+    def reduce(asm, cand, max_tokens):
+        out, ref = reducer(asm, cand, max_tokens)
+        if ref.get("lines", "none") != "none":
+            a, b = (int(x) for x in ref["lines"].split("-"))
+            ref = {**ref, "lines": f"{a + by}-{b + by}"}
+        return out, ref
+
+    return reduce
+
+
+@PROP
+@given(code_items(), st.integers(40, 300), st.sampled_from([None, -1, 1]))
+def test_a_code_range_that_is_off_by_any_line_is_never_passed(code_item, max_tokens, shift):
+    lines, start, declared_len = code_item
+    ref = {"repo": "pi", "commit": "c0ffee", "path": "a.ts", "lines": f"{start}-{start + declared_len - 1}"}
+    original = source_limits.reduce_code
+    if shift is not None:
+        source_limits.reduce_code = shifted(original, shift)
+    try:
+        r = run(request(extra=[item("ev", content="\n".join(lines), source_ref=ref, claim="pair call id")]), code_policy(max_tokens))
+    finally:
+        source_limits.reduce_code = original
+    recs = [t for t in r.manifest.transforms if t.output_item_id == "ev"]
+    if not recs or recs[0].status != "applied":
+        return
+    inc = next(i for i in r.manifest.included if i.item_id == "ev")
+    first, last = (int(x) for x in inc.source_ref["lines"].split("-"))
+    body = delivered(r, "ev").split("\n", 1)[1]
+    assert first - start >= 0 and body == "\n".join(lines[first - start : last - start + 1])
+
+
+CLAIM_TERMS = ("tool", "pairing", "rules")  # the words of the claim below, written by hand
+
+
+@st.composite
+def documents(draw):
+    vocabulary = ["alpha", "beta", "gamma", "delta", "pairing", "tool", "cache"]
+    sections = [
+        " ".join(draw(st.lists(st.sampled_from(vocabulary), min_size=1, max_size=30)))
+        for _ in range(draw(st.integers(1, 25)))
+    ]
+    return sections
+
+
+def tampered(reducer, how: str):
+    """Faulty web reducers: one delivers a section that is not in the input, one an irrelevant one."""
+
+    def reduce(asm, cand, max_tokens):
+        out, ref = reducer(asm, cand, max_tokens)
+        head, _, body = out.partition("\n")
+        if how == "edit" and body:
+            body = body.replace("a", "o", 1)
+        if how == "irrelevant":
+            sections = cand.content.split("\n\n")
+            extra = next((i for i, s in enumerate(sections) if not any(t in s for t in CLAIM_TERMS)), None)
+            if extra is not None and ref["sections"] != "none":
+                kept = sorted({*source_limits.expand_numbers(ref["sections"]), extra + 1})
+                ref = {**ref, "sections": source_limits.compress_numbers(kept)}
+                body = "\n\n".join(sections[n - 1] for n in kept)
+        return f"{head}\n{body}", ref
+
+    return reduce
+
+
+@PROP
+@given(documents(), st.integers(60, 400), st.sampled_from([None, "edit", "irrelevant"]))
+def test_web_section_assertions_are_never_passed_over_a_false_fact(sections, max_tokens, fault):
+    doc = item("doc", "official_document", "\n\n".join(sections), claim="tool pairing rules")
+    original = source_limits.reduce_sections
+    if fault is not None:
+        source_limits.reduce_sections = tampered(original, fault)
+    try:
+        r = run(request(extra=[doc]), web_policy(max_tokens))
+    finally:
+        source_limits.reduce_sections = original
+    recs = [t for t in r.manifest.transforms if t.output_item_id == "doc"]
+    if not recs:
+        return
+    (rec,) = recs
+    if rec.status != "applied":
+        assert reasons(r)["doc"] == "transform_blocked"
+        return
+    inc = next(i for i in r.manifest.included if i.item_id == "doc")
+    kept = source_limits.expand_numbers(inc.source_ref["sections"])
+    body = delivered(r, "doc").split("\n", 1)[1]
+    assert body.strip()  # non_empty
+    assert body == "\n\n".join(sections[n - 1] for n in kept)  # sections_match_source
+    if any(any(t in s for t in CLAIM_TERMS) for s in sections):
+        assert all(any(t in sections[n - 1] for t in CLAIM_TERMS) for n in kept)  # sections_relevant
