@@ -389,12 +389,18 @@ def _externalization_problem(asm: Assembly, cand: Candidate) -> str | None:
 
 
 _SECRET_PATTERNS = re.compile(
-    r"(sk-(?:live|proj|test)?-?[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|-----BEGIN [A-Z ]*PRIVATE KEY-----|ghp_[A-Za-z0-9]{36}|xox[baprs]-[A-Za-z0-9-]{10,})"
+    # A PEM private key matches as the whole block (to its END line, or the end of the text), so a
+    # redaction removes the key material, not just its first line.
+    r"(sk-(?:live|proj|test)?-?[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"
+    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*\Z)"
+    r"|ghp_[A-Za-z0-9]{36}|xox[baprs]-[A-Za-z0-9-]{10,})",
+    re.S,
 )
 # Every match starts with one of these literals; a substring test is ~10x faster than the regex
 # scan over megabytes of clean content, so the regex runs only where one occurs.
 _SECRET_PREFIXES = ("sk-", "AKIA", "-----BEGIN ", "ghp_", "xox")
 REDACTION = "[ctxeng:redacted credential]"
+_SECRET_BODY = re.compile(r"[A-Za-z0-9]{16,}")
 REDACTOR = "ctxeng-redact/1"
 
 
@@ -464,10 +470,14 @@ def _redact(asm: Assembly, cand: Candidate) -> bool:
     before = cand.content
     spans = [m.span() for m in _SECRET_PATTERNS.finditer(before)]
     out = _SECRET_PATTERNS.sub(REDACTION, before)
-    # Independent of the substitution: rescan the output, and rebuild the kept text from the spans.
+    # Checked from facts the substitution did not produce: the secret *bodies* (the long
+    # alphanumeric runs inside each match) must occur nowhere in the output, so a credential that
+    # also appears in a form the patterns miss (without its prefix, say) fails the redaction; and
+    # the kept text is rebuilt from the matched spans.
     kept = "".join(before[a:b] for a, b in zip([0] + [e for _, e in spans], [s for s, _ in spans] + [len(before)], strict=True))
+    bodies = {body for a, b in spans for body in _SECRET_BODY.findall(before[a:b])}
     assertions = {
-        "no_credential_left": AssertionResult.FAILED if _find_secret(out) else AssertionResult.PASSED,
+        "no_credential_left": AssertionResult.FAILED if any(body in out for body in bodies) else AssertionResult.PASSED,
         "other_text_kept": AssertionResult.PASSED if out.replace(REDACTION, "") == kept and out.count(REDACTION) == len(spans) else AssertionResult.FAILED,
     }
     failed = [k for k, v in assertions.items() if v == AssertionResult.FAILED]

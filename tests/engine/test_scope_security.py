@@ -103,3 +103,23 @@ def test_a_secret_security_class_is_denied_even_under_deny_or_redact():
     rec = excluded_record(r, "env")
     assert rec.reason == "security_rejected" and rec.security_assessment["secret_handling"] == "failed"
 
+
+
+def test_a_credential_that_also_appears_without_its_prefix_fails_the_redaction():
+    body = "A1b2C3d4E5f6G7h8I9j0K1l2"
+    text = f"OPENAI_API_KEY=sk-live-{body}\n# same key, pasted bare: {body}"
+    r = run(request(extra=[item("cfg", "editable_project_file", text)]))
+    rec = excluded_record(r, "cfg")
+    assert rec.reason == "security_rejected" and rec.security_assessment["secret_handling"] == "failed"
+    transform = next(t for t in r.manifest.transforms if t.output_item_id == "cfg")
+    assert transform.status == "blocked" and transform.preservation_assertions["no_credential_left"] == "failed"
+    assert body not in str(r.manifest.model_dump())
+
+
+def test_a_private_key_is_redacted_with_its_key_material():
+    material = "MIIEowIBAAKCAQEAx3k9Qm8vL2pY7wq1Zr5tN0aBcDeFgHiJkLmNoPqRsTuVwXyZ"
+    pem = f"-----BEGIN RSA PRIVATE KEY-----\n{material}\n-----END RSA PRIVATE KEY-----"
+    r = run(request(extra=[item("cfg", "editable_project_file", f"deploy key:\n{pem}\nend of notes")]))
+    assert "cfg" in r.manifest.included_ids()
+    payload = str(r.serialized_input)
+    assert material not in payload and "end of notes" in payload and "deploy key:" in payload
