@@ -347,6 +347,12 @@ def _unique(values) -> list:
     return out
 
 
+def latest_draft(items: list[Candidate]):
+    """The newest article_draft revision among `items` (numbers compare as numbers), or None."""
+    revisions = [c.item.revision for c in items if c.item.kind == "article_draft" and c.item.revision is not None]
+    return max(revisions, key=lambda r: (isinstance(r, str), r if isinstance(r, int) else str(r)), default=None)
+
+
 def _evicted_facts(asm: Assembly, evicted: list[Candidate]) -> dict:
     """What the summary must carry, read from the evicted items, the checkpoint and the runtime."""
     cp = asm.request.checkpoint
@@ -356,7 +362,7 @@ def _evicted_facts(asm: Assembly, evicted: list[Candidate]) -> dict:
     )
     draft = cp.draft_revision if cp is not None and cp.draft_revision is not None else None
     if draft is None:
-        draft = next((c.item.revision for c in evicted if c.item.kind == "article_draft" and c.item.revision is not None), None)
+        draft = latest_draft(evicted)
     if draft is None and state is not None:
         draft = state.article_draft_revision
     artifacts = _unique(
@@ -488,7 +494,7 @@ def check_structured_summary(asm: Assembly, text: str, evicted: list[Candidate],
     open_line = next((ln for ln in text.splitlines() if ln.startswith("Open Items:")), "")
     draft_line = next((ln for ln in text.splitlines() if ln.startswith("Draft Revision:")), "")
     want_open = _unique([i for c in evicted for i in (c.item.open_item_ids or [])])
-    drafts = [c.item.revision for c in evicted if c.item.kind == "article_draft" and c.item.revision is not None]
+    newest = latest_draft(evicted)
     artifacts = [str(c.item.source_ref["artifact_id"]) for c in evicted if c.item.source_ref.get("artifact_id")]
     results = {
         "input_items": P if ids and all(c.item_id in text for c in evicted) else F,
@@ -496,7 +502,7 @@ def check_structured_summary(asm: Assembly, text: str, evicted: list[Candidate],
         "goal": P if re.search(_SECTIONS[PreserveKey.GOAL], text, re.I | re.M) else F,
         "current_stage": P if re.search(_SECTIONS[PreserveKey.CURRENT_STAGE], text, re.I | re.M) else F,
         "open_items": NA if not want_open else (P if all(re.search(rf"\b{re.escape(i)}\b", open_line) for i in want_open) else F),
-        "article_draft_revision": NA if not drafts else (P if all(f"Draft Revision: {d}" == draft_line.strip() for d in drafts[:1]) else F),
+        "article_draft_revision": NA if newest is None else (P if draft_line.strip() == f"Draft Revision: {newest}" else F),
         "artifact_refs": NA if not artifacts else (P if all(a in text for a in artifacts) else F),
         "unresolved_tool_calls": NA if not facts["unresolved"] else (P if all(c in text for c in facts["unresolved"]) else F),
         "trust_not_raised": P
