@@ -24,20 +24,28 @@ partition's unused minimum intact. Then each partition's eviction rule acts on w
   unresolved call (policy `structure.unresolved_tool_calls`): it stays, answered by a short
   synthetic result saying the result was evicted, when that fits; otherwise it is left out. No
   call is ever serialized without a result.
-- `structured_summary`: state items that do not fit are replaced by the deterministic structured
-  checkpoint summary built from them and `request.checkpoint` (`transforms.structured_summary`),
-  when `summarize` is allowed and the trigger covers `over_partition`, and the summary fits.
-  The evicted items record `replaced_by`.
-- `first`: grows last, so it holds only what every other partition left.
+- `structured_summary`: a state item that does not fit is first decision-compressed (its
+  `Decision:`/`Reason:`/`Source:` lines, when `decision_compress` is allowed) if that fits; the
+  rest are replaced by the deterministic structured checkpoint summary built from them and
+  `request.checkpoint` (`transforms.structured_summary`), when `summarize` is allowed, and the
+  summary fits. The evicted items record `replaced_by`.
+- `first`: grows last, so it holds only what every other partition left; an item that does not
+  fit is truncated to its newest whole turns when `truncate_item` is allowed, else evicted.
+
+Each of these transforms runs only when `transforms.allowed` lists it and `transforms.trigger`
+covers `over_partition`; its TransformRecord records `trigger: over_partition`.
 
 The budget never admits an item the gates excluded: it only sees the living candidates.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from . import transforms
+from .hashing import sha256_text
+from .source_limits import header_tokens, record_transform
 from .structure import synthetic_result_text
 from .vocabulary import (
     BlockedReason,
@@ -159,6 +167,9 @@ class _Budget:
         self.alloc.used[name] += tokens
         self.alloc.total += tokens
 
+    def room(self, name: str) -> int:
+        return min(self.cap(name) - self.alloc.used[name], self.alloc.usable - self.reserved_for_others(name) - self.alloc.total)
+
     def give_back(self, name: str, tokens: int) -> None:
         self.alloc.used[name] -= tokens
         self.alloc.total -= tokens
@@ -230,6 +241,14 @@ def allocate(asm: Assembly) -> Allocation:
                 )
                 _evict(asm, unit, f"{why}; {rule}: the assembly is blocked rather than evict it")
             continue
+        if part.eviction in (Eviction.STRUCTURED_SUMMARY, Eviction.FIRST):
+            # State may first be decision-compressed, background truncated to its newest turns.
+            ttype = TransformType.DECISION_COMPRESS if part.eviction == Eviction.STRUCTURED_SUMMARY else TransformType.TRUNCATE_ITEM
+            if asm.policy.transforms.runs(ttype, TransformTrigger.OVER_PARTITION):
+                for unit in left:
+                    if unit.item is not None:
+                        _shorten(asm, budget, name, unit, ttype)
+                left = [u for u in left if not u.admitted and (u.item is None or u.item.alive)]
         if part.eviction == Eviction.STRUCTURED_SUMMARY and left:
             _replace_by_structured_summary(asm, budget, name, left, rule)
             continue
@@ -262,6 +281,34 @@ def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> 
                 budget.give_back(name, victim.tokens)
             unit.admitted = True
             budget.take(name, unit.tokens)
+
+
+def _shorten(asm: Assembly, budget: _Budget, name: str, unit: Unit, ttype: TransformType) -> None:
+    """Admit an item that did not fit in a shorter, checked form, when that form fits."""
+    cand = unit.item
+    assert cand is not None
+    if ttype == TransformType.TRUNCATE_ITEM:
+        made = transforms.truncate_turns(asm, cand, budget.room(name))
+    else:
+        made = transforms.decision_compress(cand)
+    if made is None:
+        return
+    out, ref = made
+    shorter = cand.item.model_copy(update={"content": out, "content_hash": sha256_text(out), "source_ref": ref})
+    tokens = asm.tokenizer.count(out) + header_tokens(asm, dataclasses.replace(cand, item=shorter, content=out))
+    if not budget.fits(name, tokens):
+        return
+    if ttype == TransformType.TRUNCATE_ITEM:
+        assertions = transforms.check_truncation(cand, out, ref)
+        objective, version = "keep_the_newest_whole_turns", transforms.TRUNCATE_TRANSFORMER
+    else:
+        assertions = transforms.check_decision_compression(cand, out)
+        objective, version = "keep_decisions_reasons_and_source_refs", transforms.COMPRESS_TRANSFORMER
+    record_transform(asm, cand, out, assertions, ttype, objective, version, narrowed_ref=ref, trigger=TransformTrigger.OVER_PARTITION.value, stage="budget")
+    if cand.alive:
+        unit.admitted = True
+        unit.tokens = cand.tokens
+        budget.take(name, cand.tokens)
 
 
 def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, left: list[Unit], rule: str) -> None:

@@ -381,16 +381,18 @@ def apply_source_limits(asm: Assembly) -> None:
         )
 
 
-def record_transform(asm, cand, out, assertions, ttype, objective, transformer, *, narrowed_ref=None, trigger=None) -> None:
+def record_transform(asm, cand, out, assertions, ttype, objective, transformer, *, narrowed_ref=None, trigger=None, stage="source_limits") -> None:
     """Replace a candidate by its checked reduction (a derived item) and write its TransformRecord."""
     before_tokens = cand.tokens
+    before = cand.item  # the input of this transform (an earlier transform's output, if one ran)
+    before_text = cand.content
     failed = [name for name, result in assertions.items() if result == AssertionResult.FAILED]
     record_id = f"transform-{cand.item_id}-{ttype.value}"
     trust = cand.trust.value if cand.trust else "unlabelled"
     out_digest = None if failed else sha256_text(out)
     after_tokens = None
     if not failed:
-        received = cand.item
+        received = before
         lineage = list(received.source_lineage)
         if not lineage:
             lineage.append(LineageNode(node_id=f"{cand.item_id}@received", type=received.source_type, digest=received.content_hash))
@@ -404,7 +406,7 @@ def record_transform(asm, cand, out, assertions, ttype, objective, transformer, 
                 transform_record_id=record_id,
             )
         )
-        cand.received = received
+        cand.received = cand.received or received
         cand.item = received.model_copy(
             update={
                 "content": out,
@@ -422,7 +424,7 @@ def record_transform(asm, cand, out, assertions, ttype, objective, transformer, 
             record_id=record_id,
             type=ttype,
             input_item_ids=[cand.item_id],
-            input_digest=(cand.received or cand.item).content_hash,
+            input_digest=before.content_hash,
             objective=objective,
             policy_version=asm.policy.label,
             transformer_version=transformer,
@@ -434,7 +436,7 @@ def record_transform(asm, cand, out, assertions, ttype, objective, transformer, 
             trust_before=trust,
             trust_after=trust,
             status="blocked" if failed else "applied",
-            before_excerpt=_excerpt((cand.received or cand.item).content or ""),
+            before_excerpt=_excerpt(before_text),
             after_excerpt="" if failed else _excerpt(out),
             trigger=trigger,
         )
@@ -442,7 +444,7 @@ def record_transform(asm, cand, out, assertions, ttype, objective, transformer, 
     cand.transform_record_id = record_id
     if failed:
         detail = "preservation assertions failed: " + ", ".join(failed)
-        cand.exclude(Exclusion(ExclusionReason.TRANSFORM_BLOCKED, detail, "source_limits", failed_assertions=failed))
+        cand.exclude(Exclusion(ExclusionReason.TRANSFORM_BLOCKED, detail, stage, failed_assertions=failed))
         if cand.item.required:
             asm.block(BlockedReason.TRANSFORM_BLOCKED, [cand.item_id], f"required item {cand.item_id}: {detail}")
         return

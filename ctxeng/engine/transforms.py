@@ -14,10 +14,23 @@ policy's `transforms.preserve` list before it may enter the working set:
 - exact_values_and_errors: every error line of an input item that is among the candidates is kept;
 - input_items (always): explicit input item ids, and the range's ends are among them.
 
+Every summary is also checked against its inputs, whatever the policy lists: `producer_present`;
+`inputs_resolve` (each input id is a candidate or an artifact in the store; ids outside the
+request are accepted only as a declared `input_range` of earlier history, or as the runtime's own
+checkpoint, and the assertion is then `not_applicable`, never `passed`); and
+`source_refs_within_inputs` (each source ref points inside one of its inputs' refs). The
+TransformRecord's `input_digest` hashes the inputs' contents (`[[id, content_hash | null], ...]`),
+not their ids.
+
 A failed assertion excludes the summary as `transform_blocked`, naming the failed assertions; if
 the summary was required (a resident kind or `required: true`) the assembly is blocked. Trust
-never rises: the output's trust may not rank above the inputs' it derives from. The deterministic
-structured checkpoint summary (seed §6) is built here from `request.checkpoint`.
+never rises: the output's trust may not rank above the inputs' it derives from.
+
+Two deterministic summaries are built here (seed §6): the checkpoint summary of
+`request.checkpoint` (a candidate like any other), and the *structured summary* the budget uses
+when a `structured_summary` partition is over budget (`structured_summary`): built from the
+evicted items and `request.checkpoint`, `transformer_version: ctxeng-structured/1`, with
+assertions comparing its text to facts read from the evicted items.
 """
 
 from __future__ import annotations
@@ -526,3 +539,123 @@ def record_structured_summary(asm: Assembly, cand: Candidate, record: TransformR
             decision="included" if cand.alive else "excluded",
         )
     )
+
+
+# --------------------------------------------------------------------------- budget-driven transforms of one item
+#
+# Both run only when a partition is over budget (trigger `over_partition`) and the policy allows
+# them; the budget admits the result only if it fits. Each reducer is paired with a check written
+# apart from it, so the assertions it records are facts about input and output.
+
+TRUNCATE_TRANSFORMER = "ctxeng-truncate-turns/1"
+COMPRESS_TRANSFORMER = "ctxeng-decision-compress/1"
+
+# A turn starts at a speaker or step marker; an item without markers is one turn per line.
+TURN_START = re.compile(r"^\s*((user|assistant|tool|system|human|ai|agent)\s*:|(turn|step)\s+\d+\b|trace step \d+\b)", re.I)
+
+
+def split_turns(text: str) -> list[str]:
+    lines = text.split("\n")
+    starts = [i for i, line in enumerate(lines) if TURN_START.match(line)]
+    if not starts:
+        return [line for line in lines]
+    if starts[0] != 0:
+        starts.insert(0, 0)
+    return ["\n".join(lines[a:b]) for a, b in zip(starts, [*starts[1:], len(lines)], strict=True)]
+
+
+def truncate_turns(asm: Assembly, cand: Candidate, room: int) -> tuple[str, dict] | None:
+    """The newest whole turns that fit `room` tokens (fence header included), or None if none fits."""
+    turns = split_turns(cand.content)
+    head = f"[truncated at turn boundaries: the newest turns of {len(turns)}; full content {cand.item.content_hash}]"
+    budget = room - cand.header_tokens - asm.tokenizer.count(head) - 8
+    used = 0
+    first = len(turns)
+    for i in range(len(turns) - 1, -1, -1):
+        n = asm.tokenizer.count(turns[i]) + 1
+        if used + n > budget:
+            break
+        used += n
+        first = i
+    if first == len(turns):
+        return None
+    ref = {**cand.item.source_ref, "turns": f"{first + 1}-{len(turns)}"}
+    return f"{head}\n" + "\n".join(turns[first:]), ref
+
+
+def check_truncation(cand: Candidate, out: str, ref: dict) -> dict[str, AssertionResult]:
+    """Facts: the body is a suffix of the input that starts on a turn start, and the last turn is in it."""
+    P, F = AssertionResult.PASSED, AssertionResult.FAILED
+    body = out.split("\n", 1)[1] if "\n" in out else ""
+    text = cand.content
+    at = len(text) - len(body)
+    on_boundary = text.endswith(body) and (at == 0 or text[at - 1] == "\n")
+    has_markers = any(TURN_START.match(line) for line in text.split("\n"))
+    starts_a_turn = on_boundary and (at == 0 or not has_markers or bool(TURN_START.match(body)))
+    spec = str(ref.get("turns", ""))
+    total = len(split_turns(text))
+    claimed_ok = spec == f"{total - len(split_turns(body)) + 1}-{total}" if body else False
+    return {
+        "non_empty": P if body.strip() else F,
+        "whole_turns_only": P if starts_a_turn and claimed_ok else F,
+        "newest_turn_kept": P if text.rstrip("\n").split("\n")[-1] in body.split("\n") else F,
+        "hash_present": P if cand.item.content_hash in out else F,
+    }
+
+
+_DECISION_WORDS = ("decision", "decided", "we decided", "resolved")
+_REASON_WORDS = ("reason", "because", "rationale")
+_SOURCE_WORDS = ("source", "sources", "ref", "refs", "evidence")
+_LINE_KIND = re.compile(r"^\s*(?:[-*]\s*)?([A-Za-z][A-Za-z ]*?)\s*:")
+
+
+def _line_kind(line: str) -> str | None:
+    m = _LINE_KIND.match(line)
+    word = m.group(1).strip().lower() if m else ""
+    if word in _DECISION_WORDS:
+        return "decision"
+    if word in _REASON_WORDS:
+        return "reason"
+    if word in _SOURCE_WORDS:
+        return "source"
+    return None
+
+
+def decision_compress(cand: Candidate) -> tuple[str, dict] | None:
+    """Keep the decision log of a state item: `Decision:`, `Reason:`/`Because:` and `Source:` lines.
+
+    Deterministic, no model call. None when the item records no decision."""
+    lines = cand.content.split("\n")
+    kept = [i for i, line in enumerate(lines) if _line_kind(line) is not None]
+    if not any(_line_kind(lines[i]) == "decision" for i in kept):
+        return None
+    from .source_limits import compress_numbers  # source_limits imports this module
+
+    head = f"[decision-compressed: {len(kept)} of {len(lines)} lines (decisions, reasons, sources); full content {cand.item.content_hash}]"
+    ref = {**cand.item.source_ref, "lines": compress_numbers([i + 1 for i in kept])}
+    return head + "\n" + "\n".join(lines[i] for i in kept), ref
+
+
+_REF_TOKEN = re.compile(r"https?://\S+|sha256:[0-9a-f]{64}|\b[\w.-]+@[0-9a-f]{7,40}\S*")
+
+
+def check_decision_compression(cand: Candidate, out: str) -> dict[str, AssertionResult]:
+    """Facts: every decision and reason line of the input, and every source ref they or the item's
+    source lines carry, is in the output (read with `str.split`, not the reducer's pattern)."""
+    P, F = AssertionResult.PASSED, AssertionResult.FAILED
+    kept = set(out.split("\n")[1:])
+    wanted: list[str] = []
+    refs: list[str] = []
+    for line in cand.content.split("\n"):
+        first = line.strip().lstrip("-* ").split(":", 1)[0].strip().lower()
+        if first in _DECISION_WORDS or first in _REASON_WORDS:
+            wanted.append(line)
+            refs.extend(_REF_TOKEN.findall(line))
+        elif first in _SOURCE_WORDS:
+            refs.extend(_REF_TOKEN.findall(line))
+    body = "\n".join(out.split("\n")[1:])
+    return {
+        "decisions_and_reasons_kept": P if wanted and all(line in kept for line in wanted) else F,
+        "source_refs_kept": P if all(ref in body for ref in refs) else F,
+        "hash_present": P if cand.item.content_hash in out else F,
+    }

@@ -206,3 +206,98 @@ def test_background_goes_first_even_when_it_ranks_higher_than_evidence():
     assert "ev" in r.manifest.included_ids()
     assert reasons(r)["note"] == "budget_evicted"
     assert "eviction rule first" in excluded_record(r, "note").detail
+
+
+# --------------------------------------------------------------------------- truncate_item and decision_compress
+
+
+def transcript(n: int) -> str:
+    return "\n".join(f"{'user' if i % 2 == 0 else 'assistant'}: turn {i} " + words(20, f"t{i}x") + f"\n  detail of turn {i}" for i in range(n))
+
+
+def test_background_over_its_partition_is_truncated_to_its_newest_whole_turns():
+    pol = budget_policy(16000, partitions(background={"maximum": 500}), allowed=["none", "excerpt", "summarize", "truncate_item"])
+    notes = item("notes", "editable_project_file", transcript(20), kind="background")
+    r = run(request(extra=[notes]), pol)
+    inc = next(i for i in r.manifest.included if i.item_id == "notes")
+    (t,) = [t for t in r.manifest.transforms if t.output_item_id == "notes"]
+    assert (t.type, t.trigger, t.status) == ("truncate_item", "over_partition", "applied")
+    assert set(t.preservation_assertions.values()) == {"passed"}
+    first, last = (int(x) for x in inc.source_ref["turns"].split("-"))
+    assert last == 20 and 1 < first <= 20  # the newest turns, a whole number of them
+    body = t.after_excerpt.split("\n", 1)[1]
+    assert body.startswith(f"{'user' if (first - 1) % 2 == 0 else 'assistant'}: turn {first - 1} ")
+    assert transcript(20).endswith(body)
+    assert r.manifest.budget.partitions["background"].used <= 500
+
+
+def test_without_truncate_item_allowed_background_is_evicted_whole():
+    pol = budget_policy(16000, partitions(background={"maximum": 500}))
+    r = run(request(extra=[item("notes", "editable_project_file", transcript(20), kind="background")]), pol)
+    assert reasons(r)["notes"] == "budget_evicted" and not r.manifest.transforms
+
+
+def test_a_truncation_that_cuts_inside_a_turn_is_caught(monkeypatch):
+    from ctxeng.engine import transforms
+
+    real = transforms.truncate_turns
+
+    def mid_turn(asm, cand, room):
+        out, ref = real(asm, cand, room)
+        head, body = out.split("\n", 1)
+        return head + "\n" + body.split("\n", 1)[1], ref  # drops the first line of the first kept turn
+
+    monkeypatch.setattr(transforms, "truncate_turns", mid_turn)
+    pol = budget_policy(16000, partitions(background={"maximum": 500}), allowed=["none", "truncate_item"])
+    r = run(request(extra=[item("notes", "editable_project_file", transcript(20), kind="background")]), pol)
+    assert "whole_turns_only" in excluded_record(r, "notes").failed_assertions
+
+
+DECISION_LOG = "\n".join(
+    [
+        "Plan v6 for the article.",
+        *(f"note {i}: " + words(25, f"n{i}x") for i in range(12)),
+        "Decision: cover all five repositories.",
+        "Reason: the task spec names five (plan-42@5).",
+        "Source: https://example.org/spec#repos",
+        *(f"more {i}: " + words(25, f"m{i}x") for i in range(12)),
+        "Decision: cite fixed commits only.",
+        "Because: reviewers re-check line ranges at pi@53fa77c.",
+    ]
+)
+
+
+def test_state_over_its_partition_is_decision_compressed_before_it_is_summarized():
+    pol = budget_policy(16000, partitions(state={"maximum": 600}), allowed=["none", "summarize", "decision_compress"])
+    plan_item = item("plan", "runtime_state", DECISION_LOG, kind="research_plan", relevance=0.3)
+    r = run(request(extra=[plan_item]), pol)
+    assert "plan" in r.manifest.included_ids() and "structured-summary-state" not in r.manifest.included_ids()
+    (t,) = [t for t in r.manifest.transforms if t.output_item_id == "plan"]
+    assert (t.type, t.transformer_version, t.trigger) == ("decision_compress", "ctxeng-decision-compress/1", "over_partition")
+    assert set(t.preservation_assertions.values()) == {"passed"}
+    kept = t.after_excerpt.split("\n")[1:]
+    assert kept == [ln for ln in DECISION_LOG.split("\n") if ln.split(":")[0] in ("Decision", "Reason", "Source", "Because")]
+    inc = next(i for i in r.manifest.included if i.item_id == "plan")
+    assert inc.source_ref["lines"] == "14-16,29-30"
+
+
+def test_without_decision_compress_allowed_state_goes_to_the_structured_summary():
+    pol = budget_policy(16000, partitions(state={"maximum": 600}), allowed=["none", "summarize"])
+    r = run(request(extra=[item("plan", "runtime_state", DECISION_LOG, kind="research_plan", relevance=0.3)]), pol)
+    assert excluded_record(r, "plan").replaced_by == "structured-summary-state"
+
+
+def test_a_decision_compression_that_drops_a_reason_is_caught(monkeypatch):
+    from ctxeng.engine import transforms
+
+    real = transforms.decision_compress
+
+    def lossy(cand):
+        out, ref = real(cand)
+        return "\n".join(ln for ln in out.split("\n") if not ln.startswith("Because:")), ref
+
+    monkeypatch.setattr(transforms, "decision_compress", lossy)
+    pol = budget_policy(16000, partitions(state={"maximum": 600}), allowed=["none", "summarize", "decision_compress"])
+    r = run(request(extra=[item("plan", "runtime_state", DECISION_LOG, kind="research_plan", relevance=0.3)]), pol)
+    rec = excluded_record(r, "plan")
+    assert rec.reason == "transform_blocked" and "decisions_and_reasons_kept" in rec.failed_assertions
