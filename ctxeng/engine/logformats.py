@@ -56,90 +56,78 @@ def _junit(text: str) -> Failures | None:
     return Failures("junit_xml", tuple(needles))
 
 
+# Each reader scans the whole text with line-anchored patterns (one pass in C, not a Python loop
+# over thousands of lines) and returns the whole lines that report a failure.
+
 _TAP_PLAN = re.compile(r"^\s*(TAP version \d+|1\.\.\d+)\s*$", re.M)
 _TAP_RESULT = re.compile(r"^\s*(not )?ok\b", re.M)
+_TAP_NOT_OK = re.compile(r"^[ \t]*not ok\b[^\n]*", re.M)
 
 
-def _tap(lines: list[str], text: str) -> Failures | None:
+def _tap(text: str) -> Failures | None:
+    if "ok" not in text or not ("1.." in text or "TAP version" in text):
+        return None  # cheap literal test first: most logs are not TAP
     if not (_TAP_PLAN.search(text) and _TAP_RESULT.search(text)):
         return None
-    needles = [
-        ln for ln in lines if ln.lstrip().startswith("not ok") and "# todo" not in ln.lower()
-    ]
-    return Failures("tap", tuple(needles))
+    return Failures("tap", tuple(m.group(0) for m in _TAP_NOT_OK.finditer(text) if "# todo" not in m.group(0).lower()))
 
 
-def _go(lines: list[str], text: str) -> Failures | None:
-    if not any(ln.startswith(("=== RUN", "--- PASS", "--- FAIL", "ok  \t", "FAIL\t")) for ln in lines):
+_GO_SEEN = re.compile(r"^(=== RUN|--- PASS|--- FAIL|ok  \t|FAIL\t)", re.M)
+_GO_FAIL = re.compile(r"^(?:[ \t]*--- FAIL:|FAIL\t|panic:)[^\n]*", re.M)
+
+
+def _go(text: str) -> Failures | None:
+    if not any(marker in text for marker in ("=== RUN", "--- PASS", "--- FAIL", "ok  \t", "FAIL\t")):
         return None
-    needles = [
-        ln
-        for ln in lines
-        if ln.lstrip().startswith("--- FAIL:") or ln.startswith("FAIL\t") or ln.startswith("panic:")
-    ]
-    return Failures("go_test", tuple(needles))
+    if not _GO_SEEN.search(text):
+        return None
+    return Failures("go_test", tuple(m.group(0) for m in _GO_FAIL.finditer(text)))
 
 
-_JEST_MARKS = ("✕", "×", "✗")
+_JEST_SUITE = re.compile(r"^(?:PASS|FAIL) [^\n]*(?:\.test\.|\.spec\.|__tests__)", re.M)
+_JEST_MARK = re.compile(r"^[ \t]*[✓√✕×✗]", re.M)
+_JEST_FAIL = re.compile(r"^(?:[ \t]*[✕×✗]|[ \t]*● |FAIL )[^\n]*", re.M)
 
 
-def _jest(lines: list[str], text: str) -> Failures | None:
-    suite = any(
-        (ln.startswith("PASS ") or ln.startswith("FAIL ")) and any(ext in ln for ext in (".test.", ".spec.", "__tests__"))
-        for ln in lines
-    )
-    marks = any(ln.lstrip().startswith(("✓", "√", *_JEST_MARKS)) for ln in lines)
+def _jest(text: str) -> Failures | None:
+    suite = any(ext in text for ext in (".test.", ".spec.", "__tests__")) and _JEST_SUITE.search(text)
+    marks = any(mark in text for mark in "✓√✕×✗") and _JEST_MARK.search(text)
     if not (suite or marks or "Tests:" in text and " failed" in text):
         return None
-    needles = [
-        ln
-        for ln in lines
-        if ln.lstrip().startswith(_JEST_MARKS) or ln.lstrip().startswith("● ") or ln.startswith("FAIL ")
-    ]
-    return Failures("jest", tuple(needles))
+    return Failures("jest", tuple(m.group(0) for m in _JEST_FAIL.finditer(text)))
 
 
-_PYTEST_OUTCOMES = ("PASSED", "FAILED", "ERROR", "SKIPPED", "XFAIL", "XPASS")
+_OUTCOME = r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
+_PYTEST_LINE = re.compile(rf"^[ \t]*(?:{_OUTCOME}[ \t]+\S*::|\S*::\S*[ \t]+{_OUTCOME}(?=\s|$))[^\n]*", re.M)
 
 
-def _pytest(lines: list[str], text: str) -> Failures | None:
+def _pytest(text: str) -> Failures | None:
     needles = []
     recognised = "test session starts" in text
-    for ln in lines:
-        words = ln.split()
-        if len(words) < 2:
-            continue
-        if words[0] in _PYTEST_OUTCOMES and "::" in words[1]:
-            outcome = words[0]
-        elif "::" in words[0] and words[1] in _PYTEST_OUTCOMES:
-            outcome = words[1]
-        else:
-            continue
+    for m in _PYTEST_LINE.finditer(text):
         recognised = True
-        if outcome in ("FAILED", "ERROR"):
-            needles.append(ln)
+        if (m.group(1) or m.group(2)) in ("FAILED", "ERROR"):
+            needles.append(m.group(0))
     return Failures("pytest", tuple(needles)) if recognised else None
 
 
-_STATUS_WORDS = ("PASSED", "PASS", "OK", "FAILED", "FAIL", "ERROR", "SKIPPED", "SKIP")
+_STATUS_SEEN = re.compile(r"^[ \t]*(?:PASSED|PASS|OK|FAILED|FAIL|ERROR|SKIPPED|SKIP):?(?=\s|$)", re.M)
+_STATUS_FAIL = re.compile(r"^[ \t]*(?:FAILED|FAIL|ERROR):?(?=\s|$)[^\n]*", re.M)
 
 
-def _status_lines(lines: list[str], text: str) -> Failures | None:
+def _status_lines(text: str) -> Failures | None:
     """Runners that print one `STATUS name` line per test (the first word is the outcome)."""
-    firsts = [ln.split(None, 1)[0].rstrip(":") if ln.split() else "" for ln in lines]
-    if not any(w in _STATUS_WORDS for w in firsts):
+    if not _STATUS_SEEN.search(text):
         return None
-    needles = [ln for ln, w in zip(lines, firsts, strict=True) if w in ("FAILED", "FAIL", "ERROR")]
-    return Failures("status_lines", tuple(needles))
+    return Failures("status_lines", tuple(m.group(0) for m in _STATUS_FAIL.finditer(text)))
 
 
 def read_failures(text: str) -> Failures:
     junit = _junit(text)
     if junit is not None:
         return junit
-    lines = text.splitlines()
     for reader in (_tap, _go, _jest, _pytest, _status_lines):
-        found = reader(lines, text)
+        found = reader(text)
         if found is not None:
             return found
     return Failures(None, ())

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 
 from .hashing import sha256_text
-from .logformats import all_kept_in_order, read_failures
+from .logformats import Failures, all_kept_in_order, read_failures
 from .models import LineageNode, TransformRecord
 from .render import FENCE, block_header
 from .vocabulary import (
@@ -61,9 +61,13 @@ DEFAULT_EXCERPT_TOKENS = 1000
 
 # The reducer's own selection of failure lines. `logformats` checks its work independently.
 FAILURE_LINE = re.compile(
-    r"\b(FAILED|FAIL|ERROR)\b|Traceback \(most recent call last\)|^E\s{2,}|^\s*not ok\b|^\s*--- FAIL:"
-    r"|^\s*[✕×✗●] |^panic:|<failure\b|<error\b"
+    r"\b(FAILED|FAIL|ERROR)\b|Traceback \(most recent call last\)|^E[ \t]{2,}|^[ \t]*not ok\b|^[ \t]*--- FAIL:"
+    r"|^[ \t]*[✕×✗●] |^panic:|<failure\b|<error\b",
+    re.M,
 )
+# Literal text every FAILURE_LINE match contains: found with str.find (fast), then each line
+# holding one is tested with the pattern, instead of running the pattern over a whole 3,000-line log.
+_FAILURE_TOKENS = ("FAIL", "ERROR", "Traceback (most recent call last)", "E  ", "E\t", "E \t", "not ok", "panic:", "<failure", "<error", "✕", "×", "✗", "●")
 _XML_FAILURE = re.compile(r"<(failure|error)\b")
 
 P, F, NA = AssertionResult.PASSED, AssertionResult.FAILED, AssertionResult.NOT_APPLICABLE
@@ -152,20 +156,30 @@ def failures_plus_artifact_ref(cand: Candidate):
     out, ref = reduce_log(cand)
     failures = read_failures(cand.content)
     objective = f"keep_failures_and_artifact_ref ({failures.format or 'unrecognised'} format, {failures.count} failures)"
-    return out, ref, check_log(cand, out, ref), objective
+    return out, ref, check_log(cand, out, ref, failures), objective
 
 
 def reduce_log(cand: Candidate) -> tuple[str, dict]:
     """The reducer: failure lines (by `FAILURE_LINE`), the artifact ref and the full log's digest."""
     content = cand.content
-    lines = content.splitlines()
+    lines = content.split("\n")
+    hits: list[int] = []
+    for token in _FAILURE_TOKENS:
+        at = content.find(token)
+        while at >= 0:
+            hits.append(at)
+            at = content.find(token, content.find("\n", at) + 1 or len(content))
     keep: set[int] = set()
-    for i, line in enumerate(lines):
-        if FAILURE_LINE.search(line):
-            keep.add(i)
-            # JUnit XML: a failure element says which test failed only through its enclosing testcase.
-            if _XML_FAILURE.search(line) and i > 0 and "<testcase" in lines[i - 1]:
-                keep.add(i - 1)
+    line_no = last = 0
+    for at in sorted(hits):
+        line_no += content.count("\n", last, at)
+        last = at
+        if FAILURE_LINE.search(lines[line_no]):
+            keep.add(line_no)
+    for i in list(keep):
+        # JUnit XML: a failure element says which test failed only through its enclosing testcase.
+        if i > 0 and _XML_FAILURE.search(lines[i]) and "<testcase" in lines[i - 1]:
+            keep.add(i - 1)
     kept = sorted(keep)
     artifact = _artifact_id(cand)
     out = "\n".join(
@@ -181,15 +195,15 @@ def reduce_log(cand: Candidate) -> tuple[str, dict]:
     return out, ref
 
 
-def check_log(cand: Candidate, out: str, ref: dict) -> dict[str, AssertionResult]:
+def check_log(cand: Candidate, out: str, ref: dict, failures: Failures | None = None) -> dict[str, AssertionResult]:
     """Facts read from the input log (by its own format), the output and the narrowed ref."""
-    failures = read_failures(cand.content)
+    failures = failures if failures is not None else read_failures(cand.content)
     artifact = _artifact_id(cand)
     return {
         "log_format_recognised": P if failures.format is not None else F,
         "failure_lines_kept": NA if failures.format is None else (P if all_kept_in_order(failures.needles, out) else F),
         "artifact_ref_present": P if artifact and f"artifact_ref: {artifact}" in out else F,
-        "line_range_matches": _line_numbers_match(cand.content.splitlines(), str(ref.get("lines")), out),
+        "line_range_matches": _line_numbers_match(cand.content.split("\n"), str(ref.get("lines")), out),
     }
 
 
