@@ -87,3 +87,21 @@ def test_the_worked_examples_lossy_summary_is_blocked_and_the_good_one_verified(
     assert good.status == "verified" and good.preservation_assertions["producer_present"] == "passed"
     assert "source_refs" in excluded_record(r, "summary-lossy").failed_assertions
     assert policy()  # the builders' policy stays valid with these checks
+
+
+def test_an_input_that_is_a_stored_artifact_resolves_and_is_hashed_by_its_content():
+    from ctxeng.engine import assemble, parse_policy, parse_request
+    from ctxeng.engine.models import StoredArtifact
+
+    from .builders import CREATED_AT, sha
+
+    plan = StoredArtifact(artifact_id="plan-42", revision=5, kind="research_plan", content="Plan v5", content_hash=sha("Plan v5"), writer="agent/v1", scope="tenant-x/project-y/task-1")
+
+    def store(artifact_id, revision):
+        return plan if artifact_id == "plan-42" and revision in (None, 5) else None
+
+    s = summary(input_item_ids=["plan-42"], source_refs=[{"artifact_id": "plan-42", "revision": 5}])
+    r = assemble(parse_request(request(extra=[s])), parse_policy(policy()), created_at=CREATED_AT, artifacts=store)
+    t = record(r)
+    assert t.preservation_assertions["inputs_resolve"] == "passed" and "sum" in r.manifest.included_ids()
+    assert t.input_digest == sha256_json([["plan-42", sha("Plan v5")]])
