@@ -580,6 +580,15 @@ class BudgetPolicy(Frozen):
                 if kind in owner:
                     raise ValueError(f"partitions.{name}.kinds: kind {kind!r} already in partition {owner[kind]!r}")
                 owner[kind] = name
+        # Unlisted kinds go to the first partition evicted `first`, else to the last partition.
+        fallback = next((n for n, p in self.partitions.items() if p.eviction == Eviction.FIRST), list(self.partitions)[-1])
+        for name, part in self.partitions.items():
+            if not part.kinds and name != fallback:
+                raise ValueError(f"partitions.{name}.kinds: lists no kinds, so no item can ever be budgeted in it")
+            if part.eviction == Eviction.COMPLETE_PAIR_ONLY and not {"tool_call", "tool_result"} & set(part.kinds):
+                raise ValueError(
+                    f"partitions.{name}.eviction: 'complete_pair_only' acts on tool pairs; list tool_call or tool_result in its kinds"
+                )
         return self
 
 

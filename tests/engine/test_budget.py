@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 
+import pytest
+
 from .builders import (
     excluded_record,
     item,
@@ -178,3 +180,19 @@ def test_a_required_partition_left_empty_blocks_the_assembly():
     assert m.assembly.status == "blocked" and m.assembly.blocked_reason == "required_partition_missing"
     assert m.assembly.missing == ["direct_evidence"]
     assert run(request(extra=[item("ev")]), pol).manifest.assembly.status == "ready"
+
+
+def test_a_partition_no_item_can_reach_or_a_pair_rule_without_pairs_is_refused():
+    from ctxeng.engine import InvalidInput, parse_policy
+
+    empty = copy.deepcopy(policy())
+    empty["budget"]["partitions"]["spare"] = {"minimum": 0, "eviction": "reduce_candidates", "kinds": []}
+    empty["budget"]["partitions"]["tail"] = empty["budget"]["partitions"].pop("background")
+    with pytest.raises(InvalidInput) as exc:
+        parse_policy(empty)
+    assert any("partitions.spare.kinds: lists no kinds" in e for e in exc.value.errors), exc.value.errors
+    pairless = copy.deepcopy(policy())
+    pairless["budget"]["partitions"]["direct_evidence"]["eviction"] = "complete_pair_only"
+    with pytest.raises(InvalidInput) as exc:
+        parse_policy(pairless)
+    assert any("partitions.direct_evidence.eviction: 'complete_pair_only' acts on tool pairs" in e for e in exc.value.errors)
