@@ -14,7 +14,8 @@ policy's `transforms.preserve` list before it may enter the working set:
 - exact_values_and_errors: every error line of an input item that is among the candidates is kept;
 - input_items (always): explicit input item ids, and the range's ends are among them.
 
-Every summary is also checked against its inputs, whatever the policy lists: `producer_present`;
+A policy whose `transforms.allowed` lacks `summarize` admits no summary (`summarize_allowed:
+failed`). Every summary is also checked against its inputs, whatever the policy lists: `producer_present`;
 `inputs_resolve` (each input id is a candidate or an artifact in the store; ids outside the
 request are accepted only as a declared `input_range` of earlier history, or as the runtime's own
 checkpoint, and the assertion is then `not_applicable`, never `passed`); and
@@ -233,7 +234,11 @@ def verify_summaries(asm: Assembly) -> None:
             continue
         if not cand.alive:
             continue
-        assertions = check_summary(asm, cand)
+        if TransformType.SUMMARIZE not in asm.policy.transforms.allowed:
+            # The policy admits no summaries at all: none is verified, none enters.
+            assertions = {"summarize_allowed": AssertionResult.FAILED}
+        else:
+            assertions = check_summary(asm, cand)
         failed = [k for k, v in assertions.items() if v == AssertionResult.FAILED]
         record_id = f"transform-{cand.item_id}-summarize"
         transformer = CHECKPOINT_TRANSFORMER if cand.item.source_type == "checkpoint_summary" else f"supplied:{cand.item.producer or 'unknown'}"

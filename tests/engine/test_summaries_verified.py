@@ -105,3 +105,11 @@ def test_an_input_that_is_a_stored_artifact_resolves_and_is_hashed_by_its_conten
     t = record(r)
     assert t.preservation_assertions["inputs_resolve"] == "passed" and "sum" in r.manifest.included_ids()
     assert t.input_digest == sha256_json([["plan-42", sha("Plan v5")]])
+
+
+def test_a_policy_that_does_not_allow_summarize_admits_no_summary():
+    pol = policy()
+    pol["transforms"]["allowed"] = ["none", "excerpt"]
+    r = run(request(extra=[evidence(), summary()]), pol)
+    rec = excluded_record(r, "sum")
+    assert rec.reason == "transform_blocked" and rec.failed_assertions == ["summarize_allowed"]
