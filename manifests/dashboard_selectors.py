@@ -44,6 +44,7 @@ PAGE_SECTIONS = (
     "artifact_refs",
     "cache",
     "stages",
+    "lifecycle_events",
 )
 REASON_ORDER = [reason.value for reason in ExclusionReason]
 _HEAVY_JOB_FIELDS = ("request", "manifest__document", "manifest__provider_input", "manifest__sections")
@@ -202,7 +203,7 @@ def page_sections(document: dict[str, Any]) -> dict[str, Any]:
     summaries = document.get("summaries") or []
     with_lineage = [row for row in included if row.get("source_lineage")]
     return {
-        **{name: document.get(name) for name in ("assembly", "budget", "cache", "stages", "source_acquisition")},
+        **{name: document.get(name) for name in ("assembly", "budget", "cache", "stages", "source_acquisition", "lifecycle_events")},
         "included_total": len(included),
         "excluded_total": len(excluded),
         "reason_counts": reason_counts(excluded),

@@ -275,6 +275,7 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             "budget": sealed.get("budget") or {},
             "cache": sealed.get("cache") or {},
             "stages": sealed.get("stages") or [],
+            "lifecycle_events": sealed.get("lifecycle_events") or [],
             "acquisition": _acquisition(sealed.get("source_acquisition") or []),
             "usage": getattr(manifest, "usage", None) if hasattr(manifest, "usage") else None,
         })

@@ -37,10 +37,12 @@ def run_job(user, data, key):
 
 
 def draft_body(published_body: dict) -> dict:
-    """Revision 4: the background partition shrinks, so the old trace no longer fits."""
+    """Revision 4: a relevance floor of 0.9 drops the web overview (relevance 0.8), and the
+    background partition shrinks."""
     body = copy.deepcopy(published_body)
     body["policy"]["revision"] = 4
     body["policy"].pop("digest", None)
+    body["admission"]["min_relevance"] = 0.9
     body["budget"]["partitions"]["background"]["maximum"] = 1000
     return body
 

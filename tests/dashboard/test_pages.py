@@ -6,8 +6,11 @@ import copy
 
 import pytest
 
+from manifests.examples import example_json
 from manifests.models import Manifest
 from policies.models import PolicyRevision, RevisionStatus
+
+from .conftest import run_job
 
 
 def pages(example):
@@ -129,8 +132,8 @@ def test_why_excluded_links_each_hit_to_its_manifest_row(owner_client, example):
     assert "stale_revision" in body
     by_ref = owner_client.get("/why/?q=agent-rules.md").content.decode()
     assert "notes-as-control" in by_ref
-    by_reason = owner_client.get("/why/?reason=budget_evicted").content.decode()
-    assert "trace-old-1" in by_reason and "?item=plan-42-r4" not in by_reason
+    by_reason = owner_client.get("/why/?reason=hard_gate_rejected").content.decode()
+    assert "trace-old-1" in by_reason and "?item=plan-42-r4" not in by_reason  # traces fail the trust gate
 
 
 def test_compare_shows_flips_partitions_and_status_change(owner_client, example):
@@ -151,8 +154,8 @@ def test_the_diff_page_reuses_the_structural_diff(owner_client, example):
 
 def test_the_impact_preview_replays_recorded_requests_under_the_draft(owner_client, example):
     body = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
-    assert "trace-old-5" in body  # evicted from background under the smaller maximum
-    assert "would flip" in body and "budget_evicted" in body
+    assert "web-context7-overview" in body  # below the draft's relevance floor
+    assert "would flip" in body and "ranking_lost" in body
     assert "Publish revision 4" in body
 
 
@@ -263,3 +266,16 @@ def test_a_manifest_with_10000_items_renders_one_page_in_few_queries(owner_clien
     assert "inc-100<" in second and "inc-99<" not in second
     focused = owner_client.get(f"/assemblies/{big_job.id}/?item=exc-4321").content.decode()
     assert "exc-4321<" in focused
+
+
+def test_the_manifest_page_shows_the_output_checks_and_the_lifecycle_events_escaped(owner_client, example):
+    body = owner_client.get(f"/assemblies/{example['ready'].id}/").content.decode()
+    assert "instruction_data_boundary: passed" in body and "result_status: passed" in body
+    request = example_json("request.json")
+    request["step_id"] = "step-21"
+    request["lifecycle_events"] = [{"event": "source_expired", "item_id": "web-context7-overview",
+                                    "detail": "<script>alert('event')</script>"}]
+    job = run_job(example["owner"], request, "with-event")
+    page = owner_client.get(f"/assemblies/{job.id}/").content.decode()
+    assert "lifecycle events" in page and "<code>source_expired</code> (agent)" in page
+    assert "<script>alert('event')</script>" not in page and "&lt;script&gt;alert(&#x27;event&#x27;)" in page
