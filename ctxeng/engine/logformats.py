@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import re
 import xml.etree.ElementTree as ET
-from xml.sax.saxutils import quoteattr
 from dataclasses import dataclass
+from xml.sax.saxutils import quoteattr
 
 
 @dataclass(frozen=True)

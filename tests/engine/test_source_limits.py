@@ -17,7 +17,18 @@ from ctxeng.engine import assemble, parse_policy, parse_request, source_limits
 from ctxeng.engine.logformats import read_failures
 from tests.golden import delivered_blocks, load_example
 
-from .builders import CREATED_AT, excluded_record, item, policy, reasons, request, run, sha, tool_call, tool_result
+from .builders import (
+    CREATED_AT,
+    excluded_record,
+    item,
+    policy,
+    reasons,
+    request,
+    run,
+    sha,
+    tool_call,
+    tool_result,
+)
 
 # --------------------------------------------------------------------------- logs in five formats
 
