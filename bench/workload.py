@@ -166,10 +166,12 @@ def _candidate(rng: random.Random, n: int, size: int) -> dict[str, Any]:
         )
     if r < 0.65:
         lo = rng.randint(1, 4000)
+        text = code(rng, size)
+        hi = lo + len(text.splitlines()) - 1  # the range the excerpt really spans, as a source tool reports it
         return _item(
             f"code-{n}", "evidence", "repository_source",
-            {"repo": "pi", "commit": PI_COMMIT, "path": f"packages/agent/src/mod_{n}.py", "lines": f"{lo}-{lo + size // 40}"},
-            code(rng, size), trust="repository_evidence", intended_role="untrusted_data", relevance=relevance, revision=PI_COMMIT,
+            {"repo": "pi", "commit": PI_COMMIT, "path": f"packages/agent/src/mod_{n}.py", "lines": f"{lo}-{hi}"},
+            text, trust="repository_evidence", intended_role="untrusted_data", relevance=relevance, revision=PI_COMMIT,
         )
     if r < 0.80:
         if rng.random() < 0.5:
@@ -183,7 +185,8 @@ def _candidate(rng: random.Random, n: int, size: int) -> dict[str, Any]:
         )
     return _item(
         f"trace-{n}", "trace", "trace", {"trace_id": f"trace-{n}"}, log(rng, size),
-        trust="trusted_state", intended_role="state", relevance=relevance,
+        # A trace has no trust default: it enters only as data, and only at a diagnostic stage.
+        trust="external_evidence", intended_role="untrusted_data", relevance=relevance,
     )
 
 
@@ -312,6 +315,9 @@ def make_policy(context_limit: int = 128_000) -> dict[str, Any]:
     parts["recent_tool_pairs"]["minimum"] = usable // 8
     parts["background"]["maximum"] = max(1000, usable // 10)
     policy["admission"]["min_relevance"] = 0.05
+    # The benchmark step reads its traces (the example's stage counts as diagnostic here), so they
+    # pass the gates and compete for the background budget, as a debugging step's traces do.
+    policy["retrieval"]["diagnostic_stages"] = ["drafting"]
     return policy
 
 

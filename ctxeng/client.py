@@ -7,6 +7,7 @@
     assembly.input       # the provider payload (None when blocked)
     assembly.manifest    # the sealed manifest document
     client.report_usage(assembly.id, input_tokens=..., cached_tokens=..., output_tokens=...)
+    client.close_run("run-42")   # later steps of the run are blocked (task_closed)
 
 Errors are typed: InvalidRequest (400, `.errors` with field paths), AuthError (401/403),
 NotFound (404), Conflict (409), PayloadTooLarge (413), AssemblyFailed (the job ended `failed`),
@@ -129,6 +130,11 @@ class Client:
     def report_usage(self, job_id: str, *, input_tokens: int, cached_tokens: int = 0, output_tokens: int = 0) -> dict:
         body = {"input_tokens": input_tokens, "cached_tokens": cached_tokens, "output_tokens": output_tokens}
         return self._call("POST", f"/api/v1/assemblies/{job_id}/usage/", body)[1]
+
+    def close_run(self, run_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        """Close a run and its task: later steps of the run are blocked with a task_closed event."""
+        body = {"tenant": tenant} if tenant else {}
+        return self._call("POST", f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/close/", body)[1]
 
     def assemble(
         self,

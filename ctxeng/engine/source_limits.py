@@ -90,13 +90,17 @@ def _limit_for(asm: Assembly, source_type: str):
 
 
 def decision_terms(asm: Assembly, cand: Candidate) -> set[str]:
-    """Words of the current decision: the item's own claim, else the task (goal, constraints) items."""
+    """Words of the current decision: the item's own claim, else the task (goal, constraints) items
+    (the same for every item of the assembly, so read once)."""
     if cand.item.claim:
-        texts = [cand.item.claim]
-    else:
-        texts = [c.content for c in asm.alive() if c.role == Role.TASK_INTENT]
-    words = {w for t in texts for w in re.findall(r"[a-z0-9][a-z0-9_-]{3,}", t.lower())}
-    return words - _STOPWORDS
+        return _terms([cand.item.claim])
+    if asm.task_terms is None:
+        asm.task_terms = _terms([c.content for c in asm.alive() if c.role == Role.TASK_INTENT])
+    return asm.task_terms
+
+
+def _terms(texts: list[str]) -> set[str]:
+    return {w for t in texts for w in re.findall(r"[a-z0-9][a-z0-9_-]{3,}", t.lower())} - _STOPWORDS
 
 
 def _hits(text: str, terms: set[str]) -> int:

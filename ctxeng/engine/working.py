@@ -143,6 +143,7 @@ class Assembly:
     artifact_store: Any = None  # callable (artifact_id, revision) -> StoredArtifact | None
     acquisitions: dict[str, Any] = field(default_factory=dict)  # source_request_id -> SourceAcquisition
     produced_by: dict[str, list[str]] = field(default_factory=dict)  # source_request_id -> content hashes of its items
+    task_terms: set[str] | None = None  # words of the task items, read once by the source limits
 
     def alive(self) -> list[Candidate]:
         return [c for c in self.candidates if c.alive]

@@ -71,3 +71,14 @@ def test_a_job_not_final_in_time_raises_timeout(agent_client, example_request, s
     use_broker("memory://")
     with pytest.raises(ctxclient.Timeout):
         agent_client.assemble(example_request, timeout=0.5, poll_interval=0.1)
+
+
+def test_close_run_closes_the_task_and_the_next_step_is_blocked(agent_client, example_request):
+    assert agent_client.assemble(example_request, timeout=30).status == "ready"
+    closed = agent_client.close_run("run-42")
+    assert closed["run_id"] == "run-42" and closed["closed_at"]
+    example_request["step_id"] = "step-20"
+    after = agent_client.assemble(example_request, timeout=30)
+    assert after.status == "blocked" and after.manifest["lifecycle_events"][0]["event"] == "task_closed"
+    with pytest.raises(ctxclient.NotFound):
+        agent_client.close_run("no-such-run")
