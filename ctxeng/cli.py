@@ -99,7 +99,14 @@ def load_artifacts(directory: str):
 
 
 def cmd_assemble(args: argparse.Namespace) -> int:
-    from .engine import InvalidInput, assemble, parse_policy, parse_request, replaced_revision_events, with_events
+    from .engine import (
+        InvalidInput,
+        assemble,
+        parse_policy,
+        parse_request,
+        replaced_revision_events,
+        with_events,
+    )
 
     try:
         policy = parse_policy(_read(args.policy, "policy"))

@@ -47,11 +47,11 @@ from ctxeng.engine import (
     replaced_revision_events,
     with_events,
 )
+from ctxeng.engine.adapters import get_adapter
+from ctxeng.engine.hashing import sha256_json, sha256_text
 from ctxeng.engine.lifecycle import named_artifact
 from ctxeng.engine.models import LifecycleEventRecord
 from ctxeng.engine.vocabulary import LifecycleEvent
-from ctxeng.engine.adapters import get_adapter
-from ctxeng.engine.hashing import sha256_json, sha256_text
 from ctxeng.errors import Conflict, Forbidden, NotFound
 from policies.models import PolicyRevision
 from policies.selectors import revision_for_assembly

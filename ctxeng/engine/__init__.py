@@ -13,6 +13,7 @@ Re-injected items (`artifact_ref`) are loaded through `assemble(..., artifacts=l
 """
 
 from .errors import InvalidInput
+from .lifecycle import replaced_revision_events, with_events
 from .models import (
     AssemblyRequest,
     ContextAssemblyManifest,
@@ -22,7 +23,6 @@ from .models import (
     ToolCall,
     TransformRecord,
 )
-from .lifecycle import replaced_revision_events, with_events
 from .pipeline import ArtifactStore, AssemblyResult, assemble, compatibility_errors
 from .policy import parse_policy, parse_request, policy_digest
 

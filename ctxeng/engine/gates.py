@@ -527,7 +527,9 @@ GATES: dict[HardGate, GateFn] = {
 
 
 def apply_hard_gates(asm: Assembly) -> None:
-    from .ranking import is_pinned  # ranking imports nothing from here; the import is local to keep stage modules flat
+    from .ranking import (
+        is_pinned,  # ranking imports nothing from here; the import is local to keep stage modules flat
+    )
 
     order = asm.policy.admission.hard_filters
     for cand in asm.candidates:

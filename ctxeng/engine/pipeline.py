@@ -18,7 +18,19 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from . import acquisition, budget, checks, gates, loading, ranking, reinjection, seal, source_limits, structure, transforms
+from . import (
+    acquisition,
+    budget,
+    checks,
+    gates,
+    loading,
+    ranking,
+    reinjection,
+    seal,
+    source_limits,
+    structure,
+    transforms,
+)
 from .adapters import get_adapter
 from .cache import cache_record
 from .errors import InvalidInput

@@ -15,7 +15,14 @@ for the item by id, and a source category the policy lists nowhere is not a sour
 
 from __future__ import annotations
 
-from .vocabulary import SOURCE_CATEGORY_TYPES, TRUST_RANK, ExclusionReason, RankingFactor, Role, SourceCategory
+from .vocabulary import (
+    SOURCE_CATEGORY_TYPES,
+    TRUST_RANK,
+    ExclusionReason,
+    RankingFactor,
+    Role,
+    SourceCategory,
+)
 from .working import Assembly, Candidate, Exclusion
 
 # Evidence priority: direct, fixed-revision evidence first; background and traces last.
