@@ -9,9 +9,9 @@ more, the addition is documented on the field.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .vocabulary import (
     AcquisitionOutcome,
@@ -373,6 +373,11 @@ def _no_repeats(values: list[Any]) -> list[Any]:
     return values
 
 
+T = TypeVar("T")
+# A list clause whose values may not repeat: `expiry.on[1]: 'task_closed' is listed twice`.
+Unique = Annotated[list[T], AfterValidator(_no_repeats)]
+
+
 def _all_of(values: list[Any], enum: type, why: str) -> list[Any]:
     """A clause that lists a fixed set the engine always enforces: it may reorder, never drop."""
     _no_repeats(values)
@@ -429,7 +434,7 @@ class AcquisitionPolicy(Frozen):
 
 class AdmissionPolicy(Frozen):
     hard_filters: list[HardGate] = Field(default_factory=lambda: list(HardGate))
-    ranking: list[RankingFactor] = Field(default_factory=lambda: list(RankingFactor))
+    ranking: Unique[RankingFactor] = Field(default_factory=lambda: list(RankingFactor))
     exclusion_reasons: list[ExclusionReason] = Field(default_factory=lambda: list(ExclusionReason))
     min_relevance: float = Field(default=0.0, ge=0.0, le=1.0, description="eligible items below it: ranking_lost")
 
@@ -439,11 +444,6 @@ class AdmissionPolicy(Frozen):
         # Every seed gate runs on every item: a policy may reorder the gates, never drop one
         # (without integrity a tampered object is admitted; without scope another project's data is).
         return _all_of(v, HardGate, "every hard gate runs on every item; a policy may reorder them, not drop one")
-
-    @field_validator("ranking")
-    @classmethod
-    def _ranking_unique(cls, v: list[RankingFactor]) -> list[RankingFactor]:
-        return _no_repeats(v)
 
     @field_validator("exclusion_reasons")
     @classmethod
@@ -672,7 +672,7 @@ class CachePolicy(Frozen):
     identity: list[CacheIdentityField] = Field(
         default_factory=lambda: list(CacheIdentityField), description="exactly the fields the prefix identity is computed from"
     )
-    invalidate_on: list[InvalidationCause] = Field(
+    invalidate_on: Unique[InvalidationCause] = Field(
         default_factory=lambda: list(InvalidationCause), description="each cause turns a would-be hit into a miss, recorded"
     )
 
@@ -683,14 +683,10 @@ class CachePolicy(Frozen):
             raise ValueError("at least one identity field required")
         return _no_repeats(v)
 
-    @field_validator("invalidate_on")
-    @classmethod
-    def _causes_unique(cls, v: list[InvalidationCause]) -> list[InvalidationCause]:
-        return _no_repeats(v)
 
 
 class ExternalizationPolicy(Frozen):
-    targets: list[ExternalizationTarget] = Field(
+    targets: Unique[ExternalizationTarget] = Field(
         default_factory=lambda: list(ExternalizationTarget),
         description="where context may be externalized and re-injected from; items from another target are rejected",
     )
@@ -704,33 +700,18 @@ class ExternalizationPolicy(Frozen):
                     raise ValueError(f"[{i}]: 'memory' is not an externalization target: context never writes to Memory (seed §7)")
         return v
 
-    @field_validator("targets")
-    @classmethod
-    def _targets_unique(cls, v: list[ExternalizationTarget]) -> list[ExternalizationTarget]:
-        return _no_repeats(v)
-
 
 class ReinjectionPolicy(Frozen):
-    require: list[ReinjectionClause] = Field(
+    require: Unique[ReinjectionClause] = Field(
         default_factory=lambda: list(ReinjectionClause),
         description="clauses a re-injected artifact must pass, each checked and recorded",
     )
 
-    @field_validator("require")
-    @classmethod
-    def _require_unique(cls, v: list[ReinjectionClause]) -> list[ReinjectionClause]:
-        return _no_repeats(v)
-
 
 class ExpiryPolicy(Frozen):
-    on: list[LifecycleEvent] = Field(
+    on: Unique[LifecycleEvent] = Field(
         default_factory=lambda: list(LifecycleEvent), description="lifetime events the engine acts on; a request may carry only these"
     )
-
-    @field_validator("on")
-    @classmethod
-    def _on_unique(cls, v: list[LifecycleEvent]) -> list[LifecycleEvent]:
-        return _no_repeats(v)
 
 
 class ContextPolicy(Frozen):
