@@ -1,4 +1,5 @@
-"""Reads for tenancy, jobs, manifests, item decisions and artifacts.
+"""Reads for tenancy, jobs, manifests, item decisions and artifacts, and what the engine reads
+from the store for a job (its tenant's artifacts, the lifecycle events its records imply).
 
 Every selector that returns tenant data takes the acting user and filters by the user's tenants,
 so another tenant's object is simply not found (404), never "forbidden" (which would confirm it
@@ -8,10 +9,15 @@ exists).
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from ctxeng.engine import AssemblyRequest, StoredArtifact, replaced_revision_events
+from ctxeng.engine.lifecycle import named_artifact
+from ctxeng.engine.models import LifecycleEventRecord
+from ctxeng.engine.vocabulary import LifecycleEvent
 from ctxeng.errors import Forbidden, NotFound
 
 from .models import Artifact, AssemblyJob, Manifest, ManifestItem, Membership, Role, Tenant
@@ -105,3 +111,64 @@ def artifact_for_ref(*, tenant: Tenant, artifact_id: str, revision: int | str | 
     if revision is not None:
         artifacts = artifacts.filter(revision=str(revision))
     return artifacts.order_by("-created_at", "-id").first()
+
+
+# --------------------------------------------------------------------------- what the engine reads from the store
+
+
+def artifact_lookup(tenant: Tenant) -> Callable[[str, int | str | None], StoredArtifact | None]:
+    """The engine's artifact lookup for one job: the job's tenant only, each revision read once."""
+    loaded: dict[tuple[str, str | None], StoredArtifact | None] = {}
+
+    def lookup(artifact_id: str, revision: int | str | None) -> StoredArtifact | None:
+        key = (artifact_id, None if revision is None else str(revision))
+        if key not in loaded:
+            row = artifact_for_ref(tenant=tenant, artifact_id=artifact_id, revision=revision)
+            loaded[key] = None if row is None else StoredArtifact(
+                artifact_id=row.artifact_id, revision=row.revision, kind=row.kind, content=row.content,
+                content_hash=row.content_hash, writer=row.writer, scope=row.scope,
+            )
+        return loaded[key]
+
+    return lookup
+
+
+def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest) -> list[LifecycleEventRecord]:
+    """The lifetime events the service knows of for this job (policy `expiry.on` filters them later):
+
+    - revision_replaced: an item names an artifact revision older than the tenant's newest;
+    - permission_revoked: an item names an artifact whose writing user no longer holds a membership
+      in the tenant (the membership was revoked, so what it wrote is revoked with it);
+    - task_closed: the job's run was closed (`run_close`), which closes the request's task scope.
+    """
+    named = {n for n in (named_artifact(i) for i in request.candidates) if n is not None}
+    ids = sorted({artifact_id for artifact_id, _ in named})
+    events: list[LifecycleEventRecord] = []
+    if ids:
+        rows = list(
+            Artifact.objects.filter(tenant=job.tenant, artifact_id__in=ids)
+            .order_by("created_at", "id")
+            .values_list("artifact_id", "revision", "created_by_id")
+        )
+        revisions: dict[str, list[str]] = {}
+        for artifact_id, revision, _ in rows:
+            revisions.setdefault(artifact_id, []).append(revision)
+        events.extend(replaced_revision_events(request, revisions))
+        writers = {user_id for _, _, user_id in rows if user_id is not None}
+        members = set(Membership.objects.filter(tenant=job.tenant, user_id__in=writers).values_list("user_id", flat=True))
+        revoked = sorted({artifact_id for artifact_id, _, user_id in rows if user_id is not None and user_id not in members})
+        events.extend(
+            LifecycleEventRecord(
+                event=LifecycleEvent.PERMISSION_REVOKED, artifact_id=artifact_id, emitted_by="service",
+                detail="the membership of the user who wrote it was revoked",
+            )
+            for artifact_id in revoked
+        )
+    if job.run.closed_at is not None:
+        events.append(
+            LifecycleEventRecord(
+                event=LifecycleEvent.TASK_CLOSED, scope=request.scope, emitted_by="service",
+                detail=f"run {job.run.run_id} was closed at {job.run.closed_at.isoformat()}",
+            )
+        )
+    return events

@@ -23,7 +23,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -39,19 +39,14 @@ from ctxeng.engine import (
     AssemblyRequest,
     ContextPolicy,
     InvalidInput,
-    StoredArtifact,
     assemble,
     compatibility_errors,
     parse_policy,
     parse_request,
-    replaced_revision_events,
     with_events,
 )
 from ctxeng.engine.adapters import get_adapter
 from ctxeng.engine.hashing import sha256_json, sha256_text
-from ctxeng.engine.lifecycle import named_artifact
-from ctxeng.engine.models import LifecycleEventRecord
-from ctxeng.engine.vocabulary import LifecycleEvent
 from ctxeng.errors import Conflict, Forbidden, NotFound
 from policies.models import PolicyRevision
 from policies.selectors import revision_for_assembly
@@ -70,7 +65,7 @@ from .models import (
     Tenant,
     UsageReport,
 )
-from .selectors import artifact_for_ref, roles_in, tenants_for
+from .selectors import artifact_lookup, lifecycle_events_for, roles_in, tenants_for
 
 logger = logging.getLogger(__name__)
 
@@ -361,64 +356,6 @@ def _resolved_request(job: AssemblyJob) -> AssemblyRequest:
     return request.model_copy(update={"policy": request.policy.model_copy(update={"revision": revision.revision})})
 
 
-def _artifact_store(tenant: Tenant) -> Callable[[str, int | str | None], StoredArtifact | None]:
-    """The engine's artifact lookup for one job: the job's tenant only, each revision read once."""
-    loaded: dict[tuple[str, str | None], StoredArtifact | None] = {}
-
-    def lookup(artifact_id: str, revision: int | str | None) -> StoredArtifact | None:
-        key = (artifact_id, None if revision is None else str(revision))
-        if key not in loaded:
-            row = artifact_for_ref(tenant=tenant, artifact_id=artifact_id, revision=revision)
-            loaded[key] = None if row is None else StoredArtifact(
-                artifact_id=row.artifact_id, revision=row.revision, kind=row.kind, content=row.content,
-                content_hash=row.content_hash, writer=row.writer, scope=row.scope,
-            )
-        return loaded[key]
-
-    return lookup
-
-
-def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest) -> list[LifecycleEventRecord]:
-    """The lifetime events the service knows of for this job (policy `expiry.on` filters them later):
-
-    - revision_replaced: an item names an artifact revision older than the tenant's newest;
-    - permission_revoked: an item names an artifact whose writing user no longer holds a membership
-      in the tenant (the membership was revoked, so what it wrote is revoked with it);
-    - task_closed: the job's run was closed (`run_close`), which closes the request's task scope.
-    """
-    named = {n for n in (named_artifact(i) for i in request.candidates) if n is not None}
-    ids = sorted({artifact_id for artifact_id, _ in named})
-    events: list[LifecycleEventRecord] = []
-    if ids:
-        rows = list(
-            Artifact.objects.filter(tenant=job.tenant, artifact_id__in=ids)
-            .order_by("created_at", "id")
-            .values_list("artifact_id", "revision", "created_by_id")
-        )
-        revisions: dict[str, list[str]] = {}
-        for artifact_id, revision, _ in rows:
-            revisions.setdefault(artifact_id, []).append(revision)
-        events.extend(replaced_revision_events(request, revisions))
-        writers = {user_id for _, _, user_id in rows if user_id is not None}
-        members = set(Membership.objects.filter(tenant=job.tenant, user_id__in=writers).values_list("user_id", flat=True))
-        revoked = sorted({artifact_id for artifact_id, _, user_id in rows if user_id is not None and user_id not in members})
-        events.extend(
-            LifecycleEventRecord(
-                event=LifecycleEvent.PERMISSION_REVOKED, artifact_id=artifact_id, emitted_by="service",
-                detail="the membership of the user who wrote it was revoked",
-            )
-            for artifact_id in revoked
-        )
-    if job.run.closed_at is not None:
-        events.append(
-            LifecycleEventRecord(
-                event=LifecycleEvent.TASK_CLOSED, scope=request.scope, emitted_by="service",
-                detail=f"run {job.run.run_id} was closed at {job.run.closed_at.isoformat()}",
-            )
-        )
-    return events
-
-
 @functools.lru_cache(maxsize=64)
 def _parsed_policy(revision_pk: int, digest: str) -> ContextPolicy:
     """A revision's parsed policy, once per worker process: jobs only run under published
@@ -437,7 +374,7 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
         request = _resolved_request(job)
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
         request = with_events(request, policy, lifecycle_events_for(job=job, request=request))
-        result = assemble(request, policy, artifacts=_artifact_store(job.tenant))
+        result = assemble(request, policy, artifacts=artifact_lookup(job.tenant))
     except InvalidInput as exc:
         return _fail(job_id=job.id, attempt=attempt, error=str(exc))
     except Exception as exc:  # noqa: BLE001 - any engine failure ends the job `failed`, recorded

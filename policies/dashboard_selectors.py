@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 from django.db.models import Count, Q, QuerySet
 
-from ctxeng.engine import InvalidInput, assemble, parse_policy
+from ctxeng.engine import InvalidInput, assemble, parse_policy, with_events
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
 from manifests.models import AssemblyJob, Tenant
-from manifests.selectors import artifact_for_ref
+from manifests.selectors import artifact_lookup, lifecycle_events_for
 
 from .models import Policy, PolicyRevision, RevisionStatus
 
@@ -143,19 +143,12 @@ def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[A
 
 
 def _replay(job: AssemblyJob, draft) -> Any:
+    """The job's request under `draft`, the way a worker would assemble it now: the tenant's artifact
+    store for re-injected items and the lifecycle events the records imply."""
     request = request_of(job)
     request = request.model_copy(update={"policy": request.policy.model_copy(update={"revision": draft.policy.revision})})
-    candidates, changed = [], False
-    for item in request.candidates:
-        if item.artifact_ref is not None and item.content is None:
-            artifact = artifact_for_ref(tenant=job.tenant, artifact_id=item.artifact_ref.artifact_id,
-                                        revision=item.artifact_ref.revision)
-            if artifact is not None:
-                item, changed = item.model_copy(update={"content": artifact.content}), True
-        candidates.append(item)
-    if changed:
-        request = request.model_copy(update={"candidates": candidates})
-    return assemble(request, draft)
+    request = with_events(request, draft, lifecycle_events_for(job=job, request=request))
+    return assemble(request, draft, artifacts=artifact_lookup(job.tenant))
 
 
 def impact_preview(policy: Policy, draft) -> dict[str, Any]:

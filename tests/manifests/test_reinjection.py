@@ -8,8 +8,10 @@ import hashlib
 
 import pytest
 
+from ctxeng.engine import parse_policy
 from manifests.models import AssemblyJob, Run, Tenant
 from manifests.services import tenant_member_add, tenant_member_remove
+from policies.dashboard_selectors import impact_preview
 
 PLAN_CONTENT = "Plan r5: compare tool-call pairing across pi and continue."
 
@@ -170,3 +172,13 @@ def test_a_request_the_policy_refuses_is_a_400_at_submit_and_stores_no_job(publi
     assert response.json()["errors"] == ["principal.id: policy source-research/3 applies to principal 'research-agent/v2', not 'someone-else/v1'"]
     assert not AssemblyJob.objects.exists()
 
+
+
+def test_the_impact_preview_replays_a_re_injecting_job_through_the_same_store(published_policy, agent_api, submit,
+                                                                              reinjected_request):
+    store(agent_api, PLAN_CONTENT)
+    job_id = submit(agent_api, reinjected_request).json()["id"]
+    assert decision(agent_api, job_id, "plan-42-r5") == ("included", None)
+    preview = impact_preview(published_policy.policy, parse_policy(published_policy.body))
+    (row,) = preview["rows"]
+    assert row["error"] == "" and row["comparison"]["flips"] == []  # the same policy changes nothing
