@@ -41,6 +41,7 @@ The budget never admits an item the gates excluded: it only sees the living cand
 from __future__ import annotations
 
 import dataclasses
+from bisect import insort
 from dataclasses import dataclass, field
 
 from . import transforms
@@ -265,13 +266,18 @@ def allocate(asm: Assembly) -> Allocation:
 
 
 def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> None:
-    """`reduce_candidates`: a higher-ranked unit that did not fit displaces lower-ranked ones, lowest first."""
-    for unit in sorted((u for u in units if not u.admitted), key=lambda u: u.rank):
-        lower = sorted((u for u in units if u.admitted and u.rank > unit.rank), key=lambda u: -u.rank)
+    """`reduce_candidates`: a higher-ranked unit that did not fit displaces lower-ranked ones, lowest first.
+
+    The admitted units are kept in one list sorted by rank, so the lowest-ranked ones are its tail:
+    each waiting unit walks the tail only while it outranks it (no re-sorting per unit)."""
+    rank = {id(u): u.rank for u in units}
+    admitted = sorted((u for u in units if u.admitted), key=lambda u: rank[id(u)])
+    for unit in sorted((u for u in units if not u.admitted), key=lambda u: rank[id(u)]):
+        mine = rank[id(unit)]
         victims: list[Unit] = []
         freed = 0
-        for victim in lower:
-            if budget.fits(name, unit.tokens, freed):
+        for victim in reversed(admitted):
+            if rank[id(victim)] <= mine or budget.fits(name, unit.tokens, freed):
                 break
             victims.append(victim)
             freed += victim.tokens
@@ -279,8 +285,10 @@ def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> 
             for victim in victims:
                 victim.admitted = False
                 budget.give_back(name, victim.tokens)
+            del admitted[len(admitted) - len(victims):]
             unit.admitted = True
             budget.take(name, unit.tokens)
+            insort(admitted, unit, key=lambda u: rank[id(u)])
 
 
 def _shorten(asm: Assembly, budget: _Budget, name: str, unit: Unit, ttype: TransformType) -> None:

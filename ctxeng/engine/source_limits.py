@@ -35,6 +35,7 @@ official documents and web pages.
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 
 from .hashing import sha256_text
 from .logformats import Failures, all_kept_in_order, read_failures
@@ -103,9 +104,27 @@ def _terms(texts: list[str]) -> set[str]:
     return {w for t in texts for w in re.findall(r"[a-z0-9][a-z0-9_-]{3,}", t.lower())} - _STOPWORDS
 
 
-def _hits(text: str, terms: set[str]) -> int:
-    low = text.lower()
-    return sum(1 for t in terms if t in low)
+def hits_per_part(parts: list[str], terms: set[str]) -> list[int]:
+    """For each part (a line, a section), how many distinct decision terms occur in it.
+
+    One scan of the joined text per term, instead of every term against every part: on a 2,000-item
+    request this is the difference between ~0.2 s and a few ms. A term never spans two parts (terms
+    hold no line break), so each occurrence belongs to the part its offset falls in."""
+    if not terms or not parts:
+        return [0] * len(parts)
+    low = [p.lower() for p in parts]  # lowered per part: lower() may change a part's length
+    starts, at = [], 0
+    for part in low:
+        starts.append(at)
+        at += len(part) + 1
+    text = "\n".join(low)
+    found: list[set[str]] = [set() for _ in parts]
+    for term in terms:
+        i = text.find(term)
+        while i >= 0:
+            found[bisect_right(starts, i) - 1].add(term)
+            i = text.find(term, i + 1)
+    return [len(f) for f in found]
 
 
 def compress_numbers(numbers: list[int]) -> str:
@@ -242,8 +261,11 @@ def reduce_code(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[str, d
     first, _last = _declared_range(cand, len(lines))
     terms = decision_terms(asm, cand)
     budget = max(1, max_tokens - 60)  # room for the note line
-    costs = [asm.tokenizer.count(line) + 1 for line in lines]
-    hits = [_hits(line, terms) for line in lines]
+    # Line costs are estimated from the item's own tokens per character (counting every line of
+    # every item was a third of the engine's time); the exact count trims the chosen window below.
+    per_char = max(1, cand.tokens - cand.header_tokens) / max(1, len(content))
+    costs = [int(len(line) * per_char) + 1 for line in lines]
+    hits = hits_per_part(lines, terms)
     # The contiguous window within budget with the most decision-term hits; earliest on ties.
     best = (-1, 0, 0)
     lo = used = score = 0
@@ -257,6 +279,11 @@ def reduce_code(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[str, d
         if hi >= lo and score > best[0]:
             best = (score, lo, hi + 1)
     _, a, b = best
+    while b - a > 1 and asm.tokenizer.count("\n".join(lines[a:b])) > budget:
+        if hits[b - 1] <= hits[a]:  # give up the end line that matters less
+            b -= 1
+        else:
+            a += 1
     body = "\n".join(lines[a:b])
     kept = f"{first + a}-{first + b - 1}" if b > a else "none"
     ref = dict(cand.item.source_ref)
@@ -303,8 +330,9 @@ def reduce_sections(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[st
     terms = decision_terms(asm, cand)
     budget = max(1, max_tokens - 60)
     # Sections that match the decision, best first; only when none matches, the leading ones.
-    matching = [i for i in range(len(sections)) if _hits(sections[i], terms)]
-    scored = sorted(matching, key=lambda i: (-_hits(sections[i], terms), i)) if matching else list(range(len(sections)))
+    hits = hits_per_part(sections, terms)
+    matching = [i for i in range(len(sections)) if hits[i]]
+    scored = sorted(matching, key=lambda i: (-hits[i], i)) if matching else list(range(len(sections)))
     chosen: list[int] = []
     used = 0
     for i in scored:
@@ -329,8 +357,9 @@ def check_sections(asm: Assembly, cand: Candidate, out: str, ref: dict) -> dict[
     in_range = all(1 <= n <= len(sections) for n in claimed)
     verbatim = bool(claimed) and in_range and "\n\n".join(sections[n - 1] for n in claimed) == body
     terms = decision_terms(asm, cand)
-    any_relevant = any(_hits(s, terms) for s in sections)
-    relevant = bool(claimed) and in_range and all(_hits(sections[n - 1], terms) for n in claimed)
+    hits = hits_per_part(sections, terms)
+    any_relevant = any(hits)
+    relevant = bool(claimed) and in_range and all(hits[n - 1] for n in claimed)
     return {
         "non_empty": P if body.strip() else F,
         "hash_present": P if cand.item.content_hash in out else F,
