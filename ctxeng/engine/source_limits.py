@@ -335,11 +335,15 @@ def reduce_sections(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[st
     scored = sorted(matching, key=lambda i: (-hits[i], i)) if matching else list(range(len(sections)))
     chosen: list[int] = []
     used = 0
+    per_char = max(1, cand.tokens - cand.header_tokens) / max(1, len(cand.content))  # as in reduce_code
     for i in scored:
-        n = asm.tokenizer.count(sections[i]) + 2
+        n = int(len(sections[i]) * per_char) + 2
         if used + n <= budget:
             chosen.append(i)
             used += n
+    # The estimate chose; the exact count gives back the last-chosen (least relevant) sections.
+    while len(chosen) > 1 and asm.tokenizer.count("\n\n".join(sections[i] for i in sorted(chosen))) > budget:
+        chosen.pop()
     chosen.sort()
     body = "\n\n".join(sections[i] for i in chosen)
     spec = compress_numbers([i + 1 for i in chosen]) if chosen else "none"
