@@ -15,6 +15,7 @@ interleaved rounds with the floor (see `bench.timing`):
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import subprocess
@@ -99,18 +100,28 @@ def run(*, rounds: int = 7, cli_rounds: int = 5, quick: bool = False) -> list[Ro
     }
 
     # In process: cold assembly, and the next step with a warm cache, each against the floor.
-    warm = {}
+    warm: dict = {}
+
+    # The same workload with code and web documents delivered whole: the work the engine did before
+    # `excerpt_with_line_range` / `relevant_sections_plus_hash` acted on items without max_tokens
+    # (issue 10), so the admission-side cost can be compared with earlier figures like for like.
+    whole_doc = copy.deepcopy(policy_doc)
+    for key in ("repository", "web_document"):
+        whole_doc["source_limits"][key] = {"default": "whole"}
+    whole = parse_policy(whole_doc)
 
     def setup(name: str) -> None:
-        if name == "next_step":
-            warm["tok"] = _fresh_tokenizer()
-            assemble_bytes(data, policy, warm["tok"])
+        if name in ("next_step", "next_step_whole"):
+            warm[name] = _fresh_tokenizer()
+            assemble_bytes(data, policy if name == "next_step" else whole, warm[name])
 
     times = interleaved(
         {
             "floor": lambda: floor(data, enc),
             "assemble": lambda: assemble_bytes(data, policy, _fresh_tokenizer()),
-            "next_step": lambda: assemble_bytes(nxt, policy, warm["tok"]),
+            "next_step": lambda: assemble_bytes(nxt, policy, warm["next_step"]),
+            "assemble_whole": lambda: assemble_bytes(data, whole, _fresh_tokenizer()),
+            "next_step_whole": lambda: assemble_bytes(nxt, whole, warm["next_step_whole"]),
         },
         rounds,
         setup=setup,
@@ -121,6 +132,11 @@ def run(*, rounds: int = 7, cli_rounds: int = 5, quick: bool = False) -> list[Ro
     rows.append(Row("1 engine", "floor (parse + sha256 + count once)", f"{ms(f)} ({f / mb * 1000:.0f} ms/MB)", data={"times": times, **shape}))
     rows.append(at_most("1 engine", "assemble in process, cold", ms(a), a / f, 1.3, seconds=times["assemble"]))
     rows.append(at_most("1 engine", "next step, same process (count cache warm)", ms(s), s / f, 0.35, seconds=times["next_step"]))
+    aw, sw = median(times["assemble_whole"]), median(times["next_step_whole"])
+    rows.append(at_most("1 engine", "assemble in process, cold, code and web delivered whole", ms(aw), aw / f, 1.3,
+                        seconds=times["assemble_whole"], note="like for like with figures before issue 10"))
+    rows.append(at_most("1 engine", "next step, same process, code and web delivered whole", ms(sw), sw / f, 0.35,
+                        seconds=times["next_step_whole"], note="like for like with figures before issue 10"))
 
     rows.append(_cross_process(request, policy, data, rounds))
     rows.append(_cli(data, policy_doc, cli_rounds))

@@ -571,6 +571,8 @@ def split_turns(text: str) -> list[str]:
 
 def truncate_turns(asm: Assembly, cand: Candidate, room: int) -> tuple[str, dict] | None:
     """The newest whole turns that fit `room` tokens (fence header included), or None if none fits."""
+    if room <= cand.header_tokens + 8:  # not even an empty block fits: no turn can (skips the split)
+        return None
     turns = split_turns(cand.content)
     head = f"[truncated at turn boundaries: the newest turns of {len(turns)}; full content {cand.item.content_hash}]"
     budget = room - cand.header_tokens - asm.tokenizer.count(head) - 8
