@@ -124,7 +124,14 @@ def cross_scope_problem(asm: Assembly, scope: str) -> str | None:
 
     The scope's tenant and project segments must be the principal's, and the scope must be the
     request's scope or one of its ancestors (another task of the same project is out of scope too).
+    Items share a handful of scopes, so each is judged once per assembly (two gates ask).
     """
+    if scope not in asm.scope_problems:
+        asm.scope_problems[scope] = _cross_scope_problem(asm, scope)
+    return asm.scope_problems[scope]
+
+
+def _cross_scope_problem(asm: Assembly, scope: str) -> str | None:
     principal = asm.request.principal
     item_scope = _scope_parts(scope)
     if item_scope[:1] != [principal.tenant]:
@@ -171,7 +178,9 @@ def current_draft(asm: Assembly) -> tuple[object, str | None]:
 def required_revision(asm: Assembly, cand: Candidate) -> GateOutcome:
     """An object named in `required_revisions` must be at exactly that revision; a review
     decision must approve the current article_draft revision and content."""
-    required = asm.request.required_revision_map()
+    if asm.required_revisions is None:
+        asm.required_revisions = asm.request.required_revision_map()
+    required = asm.required_revisions
     ref = cand.item.source_ref
     for key in _REVISION_KEYS:
         name = ref.get(key)
@@ -531,16 +540,16 @@ def apply_hard_gates(asm: Assembly) -> None:
         is_pinned,  # ranking imports nothing from here; the import is local to keep stage modules flat
     )
 
-    order = asm.policy.admission.hard_filters
+    order = [(gate, gate.value, GATES[gate]) for gate in asm.policy.admission.hard_filters]
     for cand in asm.candidates:
         results: dict[str, GateResult] = {}
         failed = False
-        for gate in order:
+        for gate, name, check in order:
             if failed:
-                results[gate.value] = GateResult.NOT_EVALUATED
+                results[name] = GateResult.NOT_EVALUATED
                 continue
-            outcome = GATES[gate](asm, cand)
-            results[gate.value] = GateResult.PASSED if outcome.passed else GateResult.FAILED
+            outcome = check(asm, cand)
+            results[name] = GateResult.PASSED if outcome.passed else GateResult.FAILED
             if not outcome.passed:
                 failed = True
                 assert outcome.reason is not None

@@ -144,6 +144,8 @@ class Assembly:
     acquisitions: dict[str, Any] = field(default_factory=dict)  # source_request_id -> SourceAcquisition
     produced_by: dict[str, list[str]] = field(default_factory=dict)  # source_request_id -> content hashes of its items
     task_terms: set[str] | None = None  # words of the task items, read once by the source limits
+    scope_problems: dict[str, str | None] = field(default_factory=dict)  # scope -> why it is out of scope, judged once
+    required_revisions: dict[str, Any] | None = None  # request.required_revision_map(), read once by the gate
 
     def alive(self) -> list[Candidate]:
         return [c for c in self.candidates if c.alive]
