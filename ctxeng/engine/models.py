@@ -388,7 +388,7 @@ def _all_of(values: list[Any], enum: type, why: str) -> list[Any]:
 
 
 class RevisionAuthority(Frozen):
-    required_revision_sources: list[RevisionSource] = Field(
+    required_revision_sources: Unique[RevisionSource] = Field(
         default_factory=lambda: list(RevisionSource),
         description="who may assert request.required_revisions; a revision from any other source is refused",
     )
@@ -398,11 +398,11 @@ class RevisionAuthority(Frozen):
     def _some(cls, v: list[RevisionSource]) -> list[RevisionSource]:
         if not v:
             raise ValueError("at least one revision authority required (otherwise no required revision can be asserted)")
-        return _no_repeats(v)
+        return v
 
 
 class FreshnessPolicy(Frozen):
-    states: list[Freshness] = Field(
+    states: Unique[Freshness] = Field(
         default_factory=lambda: list(Freshness),
         description="freshness states the policy recognizes; an item in any other state is unverifiable",
     )
@@ -415,11 +415,11 @@ class FreshnessPolicy(Frozen):
     def _valid_listed(cls, v: list[Freshness]) -> list[Freshness]:
         if Freshness.VALID not in v:
             raise ValueError("must include 'valid' (otherwise no item could ever be admitted)")
-        return _no_repeats(v)
+        return v
 
 
 class AcquisitionPolicy(Frozen):
-    outcomes: list[AcquisitionOutcome] = Field(
+    outcomes: Unique[AcquisitionOutcome] = Field(
         default_factory=lambda: list(AcquisitionOutcome),
         description="acquisition outcomes the policy records; a request reporting another is refused",
     )
@@ -429,7 +429,7 @@ class AcquisitionPolicy(Frozen):
     def _retrieved_listed(cls, v: list[AcquisitionOutcome]) -> list[AcquisitionOutcome]:
         if AcquisitionOutcome.RETRIEVED not in v:
             raise ValueError("must include 'retrieved'")
-        return _no_repeats(v)
+        return v
 
 
 class AdmissionPolicy(Frozen):
@@ -669,7 +669,7 @@ class SerializationPolicy(Frozen):
 
 class CachePolicy(Frozen):
     stable_prefix_sources: list[str] = Field(default_factory=lambda: ["system_policy"])
-    identity: list[CacheIdentityField] = Field(
+    identity: Unique[CacheIdentityField] = Field(
         default_factory=lambda: list(CacheIdentityField), description="exactly the fields the prefix identity is computed from"
     )
     invalidate_on: Unique[InvalidationCause] = Field(
@@ -681,7 +681,7 @@ class CachePolicy(Frozen):
     def _identity_some(cls, v: list[CacheIdentityField]) -> list[CacheIdentityField]:
         if not v:
             raise ValueError("at least one identity field required")
-        return _no_repeats(v)
+        return v
 
 
 
