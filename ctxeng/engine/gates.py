@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from .hashing import sha256_json, sha256_text
 from .models import LifecycleEventRecord, TransformRecord
+from .ranking import is_pinned
 from .vocabulary import (
     EXTERNALIZATION_SOURCE_TYPES,
     TRUST_RANK,
@@ -536,10 +537,6 @@ GATES: dict[HardGate, GateFn] = {
 
 
 def apply_hard_gates(asm: Assembly) -> None:
-    from .ranking import (
-        is_pinned,  # ranking imports nothing from here; the import is local to keep stage modules flat
-    )
-
     order = [(gate, gate.value, GATES[gate]) for gate in asm.policy.admission.hard_filters]
     for cand in asm.candidates:
         results: dict[str, GateResult] = {}
