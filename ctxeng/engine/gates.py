@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .hashing import sha256_json, sha256_text
+from .lifecycle import named_artifact
 from .models import LifecycleEventRecord, TransformRecord
 from .ranking import is_pinned
 from .vocabulary import (
@@ -77,15 +78,10 @@ def _event_hits(event: LifecycleEventRecord, cand: Candidate) -> bool:
     if event.scope is not None:
         want = _scope_parts(event.scope)
         return _scope_parts(item.scope)[: len(want)] == want
-    names = {item.source_ref.get("artifact_id"), item.artifact_ref.artifact_id if item.artifact_ref else None}
-    if event.artifact_id not in names:
+    named = named_artifact(item)
+    if named is None or named[0] != event.artifact_id:
         return False
-    if event.revision is None:
-        return True
-    have = item.artifact_ref.revision if item.artifact_ref and item.artifact_ref.revision is not None else None
-    if have is None:
-        have = item.source_ref.get("revision", item.revision)
-    return have is not None and str(have) == str(event.revision)
+    return event.revision is None or named[1] == str(event.revision)
 
 
 def _event_outcome(asm: Assembly, cand: Candidate, kinds: tuple[LifecycleEvent, ...]) -> GateOutcome | None:

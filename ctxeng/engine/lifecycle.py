@@ -10,7 +10,7 @@ service and the CLI derive the same events from the same facts:
   (an event the policy does not list would make the request invalid).
 
 The service adds `permission_revoked` (the artifact's writer lost their membership) and
-`task_closed` (the run was closed) from its database; see `manifests.services`.
+`task_closed` (the run was closed) from its database; see `manifests.selectors.lifecycle_events_for`.
 """
 
 from __future__ import annotations
@@ -20,14 +20,16 @@ from .vocabulary import LifecycleEvent
 
 
 def named_artifact(item: ContextItem) -> tuple[str, str | None] | None:
-    """The (artifact_id, revision) an item names, through artifact_ref or its source_ref."""
-    if item.artifact_ref is not None:
-        rev = item.artifact_ref.revision if item.artifact_ref.revision is not None else item.revision
-        return item.artifact_ref.artifact_id, None if rev is None else str(rev)
-    artifact_id = item.source_ref.get("artifact_id")
+    """The (artifact_id, revision) an item names: its artifact_ref's id, else its source_ref's; the
+    revision from the artifact_ref, else the source_ref, else the item. The one reading shared by
+    the service and the CLI (which emit events) and the gates (which match them)."""
+    ref = item.artifact_ref
+    artifact_id = ref.artifact_id if ref is not None else item.source_ref.get("artifact_id")
     if not isinstance(artifact_id, str):
         return None
-    rev = item.source_ref.get("revision", item.revision)
+    rev = ref.revision if ref is not None and ref.revision is not None else item.source_ref.get("revision")
+    if rev is None:
+        rev = item.revision
     return artifact_id, None if rev is None else str(rev)
 
 
