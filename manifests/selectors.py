@@ -14,7 +14,13 @@ from collections.abc import Callable
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
-from ctxeng.engine import AssemblyRequest, StoredArtifact, replaced_revision_events
+from ctxeng.engine import (
+    AssemblyRequest,
+    ContextPolicy,
+    StoredArtifact,
+    replaced_revision_events,
+    with_events,
+)
 from ctxeng.engine.lifecycle import named_artifact
 from ctxeng.engine.models import LifecycleEventRecord
 from ctxeng.engine.vocabulary import LifecycleEvent
@@ -172,3 +178,11 @@ def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest) -> list[
             )
         )
     return events
+
+
+def request_as_assembled(*, job: AssemblyJob, request: AssemblyRequest, policy: ContextPolicy) -> AssemblyRequest:
+    """`request` as a worker assembles it under `policy`: pinned to that revision, with the lifecycle
+    events the store implies (the worker with the job's revision, the impact preview with a draft).
+    Pass `artifact_lookup(job.tenant)` to `assemble` with it."""
+    pinned = request.pinned_to(policy.policy.revision)
+    return with_events(pinned, policy, lifecycle_events_for(job=job, request=pinned))

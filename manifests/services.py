@@ -36,14 +36,12 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from ctxeng.engine import (
-    AssemblyRequest,
     ContextPolicy,
     InvalidInput,
     assemble,
     compatibility_errors,
     parse_policy,
     parse_request,
-    with_events,
 )
 from ctxeng.engine.adapters import get_adapter
 from ctxeng.engine.hashing import sha256_json, sha256_text
@@ -65,7 +63,7 @@ from .models import (
     Tenant,
     UsageReport,
 )
-from .selectors import artifact_lookup, lifecycle_events_for, roles_in, tenants_for
+from .selectors import artifact_lookup, request_as_assembled, roles_in, tenants_for
 
 logger = logging.getLogger(__name__)
 
@@ -207,8 +205,7 @@ def assembly_job_submit(
              f"{revision.revision} ({revision.digest})"],
             what="request",
         )
-    pinned = request.model_copy(update={"policy": request.policy.model_copy(update={"revision": revision.revision})})
-    errors = compatibility_errors(pinned, _parsed_policy(revision.pk, revision.digest))
+    errors = compatibility_errors(request.pinned_to(revision.revision), _parsed_policy(revision.pk, revision.digest))
     if errors:  # what the policy refuses is a 400 now, never a job that fails later
         raise InvalidInput(errors, what="request")
     digest = _request_digest(data)
@@ -349,13 +346,6 @@ def assembly_job_heartbeat(*, job_id: str | uuid.UUID, attempt: int) -> Iterator
         _heartbeats.remove(str(job_id))
 
 
-def _resolved_request(job: AssemblyJob) -> AssemblyRequest:
-    """The stored request with its policy revision pinned."""
-    request = parse_request(job.request)
-    revision: PolicyRevision = job.policy_revision
-    return request.model_copy(update={"policy": request.policy.model_copy(update={"revision": revision.revision})})
-
-
 @functools.lru_cache(maxsize=64)
 def _parsed_policy(revision_pk: int, digest: str) -> ContextPolicy:
     """A revision's parsed policy, once per worker process: jobs only run under published
@@ -371,9 +361,8 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
         .get(id=job_id)
     )
     try:
-        request = _resolved_request(job)
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
-        request = with_events(request, policy, lifecycle_events_for(job=job, request=request))
+        request = request_as_assembled(job=job, request=parse_request(job.request), policy=policy)
         result = assemble(request, policy, artifacts=artifact_lookup(job.tenant))
     except InvalidInput as exc:
         return _fail(job_id=job.id, attempt=attempt, error=str(exc))

@@ -15,10 +15,10 @@ from typing import Any
 import yaml
 from django.db.models import Count, Q, QuerySet
 
-from ctxeng.engine import InvalidInput, assemble, parse_policy, with_events
+from ctxeng.engine import InvalidInput, assemble, parse_policy
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
 from manifests.models import AssemblyJob, Tenant
-from manifests.selectors import artifact_lookup, lifecycle_events_for
+from manifests.selectors import artifact_lookup, request_as_assembled
 
 from .models import Policy, PolicyRevision, RevisionStatus
 
@@ -145,9 +145,7 @@ def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[A
 def _replay(job: AssemblyJob, draft) -> Any:
     """The job's request under `draft`, the way a worker would assemble it now: the tenant's artifact
     store for re-injected items and the lifecycle events the records imply."""
-    request = request_of(job)
-    request = request.model_copy(update={"policy": request.policy.model_copy(update={"revision": draft.policy.revision})})
-    request = with_events(request, draft, lifecycle_events_for(job=job, request=request))
+    request = request_as_assembled(job=job, request=request_of(job), policy=draft)
     return assemble(request, draft, artifacts=artifact_lookup(job.tenant))
 
 

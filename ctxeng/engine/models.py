@@ -296,6 +296,10 @@ class AssemblyRequest(Frozen):
         default_factory=list, description="diagnostic-source items (traces) the agent asks for by id at this step"
     )
 
+    def pinned_to(self, revision: int) -> AssemblyRequest:
+        """This request naming exactly `revision` of its policy (what a job runs under)."""
+        return self.model_copy(update={"policy": self.policy.model_copy(update={"revision": revision})})
+
     def required_revision_map(self) -> dict[str, tuple[int | str, RevisionSource]]:
         out: dict[str, tuple[int | str, RevisionSource]] = {}
         for name, value in self.required_revisions.items():

@@ -64,14 +64,6 @@ def compatibility_errors(request: AssemblyRequest, policy: ContextPolicy) -> lis
 
     The service calls this at submit time, so a request the policy refuses is a 400 then, never a
     job that fails later for a reason known when it was submitted."""
-    try:
-        _check_compatible(request, policy)
-    except InvalidInput as exc:
-        return list(exc.errors)
-    return []
-
-
-def _check_compatible(request: AssemblyRequest, policy: ContextPolicy) -> str:
     errors = []
     if request.policy.id != policy.policy.id:
         errors.append(f"policy.id: request names policy {request.policy.id!r}, the policy given is {policy.policy.id!r}")
@@ -80,10 +72,14 @@ def _check_compatible(request: AssemblyRequest, policy: ContextPolicy) -> str:
     adapter = request.adapter or policy.serialization.adapter
     if get_adapter(adapter) is None:
         errors.append(f"adapter: unknown adapter {adapter!r}; expected 'openai_chat' or 'anthropic_messages'")
-    errors.extend(_clause_errors(request, policy))
+    return errors + _clause_errors(request, policy)
+
+
+def _check_compatible(request: AssemblyRequest, policy: ContextPolicy) -> str:
+    errors = compatibility_errors(request, policy)
     if errors:
         raise InvalidInput(errors, what="request")
-    return adapter
+    return request.adapter or policy.serialization.adapter
 
 
 def _clause_errors(request: AssemblyRequest, policy: ContextPolicy) -> list[str]:
