@@ -2,26 +2,60 @@
 
 from __future__ import annotations
 
-from django.http import JsonResponse
+import re
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template.loader import render_to_string
 
 NUL = "\x00"
+# C0 controls (NUL, newline, escape ...), DEL and the C1 controls: no path or query parameter of
+# this product means one, PostgreSQL cannot store NUL at all, and the rest end up in logs and
+# pages as invisible text.
+CONTROL_CHARACTERS = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
-class RejectNulBytesMiddleware:
-    """400 for an /api/ URL whose path or query holds a NUL character.
+def _control_in(text: str) -> str | None:
+    """What the first control character of `text` is, in words, if it has one."""
+    found = CONTROL_CHARACTERS.search(text)
+    if found is None:
+        return None
+    return "a NUL character" if found.group() == NUL else f"a control character (U+{ord(found.group()):04X})"
 
-    PostgreSQL cannot store or even compare text containing NUL, so such a value would reach
-    the database as an error (500); refused up front, the error names the parameter.
+
+def _refusal(request: HttpRequest) -> str | None:
+    """What is wrong with the request's path, query string or form fields, or None."""
+    found = _control_in(request.path)
+    if found:
+        return f"path: contains {found}"
+    for name, values in request.GET.lists():
+        found = _control_in(name) or next((c for c in map(_control_in, values) if c), None)
+        if found:
+            return f"{name!r}: contains {found}"
+    # Dashboard forms: a textarea legitimately holds newlines and tabs, so only NUL is refused
+    # there (the API's JSON bodies are checked by ctxeng.rest.read_json).
+    if (request.method == "POST" and not request.path.startswith("/api/")
+            and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data")):
+        for name, values in request.POST.lists():
+            if NUL in name or any(NUL in v for v in values):
+                return f"{name!r}: contains a NUL character"
+    return None
+
+
+class RejectControlCharactersMiddleware:
+    """400 for a URL whose path or query holds a control character, on every path.
+
+    Under /api/ the answer is the API's JSON error format; elsewhere the dashboard's HTML error
+    page. Refused up front, the error names the parameter instead of reaching the database (500).
     """
 
     def __init__(self, get_response):
         self.get_response = get_response
 
-    def __call__(self, request):
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        problem = _refusal(request)
+        if problem is None:
+            return self.get_response(request)
         if request.path.startswith("/api/"):
-            if NUL in request.path:
-                return JsonResponse({"errors": ["path: contains a NUL character"]}, status=400)
-            for name, values in request.GET.lists():
-                if NUL in name or any(NUL in v for v in values):
-                    return JsonResponse({"errors": [f"{name!r}: contains a NUL character"]}, status=400)
-        return self.get_response(request)
+            return JsonResponse({"errors": [problem]}, status=400)
+        body = render_to_string("ctxeng/bad_request.html", {"problem": problem}, request=request)
+        return HttpResponse(body, status=400)

@@ -76,16 +76,19 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Outside everything that may answer early (the control-character refusal, the login lockout),
+    # so those HTML pages carry the policy too.
+    "ctxeng.csp.ContentSecurityPolicyMiddleware",
+    # Before WhiteNoise and the views: a NUL in a path reaches os.stat and the database otherwise.
+    "ctxeng.middleware.RejectControlCharactersMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
-    "ctxeng.middleware.RejectNulBytesMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "ctxeng.csp.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "ctxeng.urls"
