@@ -10,7 +10,7 @@ state), and each candidate's actual content digest and token count are measured 
 from __future__ import annotations
 
 from .hashing import sha256_json, sha256_text
-from .render import FENCE, block_header
+from .render import block_middle, block_tokens, fence_tokens, header_json, middle_key, splits_fences
 from .transforms import checkpoint_item
 from .vocabulary import ROLE_ZONE, Role
 from .working import Assembly, Candidate
@@ -72,56 +72,40 @@ def candidate_set_digest(asm_request, items_content_hashes: list[tuple[str, str]
 
 
 def measure(asm: Assembly) -> None:
-    """Count every candidate's tokens once (cached by content digest), fence header included.
+    """Count every candidate's tokens once: exactly what the payload would carry for it.
 
-    A fence header is `<<<ctxeng:block nonce=N {identity}>>>`. The nonce changes at every step, the
-    identity does not; where the tokenizer guarantees a token boundary before ` {` (see
-    `TiktokenTokenizer.splits_before_space_punctuation`), the header is counted as the nonce part
-    (once per assembly) plus the identity part (cached by digest across steps), which is exact.
-    Otherwise each whole header is counted.
+    A control item carries its text; any other item its whole fenced block. A block is counted as
+    its nonce-free middle (identity header and content, cached by digest across steps, asked of
+    the shared cache in one batch) plus the prefix and footer holding the nonce (once per
+    assembly): `render.block_tokens` says why the parts add up, and a property test recounts the
+    payload to prove it. Without that tokenizer guarantee each whole block is counted.
     """
+    split = splits_fences(asm)
     texts: dict[str, str] = {}
-    keys = []
-    for cand in asm.candidates:
-        key = cand.digest
-        keys.append(key)
-        texts[key] = cand.content
-    counts = _count_many(asm, texts)
-    split = getattr(asm.tokenizer, "splits_before_space_punctuation", False)
-    prefix = f"{FENCE}block nonce={asm.nonce}"
-    header_keys: list[tuple[str, bool] | None] = []
-    parts: dict[str, str] = {}
+    keys: list[str | None] = []
     for cand in asm.candidates:
         if cand.role == Role.CONTROL:
-            header_keys.append(None)
-            continue
-        cand.zone = ROLE_ZONE[cand.role]
-        h = block_header(cand, asm.nonce)
-        nonce_free = split and _boundary_after(h, prefix)
-        if nonce_free:
-            h = h[len(prefix) :]
-        key = sha256_text(h)
-        header_keys.append((key, nonce_free))
-        parts[key] = h
-    prefix_key = sha256_text(prefix)
-    parts[prefix_key] = prefix
-    part_counts = _count_many(asm, parts)
-    for cand, key, header in zip(asm.candidates, keys, header_keys, strict=True):
-        if header is None:
-            cand.header_tokens = 0
+            key = cand.digest
+            texts[key] = cand.content
         else:
-            n = part_counts[header[0]] + (part_counts[prefix_key] if header[1] else 0)
-            cand.header_tokens = n + len(FENCE)
-        cand.original_tokens = counts[key] + cand.header_tokens
+            cand.zone = ROLE_ZONE[cand.role]
+            header = header_json(cand)
+            if split:
+                key = middle_key(cand, header)
+                texts[key] = block_middle(cand, header)
+            else:
+                key = None
+            # Only sizes reductions (source limits, truncation); never what is recorded.
+            cand.header_tokens = len(header) // 3 + 16
+        keys.append(key)
+    counts = _count_many(asm, texts)
+    fence = fence_tokens(asm) if split else 0
+    for cand, key in zip(asm.candidates, keys, strict=True):
+        if key is None:
+            cand.original_tokens = block_tokens(asm, cand)
+        else:
+            cand.original_tokens = counts[key] + (0 if cand.role == Role.CONTROL else fence)
         cand.tokens = cand.original_tokens
-
-
-def _boundary_after(header: str, prefix: str) -> bool:
-    """True when `header` is `prefix`, a space, then punctuation: a pre-tokenizer piece boundary."""
-    if not header.startswith(prefix) or len(header) < len(prefix) + 2 or header[len(prefix)] != " ":
-        return False
-    nxt = header[len(prefix) + 1]
-    return not (nxt.isalnum() or nxt.isspace())
 
 
 def _count_many(asm: Assembly, texts: dict[str, str]) -> dict[str, int]:

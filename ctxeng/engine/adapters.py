@@ -40,8 +40,10 @@ def status_line(pair: dict[str, Any]) -> str | None:
     """The first line of a tool result that is not a plain success: what the model may rely on."""
     if pair["result"]["synthetic"]:
         return None  # the synthetic result states its own status
-    status = pair["status"]
-    use = pair.get("evidence_use")
+    return result_status_line(pair["status"], pair.get("evidence_use"))
+
+
+def result_status_line(status: str, use: str | None) -> str | None:
     if status == "success" and use != "diagnostic_only":
         return None
     return f"[ctxeng: tool result status: {status}; evidence_use: {use}]"

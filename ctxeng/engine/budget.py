@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 
 from . import transforms
 from .hashing import sha256_text
-from .source_limits import header_tokens, record_transform
+from .render import block_tokens
+from .source_limits import record_transform
 from .structure import synthetic_result_text
 from .vocabulary import (
     BlockedReason,
@@ -303,7 +304,7 @@ def _shorten(asm: Assembly, budget: _Budget, name: str, unit: Unit, ttype: Trans
         return
     out, ref = made
     shorter = cand.item.model_copy(update={"content": out, "content_hash": sha256_text(out), "source_ref": ref})
-    tokens = asm.tokenizer.count(out) + header_tokens(asm, dataclasses.replace(cand, item=shorter, content=out))
+    tokens = block_tokens(asm, dataclasses.replace(cand, item=shorter, content=out, changed_digest=shorter.content_hash))
     if not budget.fits(name, tokens):
         return
     if ttype == TransformType.TRUNCATE_ITEM:
@@ -377,7 +378,7 @@ def _evict_pair(asm: Assembly, budget: _Budget, name: str, unit: Unit, detail: s
     else:
         why = f"this call was evicted by the token budget (partition {name!r})"
     text = synthetic_result_text(pair.call.call_id, why)
-    tokens = asm.tokenizer.count(text) + 8
+    tokens = asm.tokenizer.count(text)
     if budget.fits(name, pair.call_tokens + tokens):
         pair.synthetic_result = text
         pair.synthetic_tokens = tokens

@@ -15,6 +15,7 @@ hard_gate_rejected, security -> security_rejected.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from .hashing import sha256_json, sha256_text
 from .lifecycle import named_artifact
 from .models import LifecycleEventRecord, TransformRecord
 from .ranking import is_pinned
+from .render import block_tokens
 from .vocabulary import (
     EXTERNALIZATION_SOURCE_TYPES,
     TRUST_RANK,
@@ -488,7 +490,7 @@ def _redact(asm: Assembly, cand: Candidate) -> bool:
     }
     failed = [k for k, v in assertions.items() if v == AssertionResult.FAILED]
     record_id = f"transform-{cand.item_id}-redact"
-    after_tokens = asm.tokenizer.count(out) + cand.header_tokens
+    after_tokens = block_tokens(asm, dataclasses.replace(cand, content=out, changed_digest=sha256_text(out)))
     trust = cand.trust.value if cand.trust else "unlabelled"
     asm.transforms.append(
         TransformRecord(
@@ -515,6 +517,7 @@ def _redact(asm: Assembly, cand: Candidate) -> bool:
     if failed:
         return False
     cand.content = out
+    cand.changed_digest = sha256_text(out)
     cand.tokens = after_tokens
     return True
 

@@ -9,16 +9,28 @@ Every block carries its identity (item_id, kind, trust, role, source_ref, revisi
 and, for a tool result, its call's `status` and `evidence_use` (null otherwise) in its fence
 header, so the model can tell a partial or failed result from confirmed evidence. Fences carry a per-assembly nonce derived from the candidate set and the
 policy, so a block's own content cannot predict it; any text in the content that imitates a
-ctxeng fence is escaped, so content can never close its own block. `assembly_input_hash` is the
-sha256 of this document's canonical JSON.
+ctxeng fence is escaped, so content can never close its own block; the escape is reversible
+(`unescape`), so a reader recovers the exact content the header's `content_hash` names. Fence
+headers, tool call arguments and synthetic results are written with `fence_safe_json`, so no id,
+source ref or argument can spell a fence either. `assembly_input_hash` is the sha256 of this
+document's canonical JSON.
+
+Token accounting: an item's `tokens` is the tokenizer's count of exactly the block text the
+payload carries (`block_tokens`); a control item's is its text's. Counting runs on three pieces,
+the nonce prefix, the nonce-free middle (header identity, content) and the footer, so the middle's
+count is cached across steps; where the tokenizer guarantees piece boundaries at ` {` and at a
+newline before `<` (cl100k), the three counts add up to the count of the whole block, and a
+property test recounts the payload to prove it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import re
 from typing import Any
 
-from .hashing import canonical_json
-from .vocabulary import Zone
+from .hashing import fence_safe_json
+from .vocabulary import Role, Zone
 from .working import Assembly, Candidate
 
 FENCE = "<<<ctxeng:"
@@ -32,12 +44,25 @@ DATA_BOUNDARY_NOTICE = (
 )
 
 
+# `<<<ctxeng:` and any already-escaped form `<<<ctxeng-escaped...:` gain one `-escaped`; `unescape`
+# removes one. Content can thus never spell a fence, and the original text is always recoverable.
+_FENCE_LIKE = re.compile(r"<<<ctxeng((?:-escaped)*):")
+_ESCAPED_LIKE = re.compile(r"<<<ctxeng((?:-escaped)*)-escaped:")
+
+
 def escape(content: str) -> tuple[str, int]:
-    count = content.count(FENCE)
-    return (content.replace(FENCE, ESCAPED_FENCE), count) if count else (content, 0)
+    """The content with every fence-like marker escaped, and how many real fences it imitated."""
+    if "<<<ctxeng" not in content:
+        return content, 0
+    return _FENCE_LIKE.sub(lambda m: f"<<<ctxeng{m.group(1)}-escaped:", content), content.count(FENCE)
 
 
-def block_header(cand: Candidate, nonce: str) -> str:
+def unescape(text: str) -> str:
+    return _ESCAPED_LIKE.sub(lambda m: f"<<<ctxeng{m.group(1)}:", text)
+
+
+def header_json(cand: Candidate) -> str:
+    """The block's identity as fence-safe canonical JSON: no nonce, so it is stable across steps."""
     item = cand.item
     identity = {
         "item_id": item.item_id,
@@ -52,16 +77,61 @@ def block_header(cand: Candidate, nonce: str) -> str:
         "status": getattr(cand.result_status, "value", cand.result_status),
         "evidence_use": cand.evidence_use.value if cand.evidence_use is not None else None,
     }
-    return f"{FENCE}block nonce={nonce} {canonical_json(identity)}>>>"
+    return fence_safe_json(identity)
+
+
+def block_prefix(nonce: str) -> str:
+    return f"{FENCE}block nonce={nonce}"
+
+
+def block_header(cand: Candidate, nonce: str) -> str:
+    return f"{block_prefix(nonce)} {header_json(cand)}>>>"
 
 
 def block_footer(nonce: str) -> str:
     return f"{FENCE}end nonce={nonce}>>>"
 
 
-def fenced(cand: Candidate, nonce: str) -> str:
+def block_middle(cand: Candidate, header: str | None = None) -> str:
+    """Everything of a block between its nonce prefix and its footer; it holds no nonce."""
     body, _ = escape(cand.content)
-    return f"{block_header(cand, nonce)}\n{body}\n{block_footer(nonce)}"
+    return f" {header if header is not None else header_json(cand)}>>>\n{body}\n"
+
+
+def fenced(cand: Candidate, nonce: str) -> str:
+    return block_prefix(nonce) + block_middle(cand) + block_footer(nonce)
+
+
+def splits_fences(asm: Assembly) -> bool:
+    """Does the tokenizer start a new piece at ` {` and at `<` after a newline? Then a block's count
+    is the sum of its prefix's, middle's and footer's (see `TiktokenTokenizer`)."""
+    return bool(getattr(asm.tokenizer, "splits_before_space_punctuation", False))
+
+
+def fence_tokens(asm: Assembly) -> int:
+    """Tokens of the nonce prefix plus the footer: the same for every block of one assembly."""
+    if asm.fence_tokens is None:
+        asm.fence_tokens = asm.tokenizer.count(block_prefix(asm.nonce)) + asm.tokenizer.count(block_footer(asm.nonce))
+    return asm.fence_tokens
+
+
+def middle_key(cand: Candidate, header: str) -> str:
+    """A cache key for a block's middle: its identity and its current content's digest."""
+    return f"{hashlib.blake2b(header.encode('utf-8'), digest_size=16).hexdigest()}:{cand.content_digest}"
+
+
+def block_tokens(asm: Assembly, cand: Candidate) -> int:
+    """The exact token count of what the payload carries for `cand`: its text for a control item,
+    else its whole fenced block."""
+    if cand.role == Role.CONTROL:
+        return asm.tokenizer.count(cand.content)
+    if not splits_fences(asm):
+        return asm.tokenizer.count(fenced(cand, asm.nonce))
+    header = header_json(cand)
+    middle = block_middle(cand, header)
+    keyed = getattr(asm.tokenizer, "count_keyed", None)
+    n = keyed(middle_key(cand, header), middle) if keyed is not None else asm.tokenizer.count(middle)
+    return n + fence_tokens(asm)
 
 
 def placement_key(cand: Candidate) -> tuple[int, str]:

@@ -40,7 +40,7 @@ from bisect import bisect_right
 from .hashing import sha256_text
 from .logformats import Failures, all_kept_in_order, read_failures
 from .models import LineageNode, TransformRecord
-from .render import FENCE, block_header
+from .render import block_tokens
 from .vocabulary import (
     AssertionResult,
     BlockedReason,
@@ -383,13 +383,7 @@ def mark_result_status(asm: Assembly) -> None:
             continue
         result.result_status = pair.call.status
         result.evidence_use = pair.evidence_use
-        fresh = header_tokens(asm, result)
-        result.tokens += fresh - result.header_tokens
-        result.header_tokens = fresh
-
-
-def header_tokens(asm: Assembly, cand: Candidate) -> int:
-    return asm.tokenizer.count(block_header(cand, asm.nonce)) + len(FENCE)
+        result.tokens = block_tokens(asm, result)
 
 
 def apply_source_limits(asm: Assembly) -> None:
@@ -467,9 +461,8 @@ def record_transform(asm, cand, out, assertions, ttype, objective, transformer, 
             }
         )
         cand.content = out
-        cand.digest = out_digest or ""
-        cand.header_tokens = header_tokens(asm, cand) if cand.role != Role.CONTROL else 0
-        after_tokens = asm.tokenizer.count(out) + cand.header_tokens
+        cand.changed_digest = out_digest
+        after_tokens = block_tokens(asm, cand)
     asm.transforms.append(
         TransformRecord(
             record_id=record_id,

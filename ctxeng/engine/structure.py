@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .hashing import canonical_json, sha256_json
+from .adapters import result_status_line
+from .hashing import fence_safe_json, sha256_json
 from .vocabulary import ROLE_ZONE, EvidenceUse, UnresolvedCallHandling
 from .working import Assembly, ToolPair
 
@@ -35,7 +36,7 @@ def canonical_argument_hash(tool_name: str, arguments: dict) -> str:
 
 
 def synthetic_result_text(call_id: str, reason: str) -> str:
-    return canonical_json({"ctxeng_synthetic_result": True, "call_id": call_id, "status": "unknown", "reason": reason})
+    return fence_safe_json({"ctxeng_synthetic_result": True, "call_id": call_id, "status": "unknown", "reason": reason})
 
 
 def place_in_zones(asm: Assembly) -> None:
@@ -59,7 +60,7 @@ def pair_tool_calls(asm: Assembly) -> None:
             use = EvidenceUse.CONFIRMED_BY_POLICY
         else:
             use = EvidenceUse.DIAGNOSTIC_ONLY
-        arguments_json = canonical_json(call.arguments)
+        arguments_json = fence_safe_json(call.arguments)
         pair = ToolPair(
             call=call,
             source_order=order,
@@ -69,7 +70,10 @@ def pair_tool_calls(asm: Assembly) -> None:
             result=result,
             evidence_use=use,
         )
-        pair.call_tokens = asm.tokenizer.count(call.tool_name + arguments_json) + 8
+        count = asm.tokenizer.count
+        pair.call_base_tokens = count(call.tool_name) + count(arguments_json) + 2 * count(sid)
+        line = result_status_line(call.status.value, use.value)
+        pair.status_line_tokens = count(line + "\n") if line else 0
         if result is not None:
             result.evidence_use = use
         asm.pairs.append(pair)
@@ -89,4 +93,4 @@ def resolve_unresolved(asm: Assembly) -> None:
             else:
                 why = f"result {pair.result.item_id} was excluded ({pair.result.exclusion.reason.value})"  # type: ignore[union-attr]
             pair.synthetic_result = synthetic_result_text(pair.call.call_id, why)
-            pair.synthetic_tokens = asm.tokenizer.count(pair.synthetic_result) + 8
+            pair.synthetic_tokens = asm.tokenizer.count(pair.synthetic_result)

@@ -40,6 +40,7 @@ import re
 
 from .hashing import sha256_json, sha256_text
 from .models import CheckpointState, ContextItem, LineageNode, SummaryRecord, TransformRecord
+from .render import block_tokens
 from .source_limits import FAILURE_LINE, _excerpt
 from .vocabulary import (
     ROLE_ZONE,
@@ -470,10 +471,7 @@ def structured_summary(asm: Assembly, evicted: list[Candidate], *, partition: st
         admission_reason=f"structured summary of {len(ids)} state items evicted from partition {partition!r} (eviction structured_summary)",
         built_by_engine=True,
     )
-    from .source_limits import header_tokens  # source_limits imports this module
-
-    cand.header_tokens = header_tokens(asm, cand)
-    cand.tokens = cand.original_tokens = asm.tokenizer.count(content) + cand.header_tokens
+    cand.tokens = cand.original_tokens = block_tokens(asm, cand)
     assertions = check_structured_summary(asm, content, evicted, ids)
     failed = [k for k, v in assertions.items() if v == AssertionResult.FAILED]
     top = max((c.trust for c in evicted if c.trust is not None), key=lambda t: TRUST_RANK[t], default=None)

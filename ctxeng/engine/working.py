@@ -44,9 +44,12 @@ class Candidate:
     content: str
     trust: Trust | None
     digest: str = ""  # sha256 of the content as received, computed once at inventory
+    # sha256 of the current content once a transform (redaction, reduction) has replaced it; the
+    # integrity gate keeps reading `digest`, the content as received.
+    changed_digest: str | None = None
     original_tokens: int | None = None
-    tokens: int = 0
-    header_tokens: int = 0
+    tokens: int = 0  # exactly what the payload carries for this item (see render.block_tokens)
+    header_tokens: int = 0  # an estimate of the fence around the content, for sizing reductions only
     gate_results: dict[str, Any] = field(default_factory=dict)
     security_assessment: dict[str, str] = field(default_factory=dict)
     pinned: bool = False
@@ -69,6 +72,10 @@ class Candidate:
     @property
     def item_id(self) -> str:
         return self.item.item_id
+
+    @property
+    def content_digest(self) -> str:
+        return self.changed_digest or self.digest
 
     @property
     def role(self) -> Role:
@@ -94,7 +101,10 @@ class ToolPair:
     arguments_json: str
     result: Candidate | None
     evidence_use: EvidenceUse
-    call_tokens: int = 0
+    # What the payload carries for the call: its name, its arguments and its id (twice: on the
+    # call and on the result message); a real result's status line (`adapters.result_status_line`).
+    call_base_tokens: int = 0
+    status_line_tokens: int = 0
     unresolved_handling: UnresolvedCallHandling | None = None
     synthetic_result: str | None = None
     synthetic_tokens: int = 0
@@ -105,6 +115,10 @@ class ToolPair:
     @property
     def resolved(self) -> bool:
         return self.result is not None and self.result.alive
+
+    @property
+    def call_tokens(self) -> int:
+        return self.call_base_tokens + (self.status_line_tokens if self.resolved else 0)
 
     @property
     def tokens(self) -> int:
@@ -146,6 +160,7 @@ class Assembly:
     task_terms: set[str] | None = None  # words of the task items, read once by the source limits
     scope_problems: dict[str, str | None] = field(default_factory=dict)  # scope -> why it is out of scope, judged once
     required_revisions: dict[str, Any] | None = None  # request.required_revision_map(), read once by the gate
+    fence_tokens: int | None = None  # a block's nonce prefix plus footer, counted once (render.fence_tokens)
 
     def alive(self) -> list[Candidate]:
         return [c for c in self.candidates if c.alive]
