@@ -6,7 +6,7 @@ the OpenAPI schema references the engine's JSON Schema instead of re-declaring i
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
@@ -19,6 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from ctxeng.engine import AssemblyRequest, ContextAssemblyManifest
+from ctxeng.engine.limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME
 from ctxeng.errors import Conflict, Forbidden
 from ctxeng.rest import ApiError, read_json, read_model
 
@@ -98,16 +99,19 @@ class AssemblyListApi(APIView):
 
     @extend_schema(
         request=AssemblyRequest,
-        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER)],
+        parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER,
+                                     description=f"at most {MAX_ID} characters")],
         responses={202: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT,
                    403: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT},
         summary="Submit an assembly job (202); poll its url",
     )
     def post(self, request: Request) -> Response:
+        key = request.headers.get("Idempotency-Key")
+        if key is not None and len(key) > MAX_ID:
+            raise ApiError(status.HTTP_400_BAD_REQUEST,
+                           f"Idempotency-Key: {len(key)} characters, more than the limit {MAX_ID}")
         data = read_json(request)
-        job, created = services.assembly_job_submit(
-            user=request.user, data=data, idempotency_key=request.headers.get("Idempotency-Key")
-        )
+        job, created = services.assembly_job_submit(user=request.user, data=data, idempotency_key=key)
         job.refresh_from_db()
         body = {"id": str(job.id), "status": job.status, "url": reverse("api-assembly", args=[job.id]),
                 "html_url": assembly_html_url(job)}
@@ -148,9 +152,9 @@ class UsageBody(BaseModel):
     """The provider's reported usage for the call made with this assembly's input."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
-    input_tokens: int = Field(ge=0)
-    cached_tokens: int = Field(default=0, ge=0)
-    output_tokens: int = Field(default=0, ge=0)
+    input_tokens: int = Field(ge=0, le=MAX_INT32)
+    cached_tokens: int = Field(default=0, ge=0, le=MAX_INT32)
+    output_tokens: int = Field(default=0, ge=0, le=MAX_INT32)
 
 
 class AssemblyUsageApi(APIView):
@@ -216,14 +220,15 @@ class ArtifactBody(BaseModel):
     """An externalized object; a candidate re-injects it with `artifact_ref: {artifact_id, revision}`."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
-    artifact_id: str = Field(min_length=1, max_length=300)
-    revision: int | str
-    kind: str = Field(min_length=1, max_length=100)
+    artifact_id: str = Field(min_length=1, max_length=MAX_ITEM_ID)
+    revision: int | Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+    kind: str = Field(min_length=1, max_length=MAX_NAME)
     content: str
     content_hash: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
-    writer: str = Field(min_length=1, max_length=200)
-    scope: str = Field(min_length=1, max_length=300)
-    tenant: str | None = Field(default=None, description="defaults to your only tenant with the agent role")
+    writer: str = Field(min_length=1, max_length=MAX_ID)
+    scope: str = Field(min_length=1, max_length=MAX_ITEM_ID)
+    tenant: str | None = Field(default=None, max_length=MAX_NAME,
+                               description="defaults to your only tenant with the agent role")
 
 
 def artifact_json(artifact: Artifact, *, with_content: bool = False) -> dict[str, Any]:
@@ -265,7 +270,7 @@ class ArtifactListApi(APIView):
 
 class RunCloseBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
-    tenant: str | None = Field(default=None, max_length=100, description="defaults to your only tenant with the agent role")
+    tenant: str | None = Field(default=None, max_length=MAX_NAME, description="defaults to your only tenant with the agent role")
 
 
 class RunCloseApi(APIView):

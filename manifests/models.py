@@ -22,6 +22,8 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from ctxeng.engine.limits import MAX_ID, MAX_ITEM_ID, MAX_NAME
+
 
 class Immutable(Exception):
     """Raised when code tries to change a sealed manifest, a stored artifact or a published revision."""
@@ -35,7 +37,7 @@ class Role(models.TextChoices):
 
 
 class Tenant(models.Model):
-    slug = models.SlugField(max_length=100, unique=True)
+    slug = models.SlugField(max_length=MAX_NAME, unique=True)
     name = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -61,7 +63,7 @@ class Membership(models.Model):
 
 class Run(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
-    run_id = models.CharField(max_length=200)
+    run_id = models.CharField(max_length=MAX_ID)
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(
         null=True, blank=True, help_text="closing a run closes its task: later steps see a task_closed event"
@@ -90,10 +92,10 @@ class AssemblyJob(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="jobs")
-    step_id = models.CharField(max_length=200)
+    step_id = models.CharField(max_length=MAX_ID)
     request = models.JSONField(help_text="the AssemblyRequest as submitted")
     request_digest = models.CharField(max_length=80)
-    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    idempotency_key = models.CharField(max_length=MAX_ID, null=True, blank=True)
     policy_revision = models.ForeignKey(
         "policies.PolicyRevision", on_delete=models.PROTECT, related_name="jobs"
     )
@@ -142,7 +144,7 @@ class ManifestQuerySet(models.QuerySet):
 
 class Manifest(models.Model):
     job = models.OneToOneField(AssemblyJob, on_delete=models.CASCADE, related_name="manifest")
-    assembly_id = models.CharField(max_length=200)
+    assembly_id = models.CharField(max_length=MAX_ID)
     status = models.CharField(max_length=10)
     document = models.JSONField(help_text="the sealed ContextAssemblyManifest")
     provider_input = models.JSONField(null=True, blank=True, help_text="the serialized model input; null when blocked")
@@ -205,17 +207,17 @@ class Decision(models.TextChoices):
 
 class ManifestItem(models.Model):
     manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="items")
-    item_id = models.CharField(max_length=300, db_index=True)
+    item_id = models.CharField(max_length=MAX_ITEM_ID, db_index=True)
     decision = models.CharField(max_length=10, choices=Decision.choices)
     reason = models.CharField(max_length=200, blank=True, help_text="exclusion reason, or the admission reason")
     hard_gate = models.CharField(max_length=60, blank=True)
     detail = models.TextField(blank=True)
-    partition = models.CharField(max_length=100, blank=True)
+    partition = models.CharField(max_length=MAX_NAME, blank=True)
     tokens = models.PositiveIntegerField(null=True, blank=True)
     trust = models.CharField(max_length=60, blank=True)
     role = models.CharField(max_length=60, blank=True)
-    kind = models.CharField(max_length=100)
-    source_type = models.CharField(max_length=100)
+    kind = models.CharField(max_length=MAX_NAME)
+    source_type = models.CharField(max_length=MAX_NAME)
     source_ref = models.JSONField(default=dict)
     record = models.JSONField(null=True, blank=True, help_text="the item's full included/excluded record")
 
@@ -238,13 +240,13 @@ class ManifestItem(models.Model):
 
 class Artifact(models.Model):
     tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="artifacts")
-    artifact_id = models.CharField(max_length=300)
-    revision = models.CharField(max_length=100)
-    kind = models.CharField(max_length=100)
+    artifact_id = models.CharField(max_length=MAX_ITEM_ID)
+    revision = models.CharField(max_length=MAX_NAME)
+    kind = models.CharField(max_length=MAX_NAME)
     content = models.TextField()
     content_hash = models.CharField(max_length=80)
-    writer = models.CharField(max_length=200)
-    scope = models.CharField(max_length=300)
+    writer = models.CharField(max_length=MAX_ID)
+    scope = models.CharField(max_length=MAX_ITEM_ID)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
     )

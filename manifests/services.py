@@ -10,7 +10,9 @@ The job lifecycle (netbox-style, the job row is the source of truth):
     assembly_jobs_recover requeue jobs whose worker died (stale heartbeat); fail them after
                           CTXENG_MAX_ATTEMPTS
 
-Every path ends a job `ready | blocked | failed`; an engine exception is recorded as `failed`.
+Every path ends a job `ready | blocked | failed`. Failures are typed (`assembly_job_assemble`):
+a deterministic error ends the job `failed` at once with the error; only an infrastructure fault
+(the database unreachable) leaves it to the stale-job sweep, which retries it.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -353,23 +355,41 @@ def _parsed_policy(revision_pk: int, digest: str) -> ContextPolicy:
     return parse_policy(PolicyRevision.objects.filter(pk=revision_pk).values_list("body", flat=True).get())
 
 
+# Faults of the machinery, not of the job: another attempt may succeed. Everything else a job
+# raises (the engine's InvalidInput, a storage constraint or DataError, a bug) fails every attempt.
+INFRASTRUCTURE_FAULTS = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
+
+
 def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
-    """Run the engine for a claimed job and seal the result; returns the job's final status."""
-    job = (
-        AssemblyJob.objects.select_related("policy_revision__policy", "tenant", "run")
-        .defer("policy_revision__body")
-        .get(id=job_id)
-    )
+    """Run the engine for a claimed job and seal the result; returns the job's final status.
+
+    The whole path (load the job, assemble, seal and save) is inside one typed handling. A
+    deterministic error ends the job `failed` at once, with the error on the job (the API's
+    `error`, the dashboard; the log names the step). An infrastructure fault propagates: the
+    claim stays, its heartbeat stops, and the stale-job sweep requeues the job as a new attempt
+    (or ends it `failed` after CTXENG_MAX_ATTEMPTS).
+    """
+    step = "load"
     try:
+        job = (
+            AssemblyJob.objects.select_related("policy_revision__policy", "tenant", "run")
+            .defer("policy_revision__body")
+            .get(id=job_id)
+        )
+        step = "assemble"
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
         request = request_as_assembled(job=job, request=parse_request(job.request), policy=policy)
         result = assemble(request, policy, artifacts=artifact_lookup(job.tenant))
+        step = "seal"
+        return _seal(job=job, attempt=attempt, result=result)
+    except INFRASTRUCTURE_FAULTS:
+        logger.warning("assembly job %s attempt %s: infrastructure fault at %s; left to the sweep", job_id, attempt, step)
+        raise
     except InvalidInput as exc:
-        return _fail(job_id=job.id, attempt=attempt, error=str(exc))
-    except Exception as exc:  # noqa: BLE001 - any engine failure ends the job `failed`, recorded
-        logger.exception("assembly job %s failed", job.id)
-        return _fail(job_id=job.id, attempt=attempt, error=f"{type(exc).__name__}: {exc}")
-    return _seal(job=job, attempt=attempt, result=result)
+        return _fail(job_id=job_id, attempt=attempt, error=str(exc))
+    except Exception as exc:  # noqa: BLE001 - deterministic: recorded on the job, never retried
+        logger.exception("assembly job %s failed at %s", job_id, step)
+        return _fail(job_id=job_id, attempt=attempt, error=f"{type(exc).__name__}: {exc}")
 
 
 def _fail(*, job_id: uuid.UUID, attempt: int, error: str) -> str:

@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from ctxeng.engine import ContextPolicy
 from ctxeng.engine.errors import validate
+from ctxeng.engine.limits import MAX_NAME, MAX_NOTE
 from ctxeng.errors import BadReference, Forbidden
 from ctxeng.rest import read_json, read_model
 from manifests.models import Role
@@ -33,12 +34,12 @@ class RevisionBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
     body: dict[str, Any]
-    tenant: str | None = None
+    tenant: str | None = Field(default=None, max_length=MAX_NAME)
 
 
 class PublishBody(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
-    note: str = Field(default="", max_length=10_000)
+    note: str = Field(default="", max_length=MAX_NOTE)
 
 
 def revision_json(revision: PolicyRevision, *, with_body: bool = False) -> dict[str, Any]:
@@ -92,7 +93,7 @@ class PolicyRevisionBody(BaseModel):
     """The documented shape of RevisionBody (validated at run time by the engine's parse_policy)."""
 
     body: ContextPolicy
-    tenant: str | None = None
+    tenant: str | None = Field(default=None, max_length=MAX_NAME)
 
 
 REVISION_REQUEST = PolicyRevisionBody

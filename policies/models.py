@@ -13,12 +13,13 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from ctxeng.engine.limits import MAX_ID
 from manifests.models import Immutable
 
 
 class Policy(models.Model):
     tenant = models.ForeignKey("manifests.Tenant", on_delete=models.CASCADE, related_name="policies")
-    policy_id = models.CharField(max_length=200)
+    policy_id = models.CharField(max_length=MAX_ID)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

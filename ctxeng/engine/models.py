@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, JsonObject
 from .vocabulary import (
     AcquisitionOutcome,
     AssemblyStatus,
@@ -52,27 +53,27 @@ from .vocabulary import (
 
 
 class Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class Open(BaseModel):
     """A frozen model that keeps unknown keys: used for free-form references (source_ref)."""
 
-    model_config = ConfigDict(frozen=True, extra="allow")
+    model_config = ConfigDict(frozen=True, extra="allow", allow_inf_nan=False)
 
 
 # --------------------------------------------------------------------------- request
 
 
 class PolicyRef(Frozen):
-    id: str = Field(min_length=1)
-    revision: int | None = Field(default=None, description="omit to use the current published revision")
+    id: str = Field(min_length=1, max_length=MAX_ID)
+    revision: int | None = Field(default=None, ge=1, le=MAX_INT32, description="omit to use the current published revision")
     digest: str | None = None
 
 
 class Principal(Frozen):
     id: str = Field(min_length=1)
-    tenant: str = Field(min_length=1)
+    tenant: str = Field(min_length=1, max_length=MAX_NAME)
     project: str = Field(min_length=1)
     permissions: list[str] = Field(
         default_factory=list, description="the principal's grants; a change invalidates the prompt cache (permission_change)"
@@ -107,16 +108,16 @@ class ToolCall(Frozen):
 
     call_id: str = Field(min_length=1)
     tool_name: str = Field(pattern=TOOL_NAME_PATTERN, description="the name both providers accept: [A-Za-z0-9_-]{1,64}")
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: JsonObject = Field(default_factory=dict)
     status: ToolResultStatus = ToolResultStatus.UNKNOWN
-    result_item_id: str | None = Field(default=None, description="candidate holding the result; null = unresolved")
+    result_item_id: str | None = Field(default=None, max_length=MAX_ITEM_ID, description="candidate holding the result; null = unresolved")
     completed_seq: int | None = Field(default=None, description="completion order; never changes pairing")
 
 
 class ToolDefinition(Frozen):
     name: str = Field(pattern=TOOL_NAME_PATTERN)
     description: str = ""
-    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    parameters: JsonObject = Field(default_factory=lambda: {"type": "object", "properties": {}})
 
 
 class LineageNode(Frozen):
@@ -136,8 +137,8 @@ class InputRange(Frozen):
 class ArtifactRef(Frozen):
     """Re-injection handle (seed §7): the service loads the object and re-admits it through every gate."""
 
-    artifact_id: str = Field(min_length=1)
-    revision: int | str | None = None
+    artifact_id: str = Field(min_length=1, max_length=MAX_ITEM_ID)
+    revision: int | Annotated[str, Field(max_length=MAX_NAME)] | None = None
 
 
 class StoredArtifact(Frozen):
@@ -193,10 +194,10 @@ class PreviousCache(Frozen):
 class ContextItem(Frozen):
     """A candidate (seed §2 ContextItem plus content, kind, ranking and summary fields)."""
 
-    item_id: str = Field(min_length=1)
-    kind: str = Field(min_length=1)
-    source_type: str = Field(min_length=1)
-    source_ref: dict[str, Any]
+    item_id: str = Field(min_length=1, max_length=MAX_ITEM_ID)
+    kind: str = Field(min_length=1, max_length=MAX_NAME)
+    source_type: str = Field(min_length=1, max_length=MAX_NAME)
+    source_ref: JsonObject
     source_lineage: list[LineageNode] = Field(default_factory=list)
     producer: str = ""
     content: str | None = Field(default=None, description="inline content; null only with artifact_ref")
@@ -220,8 +221,8 @@ class ContextItem(Frozen):
     open_item_ids: list[str] | None = None
     input_item_ids: list[str] | None = None
     input_range: InputRange | None = None
-    source_refs: list[dict[str, Any]] | None = None
-    preserves: dict[str, Any] | None = None
+    source_refs: list[JsonObject] | None = None
+    preserves: JsonObject | None = None
     source_request_id: str | None = None
 
     @model_validator(mode="after")
@@ -233,13 +234,13 @@ class ContextItem(Frozen):
 
 class CheckpointClaim(Frozen):
     claim: str
-    source_ref: dict[str, Any]
+    source_ref: JsonObject
 
 
 class CheckpointState(Frozen):
     """Structured state for the deterministic checkpoint summary of seed §6."""
 
-    summary_id: str = "checkpoint-summary"
+    summary_id: str = Field(default="checkpoint-summary", min_length=1, max_length=MAX_ITEM_ID)
     goal: str
     constraints: list[str] = Field(default_factory=list)
     current_stage: str
@@ -266,8 +267,8 @@ class RuntimeState(Frozen):
 
 class AssemblyRequest(Frozen):
     schema_version: Literal["assembly-request/v1"] = "assembly-request/v1"
-    run_id: str = Field(min_length=1)
-    step_id: str = Field(min_length=1)
+    run_id: str = Field(min_length=1, max_length=MAX_ID)
+    step_id: str = Field(min_length=1, max_length=MAX_ID)
     policy: PolicyRef
     principal: Principal
     scope: str = Field(min_length=1)
@@ -358,8 +359,8 @@ class AssemblyRequest(Frozen):
 
 
 class PolicyHeader(Frozen):
-    id: str = Field(min_length=1)
-    revision: int = Field(ge=1)
+    id: str = Field(min_length=1, max_length=MAX_ID)
+    revision: int = Field(ge=1, le=MAX_INT32)
     digest: str | None = None
 
 
@@ -565,7 +566,7 @@ class BudgetPolicy(Frozen):
     response_reserve: int = Field(gt=0, description="tokens kept for the answer; a provider call needs at least one")
     protocol_overhead: int = Field(ge=0)
     safety_margin: int = Field(ge=0)
-    partitions: dict[str, Partition]
+    partitions: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], Partition]
     borrowing: Borrowing = Borrowing.PRESERVE_ALL_MINIMUMS
 
     @model_validator(mode="after")

@@ -11,9 +11,8 @@ from typing import Any
 
 from .errors import InvalidInput, load_json_text, load_yaml_text, validate
 from .hashing import sha256_json
+from .limits import MAX_CANDIDATES
 from .models import AssemblyRequest, ContextPolicy
-
-MAX_CANDIDATES = 20_000
 
 
 def parse_request(data: dict[str, Any] | str | bytes) -> AssemblyRequest:
