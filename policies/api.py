@@ -22,7 +22,7 @@ from ctxeng.engine.limits import MAX_NAME, MAX_NOTE
 from ctxeng.errors import BadReference, Forbidden
 from ctxeng.rest import read_json, read_model
 from manifests.models import Role
-from manifests.selectors import roles_in, tenant_for_role
+from manifests.selectors import roles_in, tenant_for_role, tenants_for
 
 from . import selectors, services
 from .diffing import diff
@@ -199,12 +199,15 @@ class PolicyDiffApi(APIView):
         "revision": serializers.IntegerField(),
         "digest": serializers.CharField(),
     })},
-    summary="Validate a policy body (no write)",
+    summary="Validate a policy body (no write; the policy_editor role in some tenant)",
 )
 class PolicyValidateApi(APIView):
     def post(self, request: Request) -> Response:
-        from ctxeng.engine import parse_policy, policy_digest
+        from ctxeng.engine import policy_digest
 
-        policy = parse_policy(read_json(request))
+        # Validating is part of editing: an agent's token has no business parsing policies.
+        if not any(Role.POLICY_EDITOR in roles_in(request.user, t) for t in tenants_for(request.user)):
+            raise Forbidden("the policy_editor role is required")
+        policy = services.policy_parse(read_json(request))
         return Response({"valid": True, "policy_id": policy.policy.id, "revision": policy.policy.revision,
                          "digest": policy_digest(policy)})

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from django.db.models import Count, Q, QuerySet
 
-from ctxeng.engine import InvalidInput, assemble, parse_policy
+from ctxeng.engine import InvalidInput, assemble
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
 from manifests.models import AssemblyJob, Tenant
 from manifests.selectors import artifact_lookup, request_as_assembled
@@ -91,7 +91,7 @@ def _split(path: str) -> list[str | int]:
 def line_of(text: str, path: str) -> int | None:
     """The line of the deepest YAML node on `path` (the key itself when it exists)."""
     try:
-        node = yaml.compose(text)
+        node = yaml.compose(text, Loader=yaml.SafeLoader)  # nodes only: an alias is a shared node, never expanded
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         return mark.line + 1 if mark else None
@@ -111,11 +111,16 @@ def line_of(text: str, path: str) -> int | None:
 
 
 def validate_yaml(text: str) -> tuple[Any | None, list[FieldError]]:
-    """Parse a draft as the engine does; on failure, each error with its path and YAML line."""
+    """Parse a draft as a save would (the engine, bounded); on failure, each error with its path and YAML line."""
+    from .services import policy_parse
+
     try:
-        return parse_policy(text), []
+        return policy_parse(text), []
     except InvalidInput as exc:
         return None, field_errors(text, exc.errors)
+
+
+_LINE = re.compile(r"line (\d+): ")
 
 
 def field_errors(text: str, messages: list[str]) -> list[FieldError]:
@@ -126,7 +131,10 @@ def field_errors(text: str, messages: list[str]) -> list[FieldError]:
         if not sep or " " in path:
             path, message = "", raw
         located = path.removeprefix("body.")
-        errors.append(FieldError(path=path, message=message, line=line_of(text, located) if located else None))
+        # The YAML loader names the line itself (an alias, an anchor, too deep): no path to look up.
+        stated = _LINE.match(message)
+        line = int(stated.group(1)) if stated else (line_of(text, located) if located else None)
+        errors.append(FieldError(path=path, message=message, line=line))
     return errors
 
 

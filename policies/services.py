@@ -9,8 +9,10 @@ filled in, `policy.digest` removed), so its digest is the one the engine records
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -26,13 +28,24 @@ from manifests.models import Tenant
 from .models import Policy, PolicyRevision, RevisionStatus
 
 
-def _parse(body: Any, *, policy_id: str | None = None, revision: int | None = None) -> ContextPolicy:
-    if isinstance(body, (str, bytes)):
-        policy = parse_policy(body)
-    elif isinstance(body, dict):
+def policy_parse(body: Any, *, policy_id: str | None = None, revision: int | None = None) -> ContextPolicy:
+    """A policy body (YAML/JSON text or an object) validated by the engine, and bounded once parsed.
+
+    The engine's YAML loader refuses anchors and aliases, so text cannot expand while it is
+    parsed; the normalized body (what a revision stores and every page renders) must still fit
+    in CTXENG_MAX_REQUEST_BYTES, the same bound the request itself had.
+    """
+    if isinstance(body, (str, bytes, dict)):
         policy = parse_policy(body)
     else:
         raise InvalidInput(["body: field required (a ContextPolicy object)"], what="policy")
+    size = len(json.dumps(policy_body(policy), separators=(",", ":"), ensure_ascii=False).encode())
+    if size > settings.CTXENG_MAX_REQUEST_BYTES:
+        raise InvalidInput(
+            [f"body: {size} bytes once parsed, more than the limit of {settings.CTXENG_MAX_REQUEST_BYTES} "
+             "bytes (CTXENG_MAX_REQUEST_BYTES)"],
+            what="policy",
+        )
     if policy_id is not None and policy.policy.id != policy_id:
         raise InvalidInput(
             [f"body.policy.id: {policy.policy.id!r} does not match the policy in the URL {policy_id!r}"],
@@ -50,7 +63,7 @@ def policy_revision_create(
     *, tenant: Tenant, body: Any, user: AbstractBaseUser | None, policy_id: str | None = None
 ) -> PolicyRevision:
     """A new draft revision; its number comes from the body and must be new for the policy."""
-    policy = _parse(body, policy_id=policy_id)
+    policy = policy_parse(body, policy_id=policy_id)
     with transaction.atomic():
         container, _ = Policy.objects.get_or_create(tenant=tenant, policy_id=policy.policy.id)
         number = policy.policy.revision
@@ -78,7 +91,7 @@ def policy_revision_update(*, revision: PolicyRevision, body: Any, user: Abstrac
     if revision.status != RevisionStatus.DRAFT:
         raise Conflict(f"policy {revision.policy.policy_id} revision {revision.revision} is {revision.status}; "
                        "create a new revision instead")
-    policy = _parse(body, policy_id=revision.policy.policy_id, revision=revision.revision)
+    policy = policy_parse(body, policy_id=revision.policy.policy_id, revision=revision.revision)
     previous = revision.digest
     with transaction.atomic():
         revision.body = policy_body(policy)
@@ -120,7 +133,7 @@ def policy_revision_publish(*, revision: PolicyRevision, user: AbstractBaseUser 
 
 def policy_import(*, tenant: Tenant, text: str | bytes, user: AbstractBaseUser | None, publish: bool, note: str = "") -> PolicyRevision:
     """Import a policy file (YAML or JSON) idempotently: an identical existing revision is reused."""
-    policy = _parse(text)
+    policy = policy_parse(text)
     existing = PolicyRevision.objects.filter(
         policy__tenant=tenant, policy__policy_id=policy.policy.id, revision=policy.policy.revision
     ).first()

@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ctxeng.audit.selectors import audit_events_for_policy
+from ctxeng.engine import InvalidInput
 from ctxeng.engine.policy import policy_body
 from ctxeng.errors import ServiceError
 from manifests.models import Immutable, Role
@@ -114,7 +115,7 @@ def revision_edit(request: HttpRequest, policy_id: str, revision: int) -> HttpRe
                 try:
                     rev = services.policy_revision_update(revision=rev, body=policy_body(parsed), user=request.user)
                     saved = True
-                except (ServiceError, Immutable) as exc:
+                except (InvalidInput, ServiceError, Immutable) as exc:
                     errors = sel.field_errors(text, getattr(exc, "errors", None) or [str(exc)])
     context: dict[str, Any] = {
         "policy": policy, "revision": rev, "text": text, "errors": errors, "saved": saved,

@@ -88,8 +88,40 @@ def load_json_text(text: str | bytes, *, what: str) -> Any:
         raise InvalidInput([f"body: malformed JSON ({exc})"], what=what) from None
 
 
+# Deeper YAML than this is refused while it is composed (PyYAML's composer recurses per level, so
+# 10,000 nested brackets would otherwise end in a RecursionError); no policy nests beyond ~6.
+MAX_YAML_DEPTH = 64
+
+
+class _YamlRefused(yaml.YAMLError):
+    def __init__(self, mark: yaml.Mark, message: str) -> None:
+        super().__init__(f"line {mark.line + 1}: {message}")
+
+
 class _Yaml12Loader(yaml.SafeLoader):
-    """SafeLoader where only true/false are booleans: YAML 1.1 reads the seed's `expiry.on` as True."""
+    """SafeLoader where only true/false are booleans: YAML 1.1 reads the seed's `expiry.on` as True.
+
+    Anchors and aliases (`&name`, `*name`, merge keys `<<: *name`) are refused, not expanded: a
+    few kilobytes of nested aliases expand into hundreds of megabytes (a "billion laughs"), and a
+    policy has no need for them. The error names the line. Nesting beyond MAX_YAML_DEPTH is
+    refused the same way.
+    """
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _YamlRefused(event.start_mark, f"YAML aliases are not accepted (*{event.anchor}); write the value out")
+        if getattr(event, "anchor", None) is not None:
+            raise _YamlRefused(event.start_mark, f"YAML anchors are not accepted (&{event.anchor}); write the value out")
+        if self._depth >= MAX_YAML_DEPTH:
+            raise _YamlRefused(event.start_mark, f"nested deeper than {MAX_YAML_DEPTH} levels")
+        self._depth += 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
 
 _Yaml12Loader.yaml_implicit_resolvers = {
@@ -104,5 +136,7 @@ _Yaml12Loader.add_implicit_resolver(
 def load_yaml_text(text: str | bytes, *, what: str) -> Any:
     try:
         return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+    except _YamlRefused as exc:
+        raise InvalidInput([f"body: {exc}"], what=what) from None
     except yaml.YAMLError as exc:
         raise InvalidInput([f"body: malformed YAML ({exc})"], what=what) from None
