@@ -192,15 +192,22 @@ def allocate(asm: Assembly) -> Allocation:
     alloc = Allocation(usable=usable, context_limit=limit, used={name: 0 for name in policy.partitions})
     total_min = sum(p.minimum for p in policy.partitions.values())
     units = build_units(asm)
-    if usable <= 0 or total_min > usable:
-        short = [n for n, p in policy.partitions.items() if p.minimum > 0]
-        asm.block(
-            BlockedReason.REQUIRED_PARTITION_MISSING,
-            short,
-            f"usable budget {usable} (model context {asm.request.model.context_limit}) cannot hold the partition minimums ({total_min})",
+    if usable <= 0:
+        why = (
+            f"usable budget {usable}: context {limit} (min of the model's {asm.request.model.context_limit} and budget.model_context_limit "
+            f"{policy.model_context_limit}) - response_reserve {policy.response_reserve} - protocol_overhead {policy.protocol_overhead} "
+            f"- safety_margin {policy.safety_margin} leaves no room for any input"
         )
+        asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.usable_input"], why)
         for unit in units:
-            _evict(asm, unit, f"usable budget {usable} cannot hold the partition minimums ({total_min})")
+            _evict(asm, unit, why)
+        return alloc
+    if total_min > usable:
+        short = [n for n, p in policy.partitions.items() if p.minimum > 0]
+        why = f"usable budget {usable} (model context {asm.request.model.context_limit}) cannot hold the partition minimums ({total_min})"
+        asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, short, why)
+        for unit in units:
+            _evict(asm, unit, why)
         return alloc
 
     budget = _Budget(asm, alloc)
@@ -217,7 +224,7 @@ def allocate(asm: Assembly) -> Allocation:
                 budget.take(name, unit.tokens)
 
     # Pass 2: growth toward maximums, borrowing under the policy's rule; `first` grows last.
-    order = sorted(policy.partitions, key=lambda n: _EVICTION_ORDER[policy.partitions[n].eviction])
+    order = growth_order(policy)
     for name in order:
         for unit in by_part[name]:
             if not unit.admitted and budget.fits(name, unit.tokens):
@@ -264,6 +271,28 @@ def allocate(asm: Assembly) -> Allocation:
         if unit.admitted and unit.pair is not None:
             unit.pair.included = True
     return alloc
+
+
+def growth_order(policy) -> list[str]:
+    """Partitions in the order they grow past their minimums: `never` first, `first` last."""
+    return sorted(policy.partitions, key=lambda n: _EVICTION_ORDER[policy.partitions[n].eviction])
+
+
+def borrowed_by_partition(policy, usable: int, used: dict[str, int]) -> dict[str, int]:
+    """What each partition took from other partitions' minimums, from the final usage.
+
+    The free pool is what the minimums leave of `usable`. Usage above a partition's own minimum
+    comes from that pool first, partitions drawing on it in growth order; only what is left over
+    was taken from the minimum another partition left unused (possible under
+    `lend_unused_minimums`; under `preserve_all_minimums` it is always 0)."""
+    pool = max(0, usable - sum(p.minimum for p in policy.partitions.values()))
+    out = {}
+    for name in growth_order(policy):
+        above = max(0, used[name] - policy.partitions[name].minimum)
+        from_pool = min(above, pool)
+        pool -= from_pool
+        out[name] = above - from_pool
+    return out
 
 
 def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> None:

@@ -1,7 +1,7 @@
 """The assembly pipeline: the stages of seed §9, called in order, and nothing else.
 
-    acquisition -> hard gates -> ranking -> load modes -> structure -> source limits -> budget
-    -> transforms -> seal (-> render -> adapter)
+    acquisition -> hard gates -> ranking -> load modes -> structure -> source limits
+    -> summary verification -> budget -> transforms -> seal (-> render -> adapter)
 
 Each stage is a module with its contract in its docstring; this module only orders them and logs
 each stage into the manifest's `stages` list, which is how tests pin the seed's invariants
@@ -163,13 +163,17 @@ def assemble(
     structure.resolve_unresolved(asm)
     asm.log("source_limits", n)
 
+    # Whether a supplied summary may enter at all is an admission question: decided before the
+    # budget, so a summary failing its assertions never takes budget another item then lacks.
+    n = len(asm.alive())
+    transforms.verify_summaries(asm)
+    asm.log("summary_verification", n, f"{len(asm.summaries)} supplied summaries checked")
+
     n = len(asm.alive())
     alloc = budget.allocate(asm)
     asm.log("budget", n, f"usable {alloc.usable}")
 
-    n = len(asm.alive())
-    transforms.verify_summaries(asm)
-    asm.log("transforms", n)
+    asm.log("transforms", len(asm.alive()), f"{len(asm.transforms)} transform records")
 
     seal.check_required(asm)
     included = asm.alive()

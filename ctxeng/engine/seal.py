@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .budget import pair_partition
+from .budget import borrowed_by_partition, pair_partition
 from .hashing import sha256_json
 from .models import (
     AdapterIdentity,
@@ -59,6 +59,7 @@ def budget_record(asm: Assembly, included: list[Candidate], usable: int, limit: 
     for pair in asm.pairs:
         if pair.included:
             used[pair_part] += pair.call_tokens + (0 if pair.resolved else pair.synthetic_tokens)
+    borrowed = borrowed_by_partition(b, usable, used)
     return BudgetRecord(
         model_context_limit=limit,
         response_reserve=b.response_reserve,
@@ -74,7 +75,8 @@ def budget_record(asm: Assembly, included: list[Candidate], usable: int, limit: 
                 maximum=p.maximum,
                 eviction=p.eviction,
                 items=counts[name],
-                borrowed=max(0, used[name] - p.minimum) if p.minimum else 0,
+                above_minimum=max(0, used[name] - p.minimum),
+                borrowed=borrowed[name],
             )
             for name, p in b.partitions.items()
         },

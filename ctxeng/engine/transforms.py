@@ -62,13 +62,35 @@ CHECKPOINT_TRANSFORMER = "checkpoint-summarizer/v1"
 _SECTIONS = {
     PreserveKey.GOAL: r"^\s*goal\s*:",
     PreserveKey.CONSTRAINTS: r"^\s*(hard\s+)?constraints\s*:",
-    PreserveKey.HARD_CONSTRAINTS: r"^\s*(hard\s+)?constraints\s*:",
+    PreserveKey.HARD_CONSTRAINTS: r"^\s*hard\s+constraints\s*:",
     PreserveKey.CURRENT_STAGE: r"^\s*current\s+stage\s*:",
     PreserveKey.DONE_IN_PROGRESS_BLOCKED: r"^\s*done\s*/\s*in\s+progress\s*/\s*blocked\s*:",
     PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS: r"^\s*conflicts(\s+and\s+negative\s+findings)?\s*:",
     PreserveKey.ARTIFACT_REFS: r"^\s*artifact(\s*/\s*checkpoint)?\s+refs\s*:",
     PreserveKey.ARTIFACT_AND_CHECKPOINT_REFS: r"^\s*artifact(\s*/\s*checkpoint)?\s+refs\s*:",
 }
+
+
+# Any `Heading:` line: where the previous section's body ends.
+_ANY_HEADING = re.compile(r"^\s*[A-Za-z][A-Za-z /]{0,60}:", re.M)
+
+
+def section_body(pattern: str, text: str) -> str | None:
+    """The text of the section whose heading matches `pattern`: the rest of its heading line and the
+    lines up to the next heading; None when there is no such heading."""
+    heading = re.search(pattern, text, re.I | re.M)
+    if heading is None:
+        return None
+    rest = text[heading.end() :]
+    line_end = rest.find("\n")
+    same_line, after = (rest, "") if line_end < 0 else (rest[:line_end], rest[line_end + 1 :])
+    nxt = _ANY_HEADING.search(after)
+    return (same_line + "\n" + (after[: nxt.start()] if nxt else after)).strip()
+
+
+def mentions_id(identifier: str, text: str) -> bool:
+    """`identifier` occurs in `text` as a whole id: `OI-1` is not carried by `OI-10` or `XOI-1`."""
+    return re.search(rf"(?<![\w-]){re.escape(identifier)}(?![\w-])", text) is not None
 
 
 def is_summary(item: ContextItem) -> bool:
@@ -108,11 +130,14 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
     by_id = asm.by_id()
     for key in asm.policy.transforms.preserve:
         if key in _SECTIONS:
-            results[key.value] = P if re.search(_SECTIONS[key], text, re.I | re.M) else F
+            # The section must be there and say something: an empty `Goal:` preserves no goal.
+            results[key.value] = P if section_body(_SECTIONS[key], text) else F
         elif key == PreserveKey.OPEN_ITEMS:
+            # Every open item the runtime (or the admitted state) knows, named in `preserves` and as
+            # a whole id in the text; none open on either side is carried trivially and truly.
             carried = set(preserves.get("open_item_ids") or [])
             want = expected_open_items(asm)
-            results[key.value] = P if all(i in carried and i in text for i in want) and carried else F
+            results[key.value] = P if all(i in carried and mentions_id(i, text) for i in want) else F
         elif key in (PreserveKey.SOURCE_REFS, PreserveKey.SOURCE_REFS_AND_REVISIONS):
             refs = item.source_refs or []
             results[key.value] = P if refs and all(r.get("commit") or r.get("revision") for r in refs) else F
@@ -124,12 +149,17 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
             want = expected_draft_revision(asm)
             results[key.value] = P if have is not None and (want is None or str(have) == str(want)) else F
         elif key == PreserveKey.EXACT_VALUES_AND_ERRORS:
-            inputs = [by_id[i] for i in (item.input_item_ids or []) if i in by_id]
-            if not inputs:
-                results[key.value] = NA
+            # Graded on the inputs whose text the engine holds: a missing error line fails; all kept
+            # passes only when every input could be read, else the check was partial: not_applicable.
+            ids_in = item.input_item_ids or []
+            readable = [c for i in ids_in if (c := by_id.get(i)) is not None and (c.received or c.item).content is not None]
+            errors = [ln.strip() for c in readable for ln in ((c.received or c.item).content or "").splitlines() if FAILURE_LINE.search(ln)]
+            if not all(e in text for e in errors):
+                results[key.value] = F
+            elif readable and len(readable) == len(ids_in):
+                results[key.value] = P
             else:
-                errors = [ln.strip() for c in inputs for ln in ((c.received or c.item).content or "").splitlines() if FAILURE_LINE.search(ln)]
-                results[key.value] = P if all(e in text for e in errors) else F
+                results[key.value] = NA
         elif key == PreserveKey.INPUT_ITEMS:
             pass  # checked below for every summary
         else:

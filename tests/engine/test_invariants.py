@@ -20,7 +20,7 @@ from .builders import (
     with_budget,
 )
 
-PIPELINE = ["acquisition", "hard_gates", "ranking", "load_modes", "structure", "source_limits", "budget", "transforms", "seal"]
+PIPELINE = ["acquisition", "hard_gates", "ranking", "load_modes", "structure", "source_limits", "summary_verification", "budget", "transforms", "seal"]
 
 
 def _stages(r):
