@@ -812,6 +812,9 @@ class PartitionUsage(Frozen):
     maximum: int | None = None
     eviction: Eviction
     items: int
+    # Usage above the partition's own minimum, and the part of it taken from the minimum another
+    # partition left unused (not from the free pool the minimums leave): `budget.borrowed_by_partition`.
+    above_minimum: int = 0
     borrowed: int = 0
 
 
