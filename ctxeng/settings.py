@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -69,6 +70,7 @@ INSTALLED_APPS = [
     "rest_framework.authtoken",
     "drf_spectacular",
     "drf_spectacular_sidecar",
+    "axes",
     "manifests",
     "policies",
     "ctxeng.audit",
@@ -89,6 +91,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes requires: it turns a locked-out login into the lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "ctxeng.urls"
@@ -131,6 +135,25 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "/login/"
 LOGIN_REDIRECT_URL = "/"
+
+# Login throttling (django-axes): after CTXENG_LOGIN_FAILURE_LIMIT wrong passwords for one username
+# from one address, that pair is locked out for CTXENG_LOGIN_LOCKOUT_MINUTES (every attempt gets
+# the lockout page, 429), and an audit event is written. Counting the pair rather than the
+# username alone keeps an attacker from locking a user out everywhere. A success resets the count.
+# API tokens never pass through a password check, so agents are not affected.
+AUTHENTICATION_BACKENDS = [
+    "ctxeng.login_throttle.LoginThrottleBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = envint("CTXENG_LOGIN_FAILURE_LIMIT", "5")
+if AXES_FAILURE_LIMIT < 1:
+    raise ImproperlyConfigured(f"CTXENG_LOGIN_FAILURE_LIMIT: expected at least 1, got {AXES_FAILURE_LIMIT}")
+AXES_COOLOFF_TIME = timedelta(minutes=envfloat("CTXENG_LOGIN_LOCKOUT_MINUTES", "15"))
+if AXES_COOLOFF_TIME <= timedelta(0):
+    raise ImproperlyConfigured("CTXENG_LOGIN_LOCKOUT_MINUTES: expected a positive number of minutes")
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "ctxeng/lockout.html"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -271,6 +294,9 @@ if CTXENG_JOB_SOFT_TIME_LIMIT >= CTXENG_JOB_TIME_LIMIT:
 # worker process for jobs of one run id. They make worker-crash tests deterministic.
 CTXENG_TEST_TASK_SLEEP_SECONDS = envfloat("CTXENG_TEST_TASK_SLEEP_SECONDS", "0")
 CTXENG_TEST_CRASH_RUN_ID = os.environ.get("CTXENG_TEST_CRASH_RUN_ID", "")
+# Comma-separated points of manifests.services.CRASH_POINTS: the first attempt of a job of run
+# `crash-at-<point>` SIGKILLs its worker process there (the crash-consistency test).
+CTXENG_TEST_CRASH_AT = os.environ.get("CTXENG_TEST_CRASH_AT", "")
 
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_TASK_IGNORE_RESULT = True

@@ -1,7 +1,7 @@
 """AuditEvent: one row per attributable change, append-only.
 
-Policy revisions (created, edited, published, retired) and API tokens (issued, revoked) write one
-event each: the actor (a user, or the operator named by `actor_name` for management commands),
+Policy revisions (created, edited, published, retired), API tokens (issued, revoked) and login
+lockouts (too many wrong passwords, django-axes) write one event each: the actor (a user, or the operator named by `actor_name` for management commands),
 the time, the tenant, and the digest that identifies what changed — the revision's policy digest,
 or a token's fingerprint (a sha256 prefix of the key; the key itself is never stored). Rows
 cannot be changed or deleted through the model.
@@ -24,6 +24,7 @@ class AuditAction(models.TextChoices):
     TOKEN_REVOKED = "token_revoked"
     RUN_CLOSED = "run_closed"
     MEMBERSHIP_REVOKED = "membership_revoked"
+    LOGIN_LOCKED_OUT = "login_locked_out"
 
 
 class AuditEvent(models.Model):

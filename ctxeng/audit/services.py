@@ -3,7 +3,10 @@ their transaction, so an event exists exactly when its change was committed."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
 
 from .models import AuditAction, AuditEvent
 
@@ -49,3 +52,21 @@ def revision_event(*, action: AuditAction, revision, user: AbstractBaseUser | No
     """An event for a policy revision: its policy, tenant, number and digest."""
     return audit_record(action=action, user=user, tenant=revision.policy.tenant, policy=revision.policy,
                         revision=revision.revision, digest=revision.digest, note=note)
+
+
+def login_lockout_event(*, username: str, ip_address: str | None, cool_off: timedelta) -> AuditEvent | None:
+    """One event per lockout of a username/address pair (django-axes' `user_locked_out`).
+
+    Axes signals again for every attempt refused while the pair is locked; those add nothing new,
+    so an event is written only when none exists for the pair within the cool-off period.
+    """
+    address = ip_address or "unknown"
+    note = f"too many failed logins from {address}"
+    recent = AuditEvent.objects.filter(
+        action=AuditAction.LOGIN_LOCKED_OUT, subject=username[:200], note=note,
+        created_at__gte=timezone.now() - cool_off,
+    )
+    if recent.exists():
+        return None
+    return audit_record(action=AuditAction.LOGIN_LOCKED_OUT, user=None, actor_name=f"ip:{address}",
+                        subject=username, note=note)
