@@ -21,6 +21,7 @@ import contextlib
 import functools
 import logging
 import os
+import signal
 import socket
 import threading
 import time
@@ -376,10 +377,12 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
             .defer("policy_revision__body")
             .get(id=job_id)
         )
+        _crash_point("claimed", job=job, attempt=attempt)
         step = "assemble"
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
         request = request_as_assembled(job=job, request=parse_request(job.request), policy=policy)
         result = assemble(request, policy, artifacts=artifact_lookup(job.tenant))
+        _crash_point("assembled", job=job, attempt=attempt)
         step = "seal"
         return _seal(job=job, attempt=attempt, result=result)
     except INFRASTRUCTURE_FAULTS:
@@ -390,6 +393,24 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
     except Exception as exc:  # noqa: BLE001 - deterministic: recorded on the job, never retried
         logger.exception("assembly job %s failed at %s", job_id, step)
         return _fail(job_id=job_id, attempt=attempt, error=f"{type(exc).__name__}: {exc}")
+
+
+# Where the crash-consistency test kills a worker: after the claim, after the engine ran, inside
+# the seal transaction after the status update and after the manifest insert, after the commit.
+CRASH_POINTS = ("claimed", "assembled", "status_written", "manifest_written", "committed")
+
+
+def _crash_point(point: str, *, job: AssemblyJob, attempt: int) -> None:
+    """Test-only: SIGKILL this worker process at `point` of the first attempt of a job of run
+    `crash-at-<point>` when CTXENG_TEST_CRASH_AT lists the point. Inert unless it is set."""
+    if (
+        settings.CTXENG_TEST_CRASH_AT
+        and point in settings.CTXENG_TEST_CRASH_AT.split(",")
+        and attempt == 1
+        and job.run.run_id == f"crash-at-{point}"
+        and not settings.CTXENG_JOBS_INLINE
+    ):
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _fail(*, job_id: uuid.UUID, attempt: int, error: str) -> str:
@@ -417,6 +438,7 @@ def _seal(*, job: AssemblyJob, attempt: int, result: Any) -> str:
             # This attempt lost its claim (requeued as stale): the attempt that holds it seals.
             logger.warning("job %s attempt %s lost its claim; result discarded", job.id, attempt)
             return AssemblyJob.objects.filter(id=job.id).values_list("status", flat=True).first()
+        _crash_point("status_written", job=job, attempt=attempt)
         sealed = Manifest.objects.create(
             job=job,
             assembly_id=manifest.assembly.id,
@@ -428,9 +450,11 @@ def _seal(*, job: AssemblyJob, attempt: int, result: Any) -> str:
             estimated_input_tokens=manifest.budget.estimated_used,
             sections=sections,
         )
+        _crash_point("manifest_written", job=job, attempt=attempt)
         for row in rows:
             row.manifest = sealed
         ManifestItem.objects.bulk_create(rows, batch_size=500)
+    _crash_point("committed", job=job, attempt=attempt)
     return status
 
 
