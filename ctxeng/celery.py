@@ -2,10 +2,12 @@
 
 Celery finds this module from the package name, so `ctxeng/__init__.py` stays free of Django and
 Celery imports and `import ctxeng.engine` loads neither. Configuration comes from Django settings
-(`CELERY_*`, derived from `REDIS_URL`). Each worker, once ready, starts the stale-job sweeper
-(manifests.recovery) that requeues jobs whose worker died mid-run. Each pool process attaches the
-Redis token cache (ctxeng.token_cache) to the engine's tokenizer, so a count any worker made is
-reused by every other one, and a restarted worker does not start cold.
+(`CELERY_*`, derived from `REDIS_URL`); tasks are discovered from the installed apps. This module
+imports no Django app: the worker's start checks and its stale-job sweeper are connected by
+`manifests.apps` (see manifests.worker_startup), so the task modules that import `app` form no
+import cycle with it. Each pool process attaches the Redis token cache (ctxeng.token_cache) to the
+engine's tokenizer, so a count any worker made is reused by every other one, and a restarted
+worker does not start cold.
 """
 
 from __future__ import annotations
@@ -13,13 +15,13 @@ from __future__ import annotations
 import os
 
 from celery import Celery
-from celery.signals import worker_process_init, worker_ready, worker_shutting_down
+from celery.signals import worker_process_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxeng.settings")
 
 app = Celery("ctxeng")
 app.config_from_object("django.conf:settings", namespace="CELERY")
-app.autodiscover_tasks(["manifests"])
+app.autodiscover_tasks()
 
 
 @worker_process_init.connect
@@ -33,17 +35,3 @@ def _share_token_counts(sender=None, **kwargs) -> None:
     from ctxeng.token_cache import RedisTokenCache
 
     default_tokenizer().shared = RedisTokenCache(settings.REDIS_URL)
-
-
-@worker_ready.connect
-def _start_sweeper(sender=None, **kwargs) -> None:
-    from manifests.recovery import start_sweeper
-
-    start_sweeper()
-
-
-@worker_shutting_down.connect
-def _stop_sweeper(sender=None, **kwargs) -> None:
-    from manifests.recovery import stop_sweeper
-
-    stop_sweeper()
