@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-EMPTY_USER = "[ctxeng: no user-side context was admitted for this step]"
+from .render import EMPTY_USER, system_text
 
 
 @dataclass(frozen=True)
@@ -25,10 +25,6 @@ class Adapter:
     name: str
     version: str
     serialize: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
-
-
-def _system_text(inp: dict[str, Any]) -> str:
-    return "\n\n".join([*inp["control"]["text"], inp["control"]["notice"]])
 
 
 def _user_text_parts(inp: dict[str, Any]) -> list[dict[str, Any]]:
@@ -57,7 +53,7 @@ def result_text(pair: dict[str, Any]) -> str:
 
 def openai_chat(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": _system_text(inp)},
+        {"role": "system", "content": system_text(inp)},
         {"role": "user", "content": _user_text_parts(inp)},
     ]
     if inp["tool_pairs"]:
@@ -106,7 +102,7 @@ def anthropic_messages(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, 
     payload: dict[str, Any] = {
         "model": model["name"],
         "max_tokens": model["max_tokens"],
-        "system": _system_text(inp),
+        "system": system_text(inp),
         "messages": messages,
     }
     if inp["tools"]:

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 
 from . import transforms
 from .hashing import sha256_text
-from .render import block_tokens
+from .render import block_tokens, framing_reserve
 from .source_limits import record_transform
 from .structure import synthetic_result_text
 from .vocabulary import (
@@ -90,8 +90,10 @@ class Unit:
 
 @dataclass
 class Allocation:
-    usable: int
+    usable: int  # what the partitions share: the usable input less the framing reserve
     context_limit: int
+    usable_input: int = 0  # context - response_reserve - protocol_overhead - safety_margin
+    framing_reserved: int = 0
     used: dict[str, int] = field(default_factory=dict)
     total: int = 0
 
@@ -188,13 +190,17 @@ class _Budget:
 
 def allocate(asm: Assembly) -> Allocation:
     policy = asm.policy.budget
-    usable, limit = usable_budget(asm)
-    alloc = Allocation(usable=usable, context_limit=limit, used={name: 0 for name in policy.partitions})
+    usable_input, limit = usable_budget(asm)
+    # The text ctxeng adds around the items (notice, separators, tool definitions) is paid for
+    # first, so the whole payload, not only the items, stays within the usable input.
+    framing = framing_reserve(asm) if usable_input > 0 else 0
+    usable = usable_input - framing
+    alloc = Allocation(usable=usable, context_limit=limit, usable_input=usable_input, framing_reserved=framing, used={name: 0 for name in policy.partitions})
     total_min = sum(p.minimum for p in policy.partitions.values())
     units = build_units(asm)
     if usable <= 0:
         why = (
-            f"usable budget {usable}: context {limit} (min of the model's {asm.request.model.context_limit} and budget.model_context_limit "
+            f"usable budget {usable_input} (less {framing} framing): context {limit} (min of the model's {asm.request.model.context_limit} and budget.model_context_limit "
             f"{policy.model_context_limit}) - response_reserve {policy.response_reserve} - protocol_overhead {policy.protocol_overhead} "
             f"- safety_margin {policy.safety_margin} leaves no room for any input"
         )
@@ -204,7 +210,7 @@ def allocate(asm: Assembly) -> Allocation:
         return alloc
     if total_min > usable:
         short = [n for n, p in policy.partitions.items() if p.minimum > 0]
-        why = f"usable budget {usable} (model context {asm.request.model.context_limit}) cannot hold the partition minimums ({total_min})"
+        why = f"usable budget {usable} (model context {asm.request.model.context_limit}, less {framing} tokens of framing) cannot hold the partition minimums ({total_min})"
         asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, short, why)
         for unit in units:
             _evict(asm, unit, why)
@@ -271,6 +277,23 @@ def allocate(asm: Assembly) -> Allocation:
         if unit.admitted and unit.pair is not None:
             unit.pair.included = True
     return alloc
+
+
+def final_usage(asm: Assembly, included: list[Candidate]) -> tuple[dict[str, int], dict[str, int]]:
+    """Tokens and item counts per partition, from the final included set (what the payload
+    carries), not from the allocation. Every tool pair lives in the one pair partition."""
+    parts = asm.policy.budget.partitions
+    used = {name: 0 for name in parts}
+    counts = {name: 0 for name in parts}
+    for cand in included:
+        if cand.partition:
+            used[cand.partition] += cand.tokens
+            counts[cand.partition] += 1
+    pair_part = pair_partition(asm)
+    for pair in asm.pairs:
+        if pair.included:
+            used[pair_part] += pair.call_tokens + (0 if pair.resolved else pair.synthetic_tokens)
+    return used, counts
 
 
 def growth_order(policy) -> list[str]:

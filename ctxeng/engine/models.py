@@ -825,6 +825,13 @@ class BudgetRecord(Frozen):
     safety_margin: int
     usable_input: int
     estimated_used: int
+    # The text ctxeng adds that is no item's (data-boundary notice, system-text separators, the
+    # empty-user placeholder, tool definitions): reserved before the partitions share the rest,
+    # then counted on the payload. payload_tokens = estimated_used + framing_tokens is the count of
+    # every string the payload carries; it never exceeds usable_input (else the assembly blocks).
+    framing_reserved: int = 0
+    framing_tokens: int | None = None
+    payload_tokens: int | None = None
     actual_input_tokens: int | None = None
     borrowing: Borrowing
     partitions: dict[str, PartitionUsage]

@@ -36,7 +36,7 @@ from .cache import cache_record
 from .errors import InvalidInput
 from .models import AssemblyRequest, ContextAssemblyManifest, ContextPolicy, StoredArtifact
 from .policy import policy_digest
-from .render import render
+from .render import framing_tokens, render
 from .tokens import Tokenizer, default_tokenizer
 from .vocabulary import BlockedReason, ExternalizationTarget
 from .working import Assembly
@@ -177,11 +177,18 @@ def assemble(
 
     seal.check_required(asm)
     included = asm.alive()
-    assembly_input = serialized = None
+    assembly_input = serialized = framing = None
     structure_checks: dict = {}
     serialization_checks: dict = {}
     if asm.blocked_reason is None:
         assembly_input = render(asm, included)
+        framing = framing_tokens(asm, assembly_input, included)
+        payload = framing + sum(budget.final_usage(asm, included)[0].values())
+        if payload > alloc.usable_input:
+            # Only when the joined system text tokenizes longer than its reserve; never sent over budget.
+            asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.framing"], f"payload {payload} tokens exceeds the usable input {alloc.usable_input} (framing {framing}, reserved {alloc.framing_reserved})")
+            assembly_input = None
+    if asm.blocked_reason is None:
         model = {"name": request.model.name, "max_tokens": policy.budget.response_reserve}
         serialized = adapter.serialize(assembly_input, model)
         structure_checks = checks.structure_checks(asm, included, assembly_input)
@@ -194,8 +201,8 @@ def assemble(
     manifest = seal.seal(
         asm,
         adapter=adapter,
-        usable=alloc.usable,
-        limit=alloc.context_limit,
+        alloc=alloc,
+        framing=framing if asm.blocked_reason is None else None,
         created_at=created_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         assembly_input=assembly_input,
         serialized=serialized,

@@ -61,6 +61,18 @@ def unescape(text: str) -> str:
     return _ESCAPED_LIKE.sub(lambda m: f"<<<ctxeng{m.group(1)}:", text)
 
 
+def escape_strings(value: Any) -> Any:
+    """`value` (JSON) with every string in it, keys included, escaped: tool call arguments reach
+    Anthropic as an object the provider renders itself, so no JSON-level escape survives there."""
+    if isinstance(value, str):
+        return escape(value)[0]
+    if isinstance(value, dict):
+        return {escape(k)[0]: escape_strings(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [escape_strings(v) for v in value]
+    return value
+
+
 def header_json(cand: Candidate) -> str:
     """The block's identity as fence-safe canonical JSON: no nonce, so it is stable across steps."""
     item = cand.item
@@ -194,6 +206,43 @@ def render(asm: Assembly, included: list[Candidate]) -> dict[str, Any]:
         "tool_pairs": pairs,
         "tools": _tool_definitions(asm, pairs),
     }
+
+
+# --------------------------------------------------------------------------- framing
+
+EMPTY_USER = "[ctxeng: no user-side context was admitted for this step]"
+SYSTEM_SEPARATOR = "\n\n"
+
+
+def system_text(inp: dict[str, Any]) -> str:
+    """The system message / Anthropic `system`: the control texts, then the data-boundary notice."""
+    return SYSTEM_SEPARATOR.join([*inp["control"]["text"], inp["control"]["notice"]])
+
+
+def tool_definition_text(definition: dict[str, Any]) -> str:
+    """How a tool definition is counted: its provider-neutral canonical JSON."""
+    return fence_safe_json({"name": definition["name"], "description": definition["description"], "parameters": definition["parameters"]})
+
+
+def framing_reserve(asm: Assembly) -> int:
+    """Tokens held back from the partitions, before allocation, for the text ctxeng adds that is no
+    item's: the notice, the separators of the system text (2 per control item), the empty-user
+    placeholder, and every tool definition the payload could carry."""
+    count = asm.tokenizer.count
+    controls = sum(1 for c in asm.alive() if c.role == Role.CONTROL)
+    names = sorted({p.call.tool_name for p in asm.pairs})
+    defs = _tool_definitions(asm, [{"tool_name": n} for n in names])
+    return count(DATA_BOUNDARY_NOTICE) + 2 * controls + count(EMPTY_USER) + sum(count(tool_definition_text(d)) for d in defs)
+
+
+def framing_tokens(asm: Assembly, inp: dict[str, Any], included: list[Candidate]) -> int:
+    """The tokens of that added text in this payload, counted on the strings the payload carries:
+    the whole system text less its control items' own counts, the placeholder when it is sent, the
+    tool definitions sent."""
+    count = asm.tokenizer.count
+    control = sum(c.tokens for c in included if c.zone == Zone.CONTROL)
+    empty = count(EMPTY_USER) if not inp["blocks"] else 0
+    return count(system_text(inp)) - control + empty + sum(count(tool_definition_text(d)) for d in inp["tools"])
 
 
 def _tool_definitions(asm: Assembly, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:

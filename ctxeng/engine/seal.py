@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .budget import borrowed_by_partition, pair_partition
+from .budget import Allocation, borrowed_by_partition, final_usage
 from .hashing import sha256_json
 from .models import (
     AdapterIdentity,
@@ -45,28 +45,21 @@ def check_required(asm: Assembly) -> None:
             asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, [name], f"required partition {name} is empty")
 
 
-def budget_record(asm: Assembly, included: list[Candidate], usable: int, limit: int) -> BudgetRecord:
+def budget_record(asm: Assembly, included: list[Candidate], alloc: Allocation, framing: int | None) -> BudgetRecord:
     b = asm.policy.budget
-    used = {name: 0 for name in b.partitions}
-    counts = {name: 0 for name in b.partitions}
-    for cand in included:
-        if cand.partition:
-            used[cand.partition] += cand.tokens
-            counts[cand.partition] += 1
-    # Counted from the final included set, not the allocation: a summary the transforms stage
-    # blocked after budgeting no longer uses its tokens. Every pair lives in the one pair partition.
-    pair_part = pair_partition(asm)
-    for pair in asm.pairs:
-        if pair.included:
-            used[pair_part] += pair.call_tokens + (0 if pair.resolved else pair.synthetic_tokens)
-    borrowed = borrowed_by_partition(b, usable, used)
+    used, counts = final_usage(asm, included)
+    borrowed = borrowed_by_partition(b, alloc.usable, used)
+    estimated = sum(used.values())
     return BudgetRecord(
-        model_context_limit=limit,
+        model_context_limit=alloc.context_limit,
         response_reserve=b.response_reserve,
         protocol_overhead=b.protocol_overhead,
         safety_margin=b.safety_margin,
-        usable_input=usable,
-        estimated_used=sum(used.values()),
+        usable_input=alloc.usable_input,
+        estimated_used=estimated,
+        framing_reserved=alloc.framing_reserved,
+        framing_tokens=framing,
+        payload_tokens=None if framing is None else estimated + framing,
         borrowing=b.borrowing,
         partitions={
             name: PartitionUsage(
@@ -220,8 +213,8 @@ def seal(
     asm: Assembly,
     *,
     adapter: Any,
-    usable: int,
-    limit: int,
+    alloc: Allocation,
+    framing: int | None,
     created_at: str,
     assembly_input: dict[str, Any] | None,
     serialized: dict[str, Any] | None,
@@ -269,7 +262,7 @@ def seal(
         assembly=header,
         source_acquisition=list(req.source_acquisition),
         candidate_items=[_candidate_record(c) for c in sorted(asm.candidates, key=lambda c: c.order)],
-        budget=budget_record(asm, included, usable, limit),
+        budget=budget_record(asm, included, alloc, framing),
         included=[_included_record(c) for c in included],
         excluded=[_excluded_record(c) for c in excluded],
         transforms=list(asm.transforms),

@@ -18,6 +18,7 @@ import re
 
 from .adapters import result_status_line
 from .hashing import fence_safe_json, sha256_json
+from .render import escape_strings
 from .vocabulary import ROLE_ZONE, EvidenceUse, UnresolvedCallHandling
 from .working import Assembly, ToolPair
 
@@ -60,7 +61,7 @@ def pair_tool_calls(asm: Assembly) -> None:
             use = EvidenceUse.CONFIRMED_BY_POLICY
         else:
             use = EvidenceUse.DIAGNOSTIC_ONLY
-        arguments_json = fence_safe_json(call.arguments)
+        arguments_json = fence_safe_json(escape_strings(call.arguments))
         pair = ToolPair(
             call=call,
             source_order=order,

@@ -81,7 +81,7 @@ def test_a_partition_growing_into_an_unused_minimum_records_what_it_borrowed():
     big = evidence("pairing by call id is deterministic. " * 230)  # ~1,400 tokens: more than the free pool
     r = run(request(extra=[big]), pol)
     b = r.manifest.budget
-    pool = b.usable_input - 3000
+    pool = b.usable_input - b.framing_reserved - 3000
     ev = b.partitions["direct_evidence"]
     assert "ev" in r.manifest.included_ids()
     total_above = sum(p.above_minimum for p in b.partitions.values())
