@@ -267,6 +267,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "ctxeng.openapi.add_error_responses",
+        "ctxeng.openapi.add_links",
     ],
 }
 
@@ -290,6 +291,10 @@ CTXENG_JOB_SOFT_TIME_LIMIT = envint("CTXENG_JOB_SOFT_TIME_LIMIT", "240")
 CTXENG_JOB_TIME_LIMIT = envint("CTXENG_JOB_TIME_LIMIT", "300")
 if CTXENG_JOB_SOFT_TIME_LIMIT >= CTXENG_JOB_TIME_LIMIT:
     raise ImproperlyConfigured("CTXENG_JOB_SOFT_TIME_LIMIT must be below CTXENG_JOB_TIME_LIMIT")
+# The impact preview (a job) stops starting new replays after this many seconds and says so.
+CTXENG_IMPACT_TIME_LIMIT_SECONDS = envfloat("CTXENG_IMPACT_TIME_LIMIT_SECONDS", "120")
+if CTXENG_IMPACT_TIME_LIMIT_SECONDS <= 0:
+    raise ImproperlyConfigured("CTXENG_IMPACT_TIME_LIMIT_SECONDS: expected a positive number of seconds")
 # Test hooks read by the task (never set in production): sleep before assembling, or SIGKILL the
 # worker process for jobs of one run id. They make worker-crash tests deterministic.
 CTXENG_TEST_TASK_SLEEP_SECONDS = envfloat("CTXENG_TEST_TASK_SLEEP_SECONDS", "0")

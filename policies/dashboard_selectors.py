@@ -1,9 +1,10 @@
 """Reads for the policy pages: lists, revision history, validation with positions, impact preview.
 
 The impact preview replays the most recent recorded requests of a policy under a draft body with
-the engine alone (no model call, nothing stored) and compares each result with the manifest that
-was sealed for that request: which items flip between included and excluded, which assemblies
-become blocked, and how each budget partition moves.
+the engine alone (no model call, no manifest stored) and compares each result with the manifest
+that was sealed for that request: which items flip between included and excluded, which
+assemblies become blocked, and how each budget partition moves. `impact_row` is one replay; the
+dashboard runs them as a job (policies.services.impact_preview_run) that stores its rows.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
+from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 
 from ctxeng.engine import InvalidInput, assemble
@@ -20,9 +22,10 @@ from manifests.dashboard_selectors import compare_sections, light_jobs, manifest
 from manifests.models import AssemblyJob, Tenant
 from manifests.selectors import artifact_lookup, request_as_assembled
 
-from .models import Policy, PolicyRevision, RevisionStatus
+from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
 
 IMPACT_SAMPLE = 20
+IMPACT_FLIPS_SHOWN = 500
 
 
 def policies_list(*, tenant: Tenant) -> QuerySet[Policy]:
@@ -157,35 +160,60 @@ def _replay(job: AssemblyJob, draft) -> Any:
     return assemble(request, draft, artifacts=artifact_lookup(job.tenant))
 
 
-def impact_preview(policy: Policy, draft) -> dict[str, Any]:
-    """Replay the policy's last IMPACT_SAMPLE recorded requests under `draft` (a parsed ContextPolicy)."""
-    rows = []
-    for job in recent_jobs_for_policy(policy):
-        recorded = manifest_sections(job.manifest.pk, ("assembly", "budget", "included", "excluded"))
-        try:
-            result = _replay(job, draft)
-        except Exception as exc:  # noqa: BLE001 - one unreplayable request must not hide the others
-            rows.append({"job": job, "error": f"{type(exc).__name__}: {exc}", "comparison": None})
-            continue
-        replayed = result.manifest_dict()
-        comparison = compare_sections(recorded, replayed)
-        rows.append({
-            "job": job,
-            "error": "",
-            "comparison": comparison,
-            "becomes_blocked": comparison["status_a"] != "blocked" and comparison["status_b"] == "blocked",
-            "becomes_ready": comparison["status_a"] == "blocked" and comparison["status_b"] == "ready",
-            "missing": (replayed.get("assembly") or {}).get("missing") or [],
-            "blocked_detail": (replayed.get("assembly") or {}).get("blocked_detail") or [],
-            "changed": bool(comparison["flips"] or comparison["status_a"] != comparison["status_b"]
-                            or any(p["delta"] for p in comparison["partitions"])),
-        })
+def impact_row(job: AssemblyJob, draft) -> dict[str, Any]:
+    """One recorded request replayed under `draft` and compared with its sealed manifest, as JSON
+    (an ImpactPreview stores the rows). At most IMPACT_FLIPS_SHOWN flips are kept, with the count."""
+    head = {"id": str(job.id), "run_id": job.run.run_id, "step_id": job.step_id,
+            "revision": job.policy_revision.revision}
+    recorded = manifest_sections(job.manifest.pk, ("assembly", "budget", "included", "excluded"))
+    try:
+        result = _replay(job, draft)
+    except Exception as exc:  # noqa: BLE001 - one unreplayable request must not hide the others
+        return {"job": head, "error": f"{type(exc).__name__}: {exc}", "comparison": None}
+    replayed = result.manifest_dict()
+    full = compare_sections(recorded, replayed)
+    comparison = {
+        "flips": full["flips"][:IMPACT_FLIPS_SHOWN], "flip_count": len(full["flips"]),
+        "partitions": full["partitions"], "status_a": full["status_a"], "status_b": full["status_b"],
+        "blocked_reason_b": full["blocked_reason_b"],
+    }
+    return {
+        "job": head,
+        "error": "",
+        "comparison": comparison,
+        "becomes_blocked": full["status_a"] != "blocked" and full["status_b"] == "blocked",
+        "becomes_ready": full["status_a"] == "blocked" and full["status_b"] == "ready",
+        "missing": (replayed.get("assembly") or {}).get("missing") or [],
+        "blocked_detail": (replayed.get("assembly") or {}).get("blocked_detail") or [],
+        "changed": bool(full["flips"] or full["status_a"] != full["status_b"]
+                        or any(p["delta"] for p in full["partitions"])),
+    }
+
+
+def impact_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "rows": rows,
         "replayed": len(rows),
-        "flipped_items": sum(len(r["comparison"]["flips"]) for r in rows if r["comparison"]),
+        "flipped_items": sum(r["comparison"]["flip_count"] for r in rows if r["comparison"]),
         "becoming_blocked": sum(1 for r in rows if r.get("becomes_blocked")),
         "becoming_ready": sum(1 for r in rows if r.get("becomes_ready")),
         "errors": sum(1 for r in rows if r["error"]),
         "unchanged": sum(1 for r in rows if r["comparison"] and not r["changed"]),
     }
+
+
+def impact_preview(policy: Policy, draft) -> dict[str, Any]:
+    """Replay the policy's last IMPACT_SAMPLE recorded requests under `draft` (a parsed ContextPolicy),
+    all at once. The dashboard runs the same rows as a job (policies.services.impact_preview_run)."""
+    return impact_summary([impact_row(job, draft) for job in recent_jobs_for_policy(policy)])
+
+
+def latest_preview(revision: PolicyRevision) -> ImpactPreview | None:
+    return ImpactPreview.objects.filter(revision=revision).select_related("requested_by").first()
+
+
+def preview_get(revision: PolicyRevision, preview_id: Any) -> ImpactPreview | None:
+    try:
+        return ImpactPreview.objects.filter(revision=revision, id=preview_id).select_related("requested_by").first()
+    except ValidationError:  # not a UUID
+        return None

@@ -5,9 +5,12 @@ A revision's body is a ContextPolicy (validated by the engine), its digest the e
 immutable: `save()` refuses any change to its body, digest or number, so no code path can edit
 what a manifest already cites. At most one revision per policy is published (a partial unique
 constraint); publishing retires the previous one (policies.services.revision_publish).
+ImpactPreview is one run of the impact preview job over a revision (policies.services).
 """
 
 from __future__ import annotations
+
+import uuid
 
 from django.conf import settings
 from django.db import models
@@ -89,3 +92,53 @@ class PolicyRevision(models.Model):
         if self.status != RevisionStatus.DRAFT:
             raise Immutable(f"policy revision {self} is {self.status} and cannot be deleted")
         return super().delete(*args, **kwargs)
+
+
+class PreviewStatus(models.TextChoices):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    CANCELED = "canceled"
+    FAILED = "failed"
+
+
+ACTIVE_PREVIEW_STATUSES = (PreviewStatus.QUEUED, PreviewStatus.RUNNING)
+
+
+class ImpactPreview(models.Model):
+    """One run of the impact preview: a revision's body replayed over the policy's recent requests.
+
+    Started by a policy editor (POST), run as a job (Celery with REDIS_URL, in-process after commit
+    otherwise); `done` of `total` replays is its progress, `rows` the result so far. A cancel sets
+    `cancel_requested`, which the runner reads between replays. `digest` is the revision's digest
+    when the preview started: a draft edited since makes the result stale, and the page says so.
+    """
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    revision = models.ForeignKey(PolicyRevision, on_delete=models.CASCADE, related_name="impact_previews")
+    digest = models.CharField(max_length=80)
+    status = models.CharField(max_length=10, choices=PreviewStatus.choices, default=PreviewStatus.QUEUED)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    total = models.PositiveIntegerField(default=0)
+    done = models.PositiveIntegerField(default=0)
+    rows = models.JSONField(default=list, help_text="one entry per replayed request, in order")
+    stopped_reason = models.CharField(max_length=200, blank=True,
+                                      help_text="why fewer than `total` were replayed (canceled, time limit)")
+    error = models.TextField(blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        indexes = [models.Index(fields=["revision", "-created_at"], name="impact_revision_time")]
+
+    def __str__(self) -> str:
+        return f"impact of {self.revision_id} ({self.status}, {self.done}/{self.total})"
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE_PREVIEW_STATUSES

@@ -3,6 +3,11 @@
 Each write records an audit event (audit.services) in the same transaction: created, edited,
 published, and retired for the revision a publish replaces.
 
+The impact preview is a job: `impact_preview_start` saves an ImpactPreview and hands it to the
+runner on commit (Celery with REDIS_URL, this process otherwise, like assembly jobs);
+`impact_preview_run` claims it, replays request after request, saving progress after each, and
+stops early on a cancel or at CTXENG_IMPACT_TIME_LIMIT_SECONDS, saying which.
+
 A revision's body is validated by the engine (`parse_policy`) and stored normalized (defaults
 filled in, `policy.digest` removed), so its digest is the one the engine records in manifests.
 """
@@ -10,6 +15,9 @@ filled in, `policy.digest` removed), so its digest is the one the engine records
 from __future__ import annotations
 
 import json
+import logging
+import time
+import uuid
 from typing import Any
 
 from django.conf import settings
@@ -25,7 +33,16 @@ from ctxeng.engine.policy import policy_body
 from ctxeng.errors import Conflict
 from manifests.models import Tenant
 
-from .models import Policy, PolicyRevision, RevisionStatus
+from .models import (
+    ACTIVE_PREVIEW_STATUSES,
+    ImpactPreview,
+    Policy,
+    PolicyRevision,
+    PreviewStatus,
+    RevisionStatus,
+)
+
+logger = logging.getLogger(__name__)
 
 
 def policy_parse(body: Any, *, policy_id: str | None = None, revision: int | None = None) -> ContextPolicy:
@@ -149,3 +166,81 @@ def policy_import(*, tenant: Tenant, text: str | bytes, user: AbstractBaseUser |
     if publish and existing.status == RevisionStatus.DRAFT:
         existing = policy_revision_publish(revision=existing, user=user, note=note)
     return existing
+
+
+# --------------------------------------------------------------------------- impact preview
+
+
+def impact_preview_start(*, revision: PolicyRevision, user: AbstractBaseUser | None) -> ImpactPreview:
+    """A new preview of `revision`, run after commit; earlier unfinished previews of it are canceled."""
+    with transaction.atomic():
+        for earlier in ImpactPreview.objects.filter(revision=revision, status__in=ACTIVE_PREVIEW_STATUSES):
+            impact_preview_cancel(preview=earlier)
+        preview = ImpactPreview.objects.create(revision=revision, digest=revision.digest, requested_by=user)
+        transaction.on_commit(lambda: impact_preview_enqueue(preview_id=preview.id))
+    return preview
+
+
+def impact_preview_enqueue(*, preview_id: uuid.UUID) -> None:
+    """In-process when REDIS_URL is unset, else Celery. Never raises: a preview that could not be
+    sent stays queued, and the editor can cancel it and run another."""
+    from .tasks import run_impact_preview
+
+    try:
+        if settings.CTXENG_JOBS_INLINE:
+            run_impact_preview(str(preview_id))
+        else:
+            run_impact_preview.apply_async(args=[str(preview_id)])
+    except Exception:  # noqa: BLE001 - see docstring
+        logger.exception("could not hand impact preview %s to the runner", preview_id)
+
+
+def impact_preview_cancel(*, preview: ImpactPreview) -> ImpactPreview:
+    """A queued preview ends `canceled` now; a running one is asked to stop before its next replay."""
+    now = timezone.now()
+    if not ImpactPreview.objects.filter(id=preview.id, status=PreviewStatus.QUEUED).update(
+        status=PreviewStatus.CANCELED, stopped_reason="canceled before it started", finished_at=now
+    ):
+        ImpactPreview.objects.filter(id=preview.id, status=PreviewStatus.RUNNING).update(cancel_requested=True)
+    preview.refresh_from_db()
+    return preview
+
+
+def impact_preview_run(*, preview_id: str | uuid.UUID) -> None:
+    """Claim a queued preview and replay the policy's recent requests under the revision's body."""
+    from .dashboard_selectors import impact_row, recent_jobs_for_policy
+
+    claimed = ImpactPreview.objects.filter(id=preview_id, status=PreviewStatus.QUEUED).update(
+        status=PreviewStatus.RUNNING, started_at=timezone.now()
+    )
+    if not claimed:
+        return
+    preview = ImpactPreview.objects.select_related("revision__policy__tenant").get(id=preview_id)
+    running = ImpactPreview.objects.filter(id=preview_id, status=PreviewStatus.RUNNING)
+    try:
+        if preview.revision.digest != preview.digest:
+            raise InvalidInput(["the revision changed after the preview was requested; run it again"], what="preview")
+        draft = parse_policy(preview.revision.body)
+        jobs = recent_jobs_for_policy(preview.revision.policy)
+        running.update(total=len(jobs))
+        limit = settings.CTXENG_IMPACT_TIME_LIMIT_SECONDS
+        deadline = time.monotonic() + limit
+        rows: list[dict[str, Any]] = []
+        stopped = ""
+        for job in jobs:
+            if ImpactPreview.objects.filter(id=preview_id, cancel_requested=True).exists():
+                stopped = "canceled"
+                break
+            if rows and time.monotonic() > deadline:
+                stopped = f"stopped at the time limit of {limit:g} s (CTXENG_IMPACT_TIME_LIMIT_SECONDS)"
+                break
+            rows.append(impact_row(job, draft))
+            running.update(done=len(rows), rows=rows)
+        running.update(
+            status=PreviewStatus.CANCELED if stopped == "canceled" else PreviewStatus.DONE,
+            stopped_reason=stopped, finished_at=timezone.now(),
+        )
+    except Exception as exc:  # noqa: BLE001 - the preview ends failed with the error, never stays running
+        logger.exception("impact preview %s failed", preview_id)
+        running.update(status=PreviewStatus.FAILED, error=f"{type(exc).__name__}: {exc}"[:2000],
+                       finished_at=timezone.now())

@@ -1,7 +1,9 @@
 """Policy pages: list, revision history, draft editor, diff, impact preview, publish.
 
 Reading needs a membership in the policy's tenant; writing (saving a draft, starting one,
-publishing) needs the policy_editor role there (403 otherwise, nothing changes). Publishing also
+publishing, running or canceling an impact preview) needs the policy_editor role there (403
+otherwise, nothing changes). The impact page only shows a preview's stored result; replaying is
+a job started by POST (policies.services.impact_preview_start). Publishing also
 needs a note. Validation errors come from the engine's parser and are shown with their field path
 and the line of the YAML they point at.
 """
@@ -27,7 +29,7 @@ from manifests.views import dashboard_page
 from . import dashboard_selectors as sel
 from . import services
 from .diffing import diff
-from .models import Policy, PolicyRevision, RevisionStatus
+from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
 
 
 def _policy_or_404(request: HttpRequest, policy_id: str) -> Policy:
@@ -154,20 +156,79 @@ def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
     })
 
 
+def _impact_context(request: HttpRequest, policy: Policy, rev: PolicyRevision,
+                    preview: ImpactPreview | None) -> dict[str, Any]:
+    """What the impact region shows: a preview's stored rows (never a replay), and whether this
+    user may run one."""
+    return {
+        "policy": policy, "revision": rev, "preview": preview, "sample": sel.IMPACT_SAMPLE,
+        "impact": sel.impact_summary(preview.rows) if preview else None,
+        "stale": preview is not None and preview.digest != rev.digest,
+        "can_run": _can_edit(request, policy),
+    }
+
+
+def _impact_page(request: HttpRequest, policy: Policy, rev: PolicyRevision, *, status: int = 200,
+                 note_error: str = "") -> HttpResponse:
+    published = sel.published_revision(policy)
+    parsed, errors = sel.validate_yaml(sel.body_yaml(rev.body))
+    return render(request, "policies/impact.html", {
+        **_impact_context(request, policy, rev, sel.latest_preview(rev)),
+        "published": published, "errors": errors, "note_error": note_error,
+        "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
+        "can_publish": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
+    }, status=status)
+
+
 @require_GET
 @dashboard_page
 def revision_impact(request: HttpRequest, policy_id: str, revision: int) -> HttpResponse:
+    """The diff against the published revision, publishing, and the latest impact preview's result."""
+    policy = _policy_or_404(request, policy_id)
+    return _impact_page(request, policy, _revision_or_404(policy, revision))
+
+
+def _impact_region(request: HttpRequest, policy: Policy, rev: PolicyRevision, preview: ImpactPreview) -> HttpResponse:
+    if request.htmx:
+        return render(request, "policies/partials/impact_preview.html",
+                      _impact_context(request, policy, rev, preview))
+    return HttpResponseRedirect(reverse("policy-revision-impact", args=[policy.policy_id, rev.revision]) + "#impact")
+
+
+@require_POST
+@dashboard_page
+def revision_impact_run(request: HttpRequest, policy_id: str, revision: int) -> HttpResponse:
+    """Start an impact preview (policy_editor): a job that replays the recent requests."""
+    policy = _policy_or_404(request, policy_id)
+    _require_editor(request, policy)
+    rev = _revision_or_404(policy, revision)
+    preview = services.impact_preview_start(revision=rev, user=request.user)
+    preview.refresh_from_db()  # in-process mode ran it on commit
+    return _impact_region(request, policy, rev, preview)
+
+
+@require_GET
+@dashboard_page
+def revision_impact_preview(request: HttpRequest, policy_id: str, revision: int, preview_id: str) -> HttpResponse:
+    """The impact region for one preview: what the page polls while it runs."""
     policy = _policy_or_404(request, policy_id)
     rev = _revision_or_404(policy, revision)
-    published = sel.published_revision(policy)
-    parsed, errors = sel.validate_yaml(sel.body_yaml(rev.body))
-    impact = sel.impact_preview(policy, parsed) if parsed is not None else None
-    return render(request, "policies/impact.html", {
-        "policy": policy, "revision": rev, "published": published, "impact": impact, "errors": errors,
-        "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
-        "can_publish": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
-        "sample": sel.IMPACT_SAMPLE,
-    })
+    preview = sel.preview_get(rev, preview_id)
+    if preview is None:
+        raise Http404("impact preview not found")
+    return render(request, "policies/partials/impact_preview.html", _impact_context(request, policy, rev, preview))
+
+
+@require_POST
+@dashboard_page
+def revision_impact_cancel(request: HttpRequest, policy_id: str, revision: int, preview_id: str) -> HttpResponse:
+    policy = _policy_or_404(request, policy_id)
+    _require_editor(request, policy)
+    rev = _revision_or_404(policy, revision)
+    preview = sel.preview_get(rev, preview_id)
+    if preview is None:
+        raise Http404("impact preview not found")
+    return _impact_region(request, policy, rev, services.impact_preview_cancel(preview=preview))
 
 
 @require_POST
@@ -178,14 +239,7 @@ def revision_publish(request: HttpRequest, policy_id: str, revision: int) -> Htt
     rev = _revision_or_404(policy, revision)
     note = request.POST.get("note", "").strip()
     if not note:
-        published = sel.published_revision(policy)
-        parsed, errors = sel.validate_yaml(sel.body_yaml(rev.body))
-        return render(request, "policies/impact.html", {
-            "policy": policy, "revision": rev, "published": published, "impact": None, "errors": errors,
-            "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
-            "can_publish": rev.status == RevisionStatus.DRAFT, "note_error": "a note is required to publish",
-            "sample": sel.IMPACT_SAMPLE,
-        }, status=400)
+        return _impact_page(request, policy, rev, status=400, note_error="a note is required to publish")
     try:
         services.policy_revision_publish(revision=rev, user=request.user, note=note)
     except ServiceError as exc:

@@ -152,7 +152,10 @@ def test_the_diff_page_reuses_the_structural_diff(owner_client, example):
     assert "budget.partitions.background.maximum" in body and "1500" in body and "1000" in body
 
 
-def test_the_impact_preview_replays_recorded_requests_under_the_draft(owner_client, example):
+def test_the_impact_preview_replays_recorded_requests_under_the_draft(owner_client, example,
+                                                                      django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):  # a job, run in-process on commit
+        owner_client.post("/policies/source-research/revisions/4/impact/run/")
     body = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
     assert "web-context7-overview" in body  # below the draft's relevance floor
     assert "would flip" in body and "ranking_lost" in body
