@@ -1,4 +1,4 @@
-"""The stale-job sweeper each Celery worker runs (started from ctxeng.celery's worker_ready).
+"""The stale-job sweeper each Celery worker runs (started at worker_ready by manifests.worker_startup).
 
 It sweeps once when the worker is ready, then every CTXENG_SWEEP_SECONDS, in a daemon thread of
 the worker's main process. With the defaults (heartbeat 10 s, stale after 40 s, sweep every 15 s)
