@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .hashing import sha256_json, sha256_text
 from .lifecycle import named_artifact
-from .models import LifecycleEventRecord, TransformRecord
+from .models import LifecycleEventRecord, LineageNode, TransformRecord
 from .ranking import is_pinned
 from .render import block_tokens
 from .vocabulary import (
@@ -325,7 +325,7 @@ def _ref_complete(source_type: str, ref: dict) -> tuple[bool, str]:
 
 def structural_integrity(asm: Assembly, cand: Candidate) -> GateOutcome:
     """Content matches its hash, the source_ref is complete for its type, lineage ends at this item."""
-    item = cand.item
+    item = cand.received or cand.item  # judged as received, also when a redaction ran first
     if item.content is None and not cand.content:
         ref = item.artifact_ref
         return _fail(
@@ -490,7 +490,8 @@ def _redact(asm: Assembly, cand: Candidate) -> bool:
     }
     failed = [k for k, v in assertions.items() if v == AssertionResult.FAILED]
     record_id = f"transform-{cand.item_id}-redact"
-    after_tokens = block_tokens(asm, dataclasses.replace(cand, content=out, changed_digest=sha256_text(out)))
+    derived = _redacted_item(cand, out, record_id)
+    after_tokens = block_tokens(asm, dataclasses.replace(cand, item=derived, content=out, changed_digest=derived.content_hash))
     trust = cand.trust.value if cand.trust else "unlabelled"
     asm.transforms.append(
         TransformRecord(
@@ -516,10 +517,33 @@ def _redact(asm: Assembly, cand: Candidate) -> bool:
     cand.transform_record_id = record_id
     if failed:
         return False
+    cand.received = cand.received or cand.item
+    cand.item = derived
     cand.content = out
-    cand.changed_digest = sha256_text(out)
+    cand.changed_digest = derived.content_hash
     cand.tokens = after_tokens
     return True
+
+
+def _redacted_item(cand: Candidate, out: str, record_id: str):
+    """The redacted text as a derived item, as any transform's output: the content hash its fence
+    header and manifest record name is the hash of what is delivered; the lineage says how."""
+    received = cand.item
+    out_digest = sha256_text(out)
+    lineage = list(received.source_lineage) or [
+        LineageNode(node_id=f"{cand.item_id}@received", type=received.source_type, digest=received.content_hash)
+    ]
+    lineage.append(
+        LineageNode(
+            node_id=f"{cand.item_id}#redact",
+            type=TransformType.REDACT.value,
+            digest=out_digest,
+            input_node_ids=[lineage[-1].node_id],
+            input_digest=received.content_hash,
+            transform_record_id=record_id,
+        )
+    )
+    return received.model_copy(update={"content": out, "content_hash": out_digest, "source_lineage": lineage})
 
 
 GateFn = Callable[[Assembly, Candidate], GateOutcome]
