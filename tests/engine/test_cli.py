@@ -5,11 +5,13 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from ctxeng.cli import main
 from tests.golden import check_expected, examples_dir, load_example
@@ -61,12 +63,21 @@ def test_the_blocked_example_exits_3_and_writes_no_model_input(example, tmp_path
 def test_the_manifest_goes_to_stdout_without_manifest_out(example):
     out = ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request.json"))
     assert out.returncode == 0
-    assert json.loads(out.stdout)["assembly"]["status"] == "ready"
+    check_expected(json.loads(out.stdout), None, load_example("expected.json"))
+    assert out.stderr.startswith("ready:")
 
 
 def test_the_request_can_come_from_stdin(example):
     out = ctxeng_process("assemble", "--policy", str(example / "policy.yaml"), "--request", "-", stdin=(example / "request.json").read_text())
-    assert out.returncode == 0
+    assert out.returncode == 0, out.stderr
+    from_stdin = json.loads(out.stdout)
+    check_expected(from_stdin, None, load_example("expected.json"))
+    # The same request read from its file gives the same decisions and the same model input.
+    from_file = json.loads(ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request.json")).stdout)
+    for key in ("status", "assembly_input_hash", "serialized_model_input_hash"):
+        assert from_stdin["assembly"][key] == from_file["assembly"][key], key
+    assert from_stdin["assembly"]["serialized_model_input_hash"].startswith("sha256:")
+    assert [i["item_id"] for i in from_stdin["included"]] == [i["item_id"] for i in from_file["included"]]
 
 
 def test_invalid_input_exits_2_with_one_path_message_line_per_error_and_no_traceback(tmp_path):
@@ -101,20 +112,38 @@ def test_a_missing_file_or_malformed_json_exits_2(tmp_path, example):
     assert out.returncode == 2 and "body: malformed JSON" in out.stderr
 
 
-def test_a_usage_error_exits_2():
-    assert ctxeng("assemble", "--policy", "x").returncode == 2
+def test_a_usage_error_exits_2_naming_the_missing_argument():
+    out = ctxeng("assemble", "--policy", "x")
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert out.stderr.strip().splitlines()[-1] == "ctxeng: the following arguments are required: --request"
 
 
-def test_validate_policy_prints_the_label_and_digest(example):
+def test_validate_policy_prints_the_label_and_digest(example, tmp_path):
     out = ctxeng("validate-policy", str(example / "policy.yaml"))
-    assert out.returncode == 0 and out.stdout.startswith("valid: source-research/3 digest sha256:")
+    assert out.returncode == 0
+    line = out.stdout.strip()
+    assert re.fullmatch(r"valid: source-research/3 digest sha256:[0-9a-f]{64}", line), line
+    # The same policy as JSON with its keys sorted prints the same digest; one changed value does not.
+    body = yaml.safe_load((example / "policy.yaml").read_text())
+    body["expiry"]["on"] = body["expiry"].pop(True)  # PyYAML reads the key `on:` as YAML 1.1's true
+    (tmp_path / "same.json").write_text(json.dumps(body, sort_keys=True))
+    assert ctxeng("validate-policy", str(tmp_path / "same.json")).stdout.strip() == line
+    body["budget"]["safety_margin"] += 1
+    (tmp_path / "changed.json").write_text(json.dumps(body))
+    changed = ctxeng("validate-policy", str(tmp_path / "changed.json"))
+    assert changed.returncode == 0 and changed.stdout.strip() != line
+    assert changed.stdout.startswith("valid: source-research/3 digest sha256:")
 
 
 @pytest.mark.parametrize("name", ["request", "policy", "manifest"])
 def test_schema_prints_the_json_schema_of_each_wire_format(name):
     out = ctxeng("schema", name)
     assert out.returncode == 0
-    assert json.loads(out.stdout)["type"] == "object"
+    schema = json.loads(out.stdout)
+    assert schema["type"] == "object"
+    top_level = {"request": "candidates", "policy": "budget", "manifest": "assembly"}[name]
+    assert top_level in schema["properties"] and top_level in schema["required"]
 
 
 PLAN_R5 = "Plan v5: cover all five repositories."

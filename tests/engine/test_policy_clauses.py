@@ -6,7 +6,12 @@ to its test."""
 
 from __future__ import annotations
 
+import copy
+import hashlib
+import json
+
 import pytest
+import yaml
 
 from ctxeng.engine import InvalidInput, parse_policy, policy_digest
 
@@ -112,6 +117,56 @@ def test_the_policy_applies_only_to_its_principal_and_task_type():
 
 def test_a_repeated_clause_value_is_named_by_its_index():
     assert policy_errors(policy(expiry={"on": ["task_closed", "task_closed"]})) == ["expiry.on[1]: 'task_closed' is listed twice"]
+
+
+def _reordered(value):
+    """The same value with every mapping's keys in reverse order (lists keep theirs: order is meaning)."""
+    if isinstance(value, dict):
+        return {k: _reordered(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return [_reordered(v) for v in value]
+    return value
+
+
+def test_a_policy_digest_is_sha256_over_the_canonical_json_of_the_filled_in_body():
+    parsed = parse_policy(policy())
+    body = parsed.model_dump(mode="json")
+    del body["policy"]["digest"]
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    assert policy_digest(parsed) == "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def test_the_same_policy_as_yaml_as_json_and_with_keys_reordered_has_one_digest():
+    body = policy()
+    as_dict = policy_digest(parse_policy(body))
+    as_yaml = policy_digest(parse_policy(yaml.safe_dump(body, sort_keys=False)))
+    as_json = policy_digest(parse_policy(json.dumps(body)))
+    reordered = policy_digest(parse_policy(yaml.safe_dump(_reordered(body), sort_keys=False)))
+    reordered_json = policy_digest(parse_policy(json.dumps(_reordered(body), indent=3)))
+    assert as_dict == as_yaml == as_json == reordered == reordered_json
+    # A default written out explicitly is the same policy.
+    explicit = {**body, "security": {"secret_material": "deny_or_redact"}}
+    assert policy_digest(parse_policy(explicit)) == as_dict
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda b: b["budget"].update(safety_margin=b["budget"]["safety_margin"] + 1),
+        lambda b: b["admission"].update(ranking=list(reversed(b["admission"]["ranking"]))),
+        lambda b: b["budget"]["partitions"]["background"].update(maximum=1501),
+        lambda b: b["policy"].update(revision=2),
+        lambda b: b.update(security={"secret_material": "deny"}),
+    ],
+    ids=["a number", "a list's order", "a nested value", "the revision", "a default overridden"],
+)
+def test_a_changed_value_changes_the_digest(change):
+    body = policy()
+    before = policy_digest(parse_policy(body))
+    changed = copy.deepcopy(body)
+    change(changed)
+    assert policy_digest(parse_policy(changed)) != before
+    assert policy_digest(parse_policy(yaml.safe_dump(_reordered(changed)))) != before
 
 
 def test_a_declared_policy_digest_must_be_the_bodys_own():

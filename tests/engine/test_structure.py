@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import random
 
 import pytest
@@ -22,9 +23,15 @@ def _three_calls() -> dict:
 def test_each_call_is_paired_with_its_own_result_by_call_id():
     r = run(_three_calls())
     assert {p.call_id: p.result_item_id for p in r.manifest.tool_pairs} == {"c1": "r1", "c2": "r2", "c3": "r3"}
-    assert {p.pairing_assertion for p in r.manifest.tool_pairs} == {"exactly_one_result_for_call"}
     for p in r.manifest.tool_pairs:
         assert p.result_hash == sha(f"output of call {p.call_id[1]}")
+    # The payload, not the manifest's label, shows the pairing: one tool message per call, each
+    # holding that call's own output and no other call's.
+    answers = {m["tool_call_id"]: m["content"] for m in r.serialized_input["messages"] if m["role"] == "tool"}
+    assert sorted(answers) == ["c1", "c2", "c3"]
+    for call_id, content in answers.items():
+        outputs = [n for n in "123" if f"output of call {n}" in content]
+        assert outputs == [call_id[1]], (call_id, content)
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -48,9 +55,9 @@ def test_shuffled_completion_and_candidate_order_change_neither_pairing_nor_the_
 
 def test_completion_order_is_recorded_but_serialization_follows_assistant_source_order():
     r = run(_three_calls())
-    pairs = sorted(r.manifest.tool_pairs, key=lambda p: p.serialized_order)
-    assert [p.call_id for p in pairs] == ["c1", "c2", "c3"]
-    assert [p.completed_seq for p in pairs] == [3, 1, 2]
+    # Completion order is 2, 3, 1 (completed_seq 3, 1, 2); the payload keeps the request's order.
+    assert call_ids(r.serialized_input) == (["c1", "c2", "c3"], ["c1", "c2", "c3"])
+    assert {p.call_id: p.completed_seq for p in r.manifest.tool_pairs} == {"c1": 3, "c2": 1, "c3": 2}
 
 
 @pytest.mark.parametrize("bad_id", ["call with space", "call/with/slash", "x" * 41, "ünïcode"])
@@ -116,6 +123,8 @@ def test_a_call_whose_result_was_rejected_by_a_gate_is_unresolved_not_orphaned()
 def test_the_canonical_argument_hash_ignores_key_order():
     assert canonical_argument_hash("read", {"a": 1, "b": {"x": 1, "y": 2}}) == canonical_argument_hash("read", {"b": {"y": 2, "x": 1}, "a": 1})
     assert canonical_argument_hash("read", {"a": 1}) != canonical_argument_hash("write", {"a": 1})
+    # The documented form, written out by hand: sha256 over the sorted, compact JSON of both.
+    assert canonical_argument_hash("read", {"b": 2, "a": 1}) == sha('{"arguments":{"a":1,"b":2},"tool_name":"read"}')
 
 
 def test_the_same_arguments_under_two_call_ids_are_two_pairs():
@@ -124,10 +133,13 @@ def test_the_same_arguments_under_two_call_ids_are_two_pairs():
         extra=[tool_result("r1", "c1", "first read"), tool_result("r2", "c2", "second read")],
         tool_calls=[tool_call("c1", "r1", arguments=args), tool_call("c2", "r2", arguments=dict(reversed(list(args.items()))))],
     )
-    pairs = run(req).manifest.tool_pairs
+    r = run(req)
+    pairs = r.manifest.tool_pairs
     assert len(pairs) == 2
-    assert pairs[0].canonical_argument_hash == pairs[1].canonical_argument_hash
+    expected = sha('{"arguments":{"path":"a.ts"},"tool_name":"read_source"}')
+    assert [p.canonical_argument_hash for p in pairs] == [expected, expected]
     assert {p.result_item_id for p in pairs} == {"r1", "r2"}
+    assert call_ids(r.serialized_input) == (["c1", "c2"], ["c1", "c2"])
 
 
 def test_partial_and_error_results_are_diagnostic_only_unless_the_policy_allows():
@@ -146,6 +158,11 @@ def test_every_admitted_item_is_placed_in_the_zone_its_role_maps_to():
     zones = {i.item_id: i.zone for i in r.manifest.included}
     assert zones["system"] == "control" and zones["goal"] == "task" and zones["stage"] == "state"
     assert zones["ev"] == "untrusted_data" and zones["sum"] == "state"
+    # What the model reads: each fenced block's header names the zone, and control text is only
+    # in the system message.
+    delivered = {b["item_id"]: json.loads(b["text"].split(" ", 2)[2].split("\n", 1)[0].removesuffix(">>>"))["zone"] for b in r.assembly_input["blocks"]}
+    assert delivered == {"goal": "task", "constraints": "task", "stage": "state", "open": "state", "sum": "state", "ev": "untrusted_data"}
+    assert r.assembly_input["control"]["item_ids"] == ["system"]
 
 
 def test_source_lineage_is_kept_in_order_on_the_included_record():

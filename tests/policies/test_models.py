@@ -23,10 +23,16 @@ def _next_body(body: dict, revision: int) -> dict:
 
 
 def test_a_draft_stores_the_engine_digest(draft, example_policy_body):
+    import json
+
     from ctxeng.engine import parse_policy, policy_digest
 
     assert draft.status == RevisionStatus.DRAFT
-    assert draft.digest == policy_digest(parse_policy(example_policy_body))
+    # The same policy written another way (JSON text, keys sorted) digests alike; a changed value does not.
+    rewritten = json.dumps(example_policy_body, sort_keys=True, indent=1)
+    assert draft.digest == policy_digest(parse_policy(rewritten))
+    changed = {**example_policy_body, "budget": {**example_policy_body["budget"], "safety_margin": example_policy_body["budget"]["safety_margin"] + 1}}
+    assert draft.digest != policy_digest(parse_policy(changed))
 
 
 def test_a_draft_body_can_change(draft):
