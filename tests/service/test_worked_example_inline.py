@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
+
 import pytest
 
 
@@ -49,6 +52,11 @@ def test_the_ready_example_is_assembled_and_its_manifest_and_input_are_served(
     provider_input = agent_api.get(job["input_url"])
     assert provider_input.status_code == 200
     assert provider_input.json()["messages"]
+    # The served input is what the manifest sealed: sha256 of its canonical JSON (sorted keys, no
+    # whitespace, UTF-8, no NaN), computed here from the bytes served.
+    served = json.loads(provider_input.content)
+    canonical = json.dumps(served, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    assert manifest["assembly"]["serialized_model_input_hash"] == "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def test_the_blocked_example_is_sealed_blocked_and_its_input_is_a_conflict(
