@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-engine lint bench schema clean
+.PHONY: install run test test-engine lint bench mutate schema clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -31,6 +31,17 @@ lint: install
 bench: install
 	$(BIN)/python -m pip install -q -e '.[dev,bench]'
 	$(BIN)/python -m bench.run
+
+# Mutation testing of ctxeng/engine/ against tests/engine (docs/mutation.md: score, run time, equivalent
+# mutants). Needs a green tests/engine. MUTANTS="ctxeng.engine.budget*" limits the run to one module;
+# MUTATE_CHILDREN=1 keeps it to one core on a shared machine. Results are cached under mutants/.
+MUTATE_CHILDREN ?= 1
+MUTANTS ?=
+mutate: install
+	$(BIN)/python -m pip install -q -e '.[dev,mutate]'
+	$(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) $(MUTANTS)
+	$(BIN)/mutmut export-cicd-stats
+	$(BIN)/python -m tests.mutation.score
 
 schema: install
 	for n in request policy manifest; do $(BIN)/python -m ctxeng schema $$n > docs/schemas/$$n.schema.json; done
