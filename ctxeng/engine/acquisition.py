@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from .hashing import sha256_json, sha256_text
 from .render import block_middle, block_tokens, fence_tokens, header_json, middle_key, splits_fences
+from .structure import expected_result_headers
 from .transforms import checkpoint_item
 from .vocabulary import ROLE_ZONE, Role
 from .working import Assembly, Candidate
@@ -80,6 +81,7 @@ def measure(asm: Assembly) -> None:
     assembly): `render.block_tokens` says why the parts add up, and a property test recounts the
     payload to prove it. Without that tokenizer guarantee each whole block is counted.
     """
+    expected_result_headers(asm)
     split = splits_fences(asm)
     texts: dict[str, str] = {}
     keys: list[str | None] = []

@@ -381,6 +381,8 @@ def mark_result_status(asm: Assembly) -> None:
         result = pair.result
         if result is None or not result.alive:
             continue
+        if result.result_status == pair.call.status and result.evidence_use == pair.evidence_use:
+            continue  # counted with this header at acquisition (structure.expected_result_headers)
         result.result_status = pair.call.status
         result.evidence_use = pair.evidence_use
         result.tokens = block_tokens(asm, result)

@@ -40,6 +40,26 @@ def synthetic_result_text(call_id: str, reason: str) -> str:
     return fence_safe_json({"ctxeng_synthetic_result": True, "call_id": call_id, "status": "unknown", "reason": reason})
 
 
+def evidence_use_for(call, has_result: bool, allowed: set) -> EvidenceUse:
+    """What a call's result may be used as: no result is unresolved; a status the policy lists in
+    `structure.evidence_use_allowed_for` is evidence, any other diagnostic only."""
+    if not has_result:
+        return EvidenceUse.UNRESOLVED
+    return EvidenceUse.CONFIRMED_BY_POLICY if call.status in allowed else EvidenceUse.DIAGNOSTIC_ONLY
+
+
+def expected_result_headers(asm: Assembly) -> None:
+    """Give each tool result the call status and evidence use its fence header will carry, before
+    it is first counted, so the count made once is the count of what is sent."""
+    allowed = set(asm.policy.structure.evidence_use_allowed_for)
+    by_id = asm.by_id()
+    for call in asm.request.tool_calls:
+        result = by_id.get(call.result_item_id) if call.result_item_id else None
+        if result is not None:
+            result.result_status = call.status
+            result.evidence_use = evidence_use_for(call, True, allowed)
+
+
 def place_in_zones(asm: Assembly) -> None:
     for cand in asm.alive():
         cand.zone = ROLE_ZONE[cand.role]
@@ -55,12 +75,7 @@ def pair_tool_calls(asm: Assembly) -> None:
             sid = "call_" + hashlib.sha256(f"{call.call_id}#{order}".encode()).hexdigest()[:24]
         used_ids[sid] = call.call_id
         result = by_id.get(call.result_item_id) if call.result_item_id else None
-        if result is None:
-            use = EvidenceUse.UNRESOLVED
-        elif call.status in allowed:
-            use = EvidenceUse.CONFIRMED_BY_POLICY
-        else:
-            use = EvidenceUse.DIAGNOSTIC_ONLY
+        use = evidence_use_for(call, result is not None, allowed)
         arguments_json = fence_safe_json(escape_strings(call.arguments))
         pair = ToolPair(
             call=call,
