@@ -3,8 +3,13 @@
 All errors share one shape, `{"errors": ["path: message", ...]}` (ctxeng.rest), so instead of
 repeating them on each view this hook adds the `Errors` component and, per operation, the
 statuses any authenticated endpoint can give (400 malformed, 401 no/invalid/revoked token,
-403 tenant or role, 404 outside your tenants, 405 method, 413 too large, 429 throttled) plus 409
-where the view declared it. A view's own declaration of a status wins.
+403 tenant or role, 404 outside your tenants, 405 method, 413 too large, 429 throttled), 415 on
+operations that take a body, plus 409 where the view declared it. A view's own declaration of a
+status wins.
+
+`add_links` adds OpenAPI links from what an operation creates to the operations that read or act
+on it (a submitted assembly to its job, manifest, input and usage; a created revision to its
+detail, edit, publish and diff), for clients and for schemathesis's stateful tests.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ COMMON = {
     "413": "body larger than CTXENG_MAX_REQUEST_BYTES",
     "429": "throttled (CTXENG_THROTTLE_AGENT); retry after the Retry-After header",
 }
+UNSUPPORTED_MEDIA_TYPE = "a body sent with a Content-Type other than application/json"
 ERROR_RESPONSE = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Errors"}}}}
 
 
@@ -38,6 +44,8 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
             for code, description in COMMON.items():
                 if code not in responses:
                     responses[code] = {**ERROR_RESPONSE, "description": description}
+            if "requestBody" in operation and "415" not in responses:
+                responses["415"] = {**ERROR_RESPONSE, "description": UNSUPPORTED_MEDIA_TYPE}
             for code, response in responses.items():
                 if code.startswith(("4", "5")) and _undocumented_object(response):
                     response["content"] = ERROR_RESPONSE["content"]
@@ -48,3 +56,55 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
 def _undocumented_object(response: dict[str, Any]) -> bool:
     schema = (response.get("content") or {}).get("application/json", {}).get("schema") or {}
     return schema.get("type") == "object" and "properties" not in schema and "$ref" not in schema
+
+
+def _link(operation_id: str, **parameters: str) -> dict[str, Any]:
+    return {"operationId": operation_id, "parameters": parameters}
+
+
+_JOB = {"job_id": "$response.body#/id"}
+_REVISION = {"policy_id": "$response.body#/policy_id", "revision": "$response.body#/revision"}
+LINKS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
+    ("v1_assemblies_create", "202"): {
+        "GetAssembly": _link("v1_assemblies_retrieve", **_JOB),
+        "GetManifest": _link("v1_assemblies_manifest_retrieve", **_JOB),
+        "GetInput": _link("v1_assemblies_input_retrieve", **_JOB),
+        "ReportUsage": _link("v1_assemblies_usage_create", **_JOB),
+    },
+    ("v1_assemblies_retrieve", "200"): {
+        "GetManifest": _link("v1_assemblies_manifest_retrieve", **_JOB),
+        "GetInput": _link("v1_assemblies_input_retrieve", **_JOB),
+        "CloseRun": _link("v1_runs_close_create", run_id="$response.body#/run_id"),
+    },
+    ("v1_artifacts_create", "201"): {
+        "ListArtifact": _link("v1_artifacts_retrieve", **{"query.artifact_id": "$response.body#/artifact_id"}),
+    },
+    ("v1_policies_revisions_create", "201"): {
+        "GetRevision": _link("v1_policies_revisions_retrieve", **_REVISION),
+        "UpdateRevision": _link("v1_policies_revisions_update", **_REVISION),
+        "PublishRevision": _link("v1_policies_revisions_publish_create", **_REVISION),
+        "ListRevisions": _link("policy_revisions_list", policy_id="$response.body#/policy_id"),
+        "DiffRevision": _link(
+            "v1_policies_diff_retrieve",
+            policy_id="$response.body#/policy_id",
+            **{"query.from": "$response.body#/revision", "query.to": "$response.body#/revision"},
+        ),
+    },
+}
+
+
+def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """The LINKS above, on the responses that create what they follow (an operation that is not
+    published, e.g. in a partial schema, is skipped)."""
+    operations = {
+        operation.get("operationId"): operation
+        for path_item in result.get("paths", {}).values()
+        for operation in path_item.values()
+        if isinstance(operation, dict)
+    }
+    for (operation_id, code), links in LINKS.items():
+        response = operations.get(operation_id, {}).get("responses", {}).get(code)
+        present = {name: link for name, link in links.items() if link["operationId"] in operations}
+        if response is not None and present:
+            response["links"] = present
+    return result

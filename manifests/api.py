@@ -24,7 +24,7 @@ from ctxeng.errors import Conflict, Forbidden
 from ctxeng.rest import ApiError, read_json, read_model
 
 from . import selectors, services
-from .models import Artifact, AssemblyJob, JobStatus, Manifest, Role
+from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest, Role
 
 
 def assembly_html_url(job: AssemblyJob) -> str:
@@ -181,11 +181,15 @@ class AssemblyUsageApi(APIView):
 
 
 class ItemDecisionsApi(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(parameters=[OpenApiParameter("decision", str, enum=Decision.values)],
+                   responses={200: OpenApiTypes.OBJECT},
                    summary="Every manifest where an item appeared, with the decision and reason")
     def get(self, request: Request, item_id: str) -> Response:
         rows = selectors.item_decisions(request.user, item_id)
         decision = request.query_params.get("decision")
+        if decision is not None and decision not in Decision.values:
+            raise ApiError(status.HTTP_400_BAD_REQUEST,
+                           f"decision: expected one of {', '.join(Decision.values)}, got {decision!r}")
         if decision:
             rows = rows.filter(decision=decision)
         paginator = LimitOffsetPagination()

@@ -9,6 +9,7 @@ more, the addition is documented on the field.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -372,6 +373,8 @@ class PolicyScope(Frozen):
 def _no_repeats(values: list[Any]) -> list[Any]:
     seen = set()
     for i, v in enumerate(values):
+        if not isinstance(v, Hashable):
+            continue  # a list or an object where a word belongs: the field's type refuses it by path
         if v in seen:
             raise ValueError(f"[{i}]: {getattr(v, 'value', v)!r} is listed twice")
         seen.add(v)
