@@ -31,16 +31,30 @@ MAX_ITEM_ID = 300  # item_id (and every reference to one), artifact_id, artifact
 MAX_NAME = 100  # kind, source_type, partition name, artifact revision, tenant slug
 MAX_NOTE = 10_000  # a publish note
 
+# The README's "Limits" table: (limit, value, when exceeded); a test keeps the two equal.
 LIMITS: tuple[tuple[str, str, str], ...] = (
-    ("JSON nesting depth of any body", f"{MAX_JSON_DEPTH} levels", "checked before parsing"),
-    ("integers anywhere in a body", f"±{MAX_JSON_INTEGER:,} (2^53 − 1)", "JSON-safe; NaN and Infinity are refused"),
-    ("`policy.revision`, usage token counts", f"{MAX_INT32:,} (2^31 − 1)", "a database integer"),
-    ("candidates per assembly request", f"{MAX_CANDIDATES:,}", "fixed in the engine"),
-    ("`run_id`, `step_id`, policy id, `Idempotency-Key`, artifact `writer`", f"{MAX_ID} characters", ""),
-    ("`item_id` and references to items, `artifact_id`, artifact `scope`", f"{MAX_ITEM_ID} characters", ""),
-    ("`kind`, `source_type`, partition names, artifact `revision`, tenant", f"{MAX_NAME} characters", ""),
-    ("publish note", f"{MAX_NOTE:,} characters", ""),
+    ("JSON nesting depth of any body", f"{MAX_JSON_DEPTH} levels",
+     "400 `body: nested N levels deep, more than the limit 64`, before the body is parsed"),
+    ("numbers anywhere in a body", f"integers within ±{MAX_JSON_INTEGER:,} (2^53 − 1); finite",
+     "400 `path: N is outside ±...`; NaN, Infinity, `1e999`: 400 `path: NaN is not a JSON number ...`"),
+    ("`policy.revision`, usage token counts", f"{MAX_INT32:,} (2^31 − 1)",
+     "400 `policy.revision: Input should be less than or equal to 2147483647`"),
+    ("candidates per assembly request", f"{MAX_CANDIDATES:,}", "400 `candidates: N candidates, more than the limit 20000`"),
+    ("`run_id`, `step_id`, policy id, `Idempotency-Key`, artifact `writer`", f"{MAX_ID} characters",
+     "400 `run_id: String should have at most 200 characters`"),
+    ("`item_id`, `result_item_id`, `checkpoint.summary_id`, `artifact_id`, artifact `scope`",
+     f"{MAX_ITEM_ID} characters", "400 `candidates[3].item_id: String should have at most 300 characters`"),
+    ("`kind`, `source_type`, partition names, artifact `revision`, tenant", f"{MAX_NAME} characters",
+     "400 `candidates[3].kind: String should have at most 100 characters`"),
+    ("nesting inside `source_ref`, tool call `arguments` and `parameters` (engine and CLI too)",
+     f"{MAX_JSON_DEPTH} levels", "400 `candidates[3].source_ref: nested N levels deep, more than the limit 64`"),
+    ("publish note", f"{MAX_NOTE:,} characters", "400 `note: String should have at most 10000 characters`"),
 )
+
+
+def limits_table_rows() -> list[str]:
+    """LIMITS as the README's Markdown table rows."""
+    return [f"| {limit} | {value} | {exceeded} |" for limit, value, exceeded in LIMITS]
 
 
 def json_depth(value: Any) -> int:

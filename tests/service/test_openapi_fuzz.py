@@ -32,8 +32,8 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-EXAMPLES = 25
-STATEFUL_EXAMPLES = 10
+EXAMPLES = 20
+STATEFUL_EXAMPLES = 8
 STATEFUL_STEPS = 6
 CHECKS = [
     not_a_server_error,

@@ -233,6 +233,11 @@ COLUMNS: dict[str, list[str] | str] = {
     "policies.PolicyRevision.revision": ["PolicyHeader.revision", "PolicyRef.revision"],
     "policies.PolicyRevision.digest": "a sha256: digest",
     "policies.PolicyRevision.status": "one of the RevisionStatus choices",
+    "policies.ImpactPreview.digest": "the draft's sha256: digest",
+    "policies.ImpactPreview.status": "one of the PreviewStatus choices",
+    "policies.ImpactPreview.total": "how many recorded requests are replayed (a small fixed number)",
+    "policies.ImpactPreview.done": "counted while replaying, at most total",
+    "policies.ImpactPreview.stopped_reason": "written by the preview job (cancelled, time limit)",
     "audit.AuditEvent.action": "one of the AuditAction choices",
     "audit.AuditEvent.actor_name": "a username (150) or cli:<os user>",
     "audit.AuditEvent.revision": ["PolicyHeader.revision"],
@@ -464,3 +469,14 @@ def test_json_with_a_charset_or_a_json_suffix_media_type_is_accepted(env):
 
     raw = json.dumps({**env.request, "step_id": "charset"}).encode()
     assert _raw_post(env.agent, URL, raw, content_type="application/json; charset=utf-8").status_code == 202
+
+
+def test_the_readme_limits_table_is_the_one_in_ctxeng_engine_limits():
+    from pathlib import Path
+
+    from ctxeng.engine.limits import limits_table_rows
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Limits", 1)[1].split("\n### ", 1)[0]
+    missing = [row for row in limits_table_rows() if row not in section.splitlines()]
+    assert not missing, "README 'Limits' is out of date; paste ctxeng.engine.limits.limits_table_rows()"
