@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from .limits import MAX_JSON_DEPTH
+
 
 class InvalidInput(ValueError):
     """A request or policy that cannot be assembled; `errors` name each field path."""
@@ -88,9 +90,6 @@ def load_json_text(text: str | bytes, *, what: str) -> Any:
         raise InvalidInput([f"body: malformed JSON ({exc})"], what=what) from None
 
 
-# Deeper YAML than this is refused while it is composed (PyYAML's composer recurses per level, so
-# 10,000 nested brackets would otherwise end in a RecursionError); no policy nests beyond ~6.
-MAX_YAML_DEPTH = 64
 
 
 class _YamlRefused(yaml.YAMLError):
@@ -103,8 +102,9 @@ class _Yaml12Loader(yaml.SafeLoader):
 
     Anchors and aliases (`&name`, `*name`, merge keys `<<: *name`) are refused, not expanded: a
     few kilobytes of nested aliases expand into hundreds of megabytes (a "billion laughs"), and a
-    policy has no need for them. The error names the line. Nesting beyond MAX_YAML_DEPTH is
-    refused the same way.
+    policy has no need for them. The error names the line. Nesting beyond MAX_JSON_DEPTH (the
+    limit of every JSON body) is refused the same way, while composing: PyYAML's composer
+    recurses per level, so 10,000 nested brackets would otherwise end in a RecursionError.
     """
 
     _depth = 0
@@ -115,8 +115,8 @@ class _Yaml12Loader(yaml.SafeLoader):
             raise _YamlRefused(event.start_mark, f"YAML aliases are not accepted (*{event.anchor}); write the value out")
         if getattr(event, "anchor", None) is not None:
             raise _YamlRefused(event.start_mark, f"YAML anchors are not accepted (&{event.anchor}); write the value out")
-        if self._depth >= MAX_YAML_DEPTH:
-            raise _YamlRefused(event.start_mark, f"nested deeper than {MAX_YAML_DEPTH} levels")
+        if self._depth >= MAX_JSON_DEPTH:
+            raise _YamlRefused(event.start_mark, f"nested deeper than {MAX_JSON_DEPTH} levels")
         self._depth += 1
         try:
             return super().compose_node(parent, index)
