@@ -480,3 +480,22 @@ def test_the_readme_limits_table_is_the_one_in_ctxeng_engine_limits():
     section = readme.split("### Limits", 1)[1].split("\n### ", 1)[0]
     missing = [row for row in limits_table_rows() if row not in section.splitlines()]
     assert not missing, "README 'Limits' is out of date; paste ctxeng.engine.limits.limits_table_rows()"
+
+
+def test_drf_request_data_has_the_same_bounds_as_read_json():
+    """The API's views read bodies with read_json; DRF's parser is the same edge for any view that
+    reads request.data (DEFAULT_PARSER_CLASSES)."""
+    import io
+
+    from rest_framework.settings import api_settings
+    from rest_framework.views import APIView
+
+    from ctxeng.rest import ApiError, BoundedJSONParser
+
+    assert APIView.parser_classes == api_settings.DEFAULT_PARSER_CLASSES == [BoundedJSONParser]
+    with pytest.raises(ApiError) as raised:
+        BoundedJSONParser().parse(io.BytesIO(b"[" * 5000 + b"]" * 5000))
+    assert raised.value.errors == ["body: nested 5000 levels deep, more than the limit 64"]
+    with pytest.raises(ApiError):
+        BoundedJSONParser().parse(io.BytesIO(b'{"x": NaN}'))
+    assert BoundedJSONParser().parse(io.BytesIO(b'{"x": [1, 2.5]}')) == {"x": [1, 2.5]}
