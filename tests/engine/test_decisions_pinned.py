@@ -523,3 +523,18 @@ def test_a_call_id_a_provider_would_refuse_is_rewritten_to_a_sha256_prefix_on_bo
     messages = r.serialized_input["messages"]
     assert [tc["id"] for m in messages if m["role"] == "assistant" for tc in m["tool_calls"]] == [pair.serialized_call_id]
     assert [m["tool_call_id"] for m in messages if m["role"] == "tool"] == [pair.serialized_call_id]
+
+
+def test_a_higher_ranked_item_displaces_lower_ranked_ones_lowest_rank_first():
+    # Evidence's minimum (300) holds s1 and s2 in pass 1, not `big`; in pass 2 `big` does not fit
+    # beside them, but does once the lowest-ranked (s2) is dropped: `reduce_candidates` keeps a rank prefix.
+    pol, model = tight(
+        1000,
+        {
+            "direct_evidence": {"minimum": 300, "eviction": "reduce_candidates", "kinds": ["evidence"]},
+            "background": {"eviction": "first", "kinds": ["background"]},
+        },
+    )
+    r = run(request([ev("big", 250, 0.9), ev("s1", 25, 0.5), ev("s2", 20, 0.4)], model=model), pol)
+    assert included(r) == {"big", "s1"}
+    assert reasons(r) == {"s2": "budget_evicted"}

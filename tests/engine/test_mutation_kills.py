@@ -1,0 +1,94 @@
+"""Cases written for mutants that survived `make mutate` (docs/mutation.md).
+
+Each test pins a behaviour the README states but no other test observed closely enough to notice a
+wrong line: how much room a truncation gets when the usable budget (not the partition maximum)
+binds, what a displaced item gives back, what a transform record says it did. The expected values
+are written by hand from the request and the policy.
+"""
+
+from __future__ import annotations
+
+from tests.golden import delivered_blocks
+
+from .builders import item, reasons, request, run
+from .test_decisions_pinned import ev, included, memo, tight
+from .test_eviction import DECISION_LOG, transcript
+
+TRUNCATE = {"allowed": ["none", "truncate_item"], "preserve": ["goal", "open_items", "source_refs"]}
+
+
+def notes(relevance: float = 0.1) -> dict:
+    """A 20-turn transcript of about 2,000 tokens: it never fits whole in these budgets."""
+    return item("notes", "editable_project_file", transcript(20), kind="background", relevance=relevance)
+
+
+def truncated_turns(result) -> tuple[int, int]:
+    rec = next(i for i in result.manifest.included if i.item_id == "notes")
+    first, last = (int(x) for x in rec.source_ref["turns"].split("-"))
+    return first, last
+
+
+def test_a_truncation_gets_the_room_its_partition_maximum_leaves_beside_what_it_already_holds():
+    # Background may hold 900; `bg0` (~200) is in it already, so the transcript is cut to fit ~700.
+    pol, model = tight(3000, {"background": {"maximum": 900, "eviction": "first", "kinds": ["background"]}}, transforms=TRUNCATE)
+    r = run(request([memo("bg0", 40, 0.9), notes()], model=model), pol)
+    assert included(r) == {"bg0", "notes"}
+    first, last = truncated_turns(r)
+    assert last == 20 and first > 1
+    assert r.manifest.budget.partitions["background"].used <= 900
+
+
+def test_a_truncation_gets_only_the_usable_budget_left_after_other_partitions_unused_minimums():
+    # No maximum: the usable budget binds. Evidence's unused minimum (300) is kept back for it.
+    parts = {
+        "direct_evidence": {"minimum": 300, "eviction": "reduce_candidates", "kinds": ["evidence"]},
+        "background": {"eviction": "first", "kinds": ["background"]},
+    }
+    pol, model = tight(1200, parts, borrowing="preserve_all_minimums", transforms=TRUNCATE)
+    r = run(request([memo("bg0", 40, 0.9), notes()], model=model), pol)
+    assert included(r) == {"bg0", "notes"}
+    budget = r.manifest.budget
+    assert budget.partitions["background"].used <= budget.usable_input - 300
+
+
+def test_a_displaced_items_tokens_are_given_back_to_the_budget():
+    # Pass 1 fills evidence's minimum with s1 and s2; `big` displaces s2 (lowest rank first). What s2
+    # gave back is then room for the background transcript, cut to its newest turns.
+    parts = {
+        "direct_evidence": {"minimum": 700, "eviction": "reduce_candidates", "kinds": ["evidence"]},
+        "background": {"eviction": "first", "kinds": ["background"]},
+    }
+    pol, model = tight(1300, parts, transforms=TRUNCATE)
+    r = run(request([ev("big", 230, 0.9), ev("s1", 20, 0.5), ev("s2", 140, 0.4), notes(0.05)], model=model), pol)
+    assert reasons(r) == {"s2": "budget_evicted"}
+    assert included(r) == {"big", "s1", "notes"}
+    assert truncated_turns(r)[1] == 20
+
+
+def test_a_truncation_records_its_objective_and_what_it_kept():
+    pol, model = tight(3000, {"background": {"maximum": 900, "eviction": "first", "kinds": ["background"]}}, transforms=TRUNCATE)
+    r = run(request([notes()], model=model), pol)
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "notes"]
+    assert (record.type, record.objective, record.trigger, record.status) == (
+        "truncate_item",
+        "keep_the_newest_whole_turns",
+        "over_partition",
+        "applied",
+    )
+    assert record.input_item_ids == ["notes"]
+    body = delivered_blocks(r.serialized_input)["notes"].split("\n", 1)[1]
+    assert transcript(20).endswith(body)
+    assert record.token_estimate_after < record.token_estimate_before
+
+
+def test_a_decision_compression_records_its_objective():
+    parts = {
+        "state": {"maximum": 600, "eviction": "structured_summary", "kinds": ["research_plan"]},
+        "background": {"eviction": "first", "kinds": ["background"]},
+    }
+    pol, model = tight(3000, parts, transforms={"allowed": ["none", "decision_compress"], "preserve": ["goal", "open_items", "source_refs"]})
+    plan = item("plan", "runtime_state", DECISION_LOG, kind="research_plan")
+    r = run(request([plan], model=model), pol)
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "plan"]
+    assert (record.type, record.objective) == ("decision_compress", "keep_decisions_reasons_and_source_refs")
+    assert "plan" in included(r)
