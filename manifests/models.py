@@ -209,7 +209,9 @@ class ManifestItem(models.Model):
     manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="items")
     item_id = models.CharField(max_length=MAX_ITEM_ID, db_index=True)
     decision = models.CharField(max_length=10, choices=Decision.choices)
-    reason = models.CharField(max_length=200, blank=True, help_text="exclusion reason, or the admission reason")
+    # Text, not a bounded column: an admission reason is written by the engine and may quote a
+    # policy's partition name (escaped, so longer than the name), never refused at submit.
+    reason = models.TextField(blank=True, help_text="exclusion reason, or the admission reason")
     hard_gate = models.CharField(max_length=60, blank=True)
     detail = models.TextField(blank=True)
     partition = models.CharField(max_length=MAX_NAME, blank=True)

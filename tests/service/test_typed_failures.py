@@ -128,3 +128,35 @@ def test_an_unreachable_database_is_an_infrastructure_fault_left_to_the_sweep_wh
     job = agent_api.get(f"{URL}{queued_job}/").json()
     assert (job["status"], job["attempts"]) == ("ready", 2)
 
+
+
+def test_an_admission_reason_quoting_an_escaped_partition_name_is_stored(
+    editor_user, agent_api, submit, settings
+):
+    """The structured summary's admission reason quotes its partition's name with repr(): a
+    100-character name of characters repr() escapes made it 400+ characters, more than the
+    reason column held (a late DataError on PostgreSQL). The column is text now."""
+    from ctxeng.engine import parse_policy
+    from manifests.models import ManifestItem, Tenant
+    from policies.services import policy_revision_create, policy_revision_publish
+    from tests.engine.builders import item, policy, request
+
+    name = "\x85" * 100
+    body = policy()
+    body["budget"]["partitions"] = {
+        "control": {"minimum": 100, "eviction": "never", "kinds": ["instruction", "goal", "hard_constraints"]},
+        name: {"minimum": 100, "maximum": 1500, "eviction": "structured_summary",
+               "kinds": ["current_stage", "open_items_summary", "research_plan", "summary"]},
+        "background": {"maximum": 5000, "eviction": "first", "kinds": ["trace", "memory", "background"]},
+    }
+    revision = policy_revision_create(tenant=Tenant.objects.get(slug="tenant-x"), body=parse_policy(body)
+                                      .model_dump(mode="json"), user=editor_user)
+    policy_revision_publish(revision=revision, user=editor_user)
+    plan = item("plan-a", "runtime_state", " ".join(f"a{i}" for i in range(700)), kind="research_plan", open_item_ids=["OI-7"],
+                relevance=0.3)
+    response = submit(agent_api, request(extra=[plan]))
+    assert response.status_code == 202, response.json()
+    job = agent_api.get(response.json()["url"]).json()
+    assert job["status"] == "ready", job
+    reason = ManifestItem.objects.get(item_id=f"structured-summary-{name}").reason
+    assert len(reason) > 400 and reason.startswith("structured summary of 1 state items"), reason

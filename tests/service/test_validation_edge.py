@@ -211,7 +211,6 @@ COLUMNS: dict[str, list[str] | str] = {
     "manifests.Manifest.estimated_input_tokens": "counted by the engine, bounded by the body size",
     "manifests.ManifestItem.item_id": ["ContextItem.item_id", "CheckpointState.summary_id"],
     "manifests.ManifestItem.decision": "included or excluded",
-    "manifests.ManifestItem.reason": "an exclusion reason, or an admission reason built from a kind (MAX_NAME)",
     "manifests.ManifestItem.hard_gate": "a HardGate value",
     "manifests.ManifestItem.partition": ["BudgetPolicy.partitions"],
     "manifests.ManifestItem.tokens": "counted by the engine, bounded by the body size",
