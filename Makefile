@@ -14,10 +14,12 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# `make run PORT=8123` serves on another port.
+PORT ?= 8000
 run: install
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_example
-	$(BIN)/python manage.py runserver 127.0.0.1:8000
+	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
 
 test: install
 	$(BIN)/python -m pytest -q

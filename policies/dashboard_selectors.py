@@ -5,11 +5,18 @@ the engine alone (no model call, no manifest stored) and compares each result wi
 that was sealed for that request: which items flip between included and excluded, which
 assemblies become blocked, and how each budget partition moves. `impact_row` is one replay; the
 dashboard runs them as a job (policies.services.impact_preview_run) that stores its rows.
+
+A replay is compared at the recorded manifest's fence nonce. Every fenced block's token count
+includes the nonce twice (prefix and footer), and the nonce is derived from the policy digest: any
+draft gets a new 16-hex nonce that tokenizes into a few more or fewer tokens, which moved every
+partition holding fenced items by that amount times its items, in partitions the draft never
+named. `_at_recorded_nonce` takes that shift out, so a delta is one the draft's rules caused.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +25,9 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 
 from ctxeng.engine import InvalidInput, assemble
+from ctxeng.engine.policy import policy_body
+from ctxeng.engine.render import block_footer, block_prefix
+from ctxeng.engine.tokens import default_tokenizer
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
 from manifests.models import AssemblyJob, Tenant
 from manifests.selectors import artifact_lookup, request_as_assembled
@@ -67,6 +77,35 @@ def body_yaml(body: dict[str, Any]) -> str:
     return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
 
 
+def revision_text(revision: PolicyRevision) -> str:
+    """What the editor shows: the text last saved or imported (comments kept), else the body as YAML."""
+    return revision.source_text or body_yaml(revision.body)
+
+
+def next_draft_text(revision: PolicyRevision, number: int) -> str:
+    """`revision`'s source text with `policy.revision` set to `number` on its own line, comments
+    kept; empty (the editor then shows the body as YAML) when the text cannot be bumped that way
+    or would not read back as the same body."""
+    text = revision.source_text
+    line = line_of(text, "policy.revision") if text else None
+    if line is None:
+        return ""
+    lines = text.split("\n")
+    bumped, count = re.subn(r"^(\s*revision:\s*)\d+", rf"\g<1>{number}", lines[line - 1])
+    if count != 1:
+        return ""
+    lines[line - 1] = bumped
+    candidate = "\n".join(lines)
+    from .services import policy_parse
+
+    try:
+        old, new = policy_parse(text), policy_parse(candidate)
+    except InvalidInput:
+        return ""
+    expected = old.model_copy(update={"policy": old.policy.model_copy(update={"revision": number, "digest": None})})
+    return candidate if policy_body(new) == policy_body(expected) else ""
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -113,12 +152,15 @@ def line_of(text: str, path: str) -> int | None:
     return line
 
 
-def validate_yaml(text: str) -> tuple[Any | None, list[FieldError]]:
-    """Parse a draft as a save would (the engine, bounded); on failure, each error with its path and YAML line."""
+def validate_yaml(
+    text: str, *, policy_id: str | None = None, revision: int | None = None
+) -> tuple[Any | None, list[FieldError]]:
+    """Parse a draft as a save would (the engine, bounded, the id and number of the revision it
+    edits); on failure, each error with its path and YAML line."""
     from .services import policy_parse
 
     try:
-        return policy_parse(text), []
+        return policy_parse(text, policy_id=policy_id, revision=revision), []
     except InvalidInput as exc:
         return None, field_errors(text, exc.errors)
 
@@ -160,6 +202,41 @@ def _replay(job: AssemblyJob, draft) -> Any:
     return assemble(request, draft, artifacts=artifact_lookup(job.tenant))
 
 
+def _fence_tokens(nonce: str) -> int:
+    tokenizer = default_tokenizer()
+    return tokenizer.count(block_prefix(nonce)) + tokenizer.count(block_footer(nonce))
+
+
+def _at_recorded_nonce(replayed: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
+    """The replayed manifest's included items and partition use as if fenced with the recorded
+    manifest's nonce (see the module docstring). Control-zone items are not fenced."""
+    nonce_a = (recorded.get("assembly") or {}).get("data_fence_nonce")
+    nonce_b = (replayed.get("assembly") or {}).get("data_fence_nonce")
+    if not nonce_a or not nonce_b or nonce_a == nonce_b:
+        return replayed
+    shift = _fence_tokens(nonce_a) - _fence_tokens(nonce_b)
+    if not shift:
+        return replayed
+    fenced_per_partition: Counter[str] = Counter()
+    included = []
+    for item in replayed.get("included") or []:
+        if item.get("zone") != "control" and isinstance(item.get("tokens"), int):
+            fenced_per_partition[item.get("partition") or ""] += 1
+            item = {**item, "tokens": item["tokens"] + shift}
+        included.append(item)
+    budget = dict(replayed.get("budget") or {})
+    budget["partitions"] = {
+        name: ({**part, "used": part["used"] + shift * fenced_per_partition[name]}
+               if isinstance(part, dict) and isinstance(part.get("used"), int) else part)
+        for name, part in (budget.get("partitions") or {}).items()
+    }
+    return {**replayed, "included": included, "budget": budget}
+
+
+def _partition_changed(row: dict[str, Any]) -> bool:
+    return bool(row["delta"]) or any(row[f"{k}_a"] != row[f"{k}_b"] for k in ("items", "minimum", "maximum"))
+
+
 def impact_row(job: AssemblyJob, draft) -> dict[str, Any]:
     """One recorded request replayed under `draft` and compared with its sealed manifest, as JSON
     (an ImpactPreview stores the rows). At most IMPACT_FLIPS_SHOWN flips are kept, with the count."""
@@ -171,10 +248,12 @@ def impact_row(job: AssemblyJob, draft) -> dict[str, Any]:
     except Exception as exc:  # noqa: BLE001 - one unreplayable request must not hide the others
         return {"job": head, "error": f"{type(exc).__name__}: {exc}", "comparison": None}
     replayed = result.manifest_dict()
-    full = compare_sections(recorded, replayed)
+    full = compare_sections(recorded, _at_recorded_nonce(replayed, recorded))
+    partitions = [p for p in full["partitions"] if _partition_changed(p)]
     comparison = {
         "flips": full["flips"][:IMPACT_FLIPS_SHOWN], "flip_count": len(full["flips"]),
-        "partitions": full["partitions"], "status_a": full["status_a"], "status_b": full["status_b"],
+        "partitions": partitions, "partitions_unchanged": len(full["partitions"]) - len(partitions),
+        "status_a": full["status_a"], "status_b": full["status_b"],
         "blocked_reason_b": full["blocked_reason_b"],
     }
     return {
@@ -185,8 +264,9 @@ def impact_row(job: AssemblyJob, draft) -> dict[str, Any]:
         "becomes_ready": full["status_a"] == "blocked" and full["status_b"] == "ready",
         "missing": (replayed.get("assembly") or {}).get("missing") or [],
         "blocked_detail": (replayed.get("assembly") or {}).get("blocked_detail") or [],
+        # A new minimum or maximum that moves nothing is in the policy diff, not an impact.
         "changed": bool(full["flips"] or full["status_a"] != full["status_b"]
-                        or any(p["delta"] for p in full["partitions"])),
+                        or any(p["delta"] or p["items_a"] != p["items_b"] for p in partitions)),
     }
 
 

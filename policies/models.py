@@ -45,6 +45,9 @@ class PolicyRevision(models.Model):
     revision = models.PositiveIntegerField()
     body = models.JSONField(help_text="the ContextPolicy, with defaults filled in")
     digest = models.CharField(max_length=80)
+    source_text = models.TextField(
+        blank=True, help_text="the YAML the body was read from, comments and layout kept; empty for a JSON body"
+    )
     status = models.CharField(max_length=10, choices=RevisionStatus.choices, default=RevisionStatus.DRAFT)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -70,7 +73,7 @@ class PolicyRevision(models.Model):
     def __str__(self) -> str:
         return f"{self.policy.policy_id}/{self.revision} ({self.status})"
 
-    _SEALED_FIELDS = ("body", "digest", "revision", "policy_id", "created_by_id", "published_by_id", "published_at")
+    _SEALED_FIELDS = ("body", "digest", "source_text", "revision", "policy_id", "created_by_id", "published_by_id", "published_at")
 
     def save(self, *args, **kwargs) -> None:
         if not self._state.adding and self.pk is not None:
@@ -112,11 +115,14 @@ class ImpactPreview(models.Model):
     otherwise); `done` of `total` replays is its progress, `rows` the result so far. A cancel sets
     `cancel_requested`, which the runner reads between replays. `digest` is the revision's digest
     when the preview started: a draft edited since makes the result stale, and the page says so.
+    A preview of the editor's unsaved text keeps that body in `body` (and its digest in `digest`).
     """
 
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
     revision = models.ForeignKey(PolicyRevision, on_delete=models.CASCADE, related_name="impact_previews")
     digest = models.CharField(max_length=80)
+    body = models.JSONField(null=True, blank=True,
+                            help_text="the unsaved body replayed (the editor's text); null: the revision's saved body")
     status = models.CharField(max_length=10, choices=PreviewStatus.choices, default=PreviewStatus.QUEUED)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
@@ -142,3 +148,7 @@ class ImpactPreview(models.Model):
     @property
     def active(self) -> bool:
         return self.status in ACTIVE_PREVIEW_STATUSES
+
+    @property
+    def unsaved(self) -> bool:
+        return self.body is not None

@@ -10,6 +10,8 @@ stops early on a cancel or at CTXENG_IMPACT_TIME_LIMIT_SECONDS, saying which.
 
 A revision's body is validated by the engine (`parse_policy`) and stored normalized (defaults
 filled in, `policy.digest` removed), so its digest is the one the engine records in manifests.
+The text it was parsed from (the editor's YAML, an imported file) is kept beside it as
+`source_text`, so comments and layout survive a save; a body that came as JSON has none.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from django.utils import timezone
 from ctxeng.audit.models import AuditAction
 from ctxeng.audit.services import revision_event
 from ctxeng.engine import InvalidInput, parse_policy, policy_digest
+from ctxeng.engine.errors import load_yaml_text
 from ctxeng.engine.models import ContextPolicy
 from ctxeng.engine.policy import policy_body
 from ctxeng.errors import Conflict
@@ -52,7 +55,11 @@ def policy_parse(body: Any, *, policy_id: str | None = None, revision: int | Non
     parsed; the normalized body (what a revision stores and every page renders) must still fit
     in CTXENG_MAX_REQUEST_BYTES, the same bound the request itself had.
     """
-    if isinstance(body, (str, bytes, dict)):
+    if isinstance(body, (str, bytes)):
+        body = load_yaml_text(body, what="policy")
+        if body is None:  # an empty text, or comments only
+            raise InvalidInput(["body: the policy is empty"], what="policy")
+    if isinstance(body, dict):
         policy = parse_policy(body)
     else:
         raise InvalidInput(["body: field required (a ContextPolicy object)"], what="policy")
@@ -77,9 +84,11 @@ def policy_parse(body: Any, *, policy_id: str | None = None, revision: int | Non
 
 
 def policy_revision_create(
-    *, tenant: Tenant, body: Any, user: AbstractBaseUser | None, policy_id: str | None = None
+    *, tenant: Tenant, body: Any, user: AbstractBaseUser | None, policy_id: str | None = None,
+    source_text: str = "",
 ) -> PolicyRevision:
-    """A new draft revision; its number comes from the body and must be new for the policy."""
+    """A new draft revision; its number comes from the body and must be new for the policy.
+    `source_text` is the YAML the body was read from (kept for the editor), if any."""
     policy = policy_parse(body, policy_id=policy_id)
     with transaction.atomic():
         container, _ = Policy.objects.get_or_create(tenant=tenant, policy_id=policy.policy.id)
@@ -93,6 +102,7 @@ def policy_revision_create(
                     revision=number,
                     body=policy_body(policy),
                     digest=policy_digest(policy),
+                    source_text=source_text,
                     created_by=user,
                 )
                 revision_event(action=AuditAction.REVISION_CREATED, revision=created, user=user)
@@ -103,8 +113,13 @@ def policy_revision_create(
             ) from None
 
 
-def policy_revision_update(*, revision: PolicyRevision, body: Any, user: AbstractBaseUser | None) -> PolicyRevision:
-    """Replace a draft's body (same policy id and revision number). Published: Conflict."""
+def policy_revision_update(
+    *, revision: PolicyRevision, body: Any, user: AbstractBaseUser | None, source_text: str = ""
+) -> PolicyRevision:
+    """Replace a draft's body (same policy id and revision number). Published: Conflict.
+
+    `source_text` is the text the body was read from (the editor posts its YAML); a body sent as
+    JSON has none, and the stored text is dropped rather than left to contradict the body."""
     if revision.status != RevisionStatus.DRAFT:
         raise Conflict(f"policy {revision.policy.policy_id} revision {revision.revision} is {revision.status}; "
                        "create a new revision instead")
@@ -113,6 +128,7 @@ def policy_revision_update(*, revision: PolicyRevision, body: Any, user: Abstrac
     with transaction.atomic():
         revision.body = policy_body(policy)
         revision.digest = policy_digest(policy)
+        revision.source_text = source_text
         revision.save()
         if revision.digest != previous:
             revision_event(action=AuditAction.REVISION_EDITED, revision=revision, user=user,
@@ -151,18 +167,21 @@ def policy_revision_publish(*, revision: PolicyRevision, user: AbstractBaseUser 
 def policy_import(*, tenant: Tenant, text: str | bytes, user: AbstractBaseUser | None, publish: bool, note: str = "") -> PolicyRevision:
     """Import a policy file (YAML or JSON) idempotently: an identical existing revision is reused."""
     policy = policy_parse(text)
+    source_text = text.decode() if isinstance(text, bytes) else text
     existing = PolicyRevision.objects.filter(
         policy__tenant=tenant, policy__policy_id=policy.policy.id, revision=policy.policy.revision
     ).first()
     if existing is None:
-        existing = policy_revision_create(tenant=tenant, body=policy.model_dump(mode="json"), user=user)
+        existing = policy_revision_create(tenant=tenant, body=policy.model_dump(mode="json"), user=user,
+                                          source_text=source_text)
     elif existing.digest != policy_digest(policy):
         if existing.status != RevisionStatus.DRAFT:
             raise Conflict(
                 f"policy {policy.policy.id} revision {policy.policy.revision} is {existing.status} with another "
                 "body; bump policy.revision"
             )
-        existing = policy_revision_update(revision=existing, body=policy.model_dump(mode="json"), user=user)
+        existing = policy_revision_update(revision=existing, body=policy.model_dump(mode="json"), user=user,
+                                          source_text=source_text)
     if publish and existing.status == RevisionStatus.DRAFT:
         existing = policy_revision_publish(revision=existing, user=user, note=note)
     return existing
@@ -171,12 +190,21 @@ def policy_import(*, tenant: Tenant, text: str | bytes, user: AbstractBaseUser |
 # --------------------------------------------------------------------------- impact preview
 
 
-def impact_preview_start(*, revision: PolicyRevision, user: AbstractBaseUser | None) -> ImpactPreview:
-    """A new preview of `revision`, run after commit; earlier unfinished previews of it are canceled."""
+def impact_preview_start(
+    *, revision: PolicyRevision, user: AbstractBaseUser | None, draft: ContextPolicy | None = None
+) -> ImpactPreview:
+    """A new preview of `revision`, run after commit; earlier unfinished previews of it are canceled.
+
+    `draft` is an unsaved body (the editor's current text, parsed): the preview replays it instead
+    of the saved one and keeps it, so its result says which body it describes."""
     with transaction.atomic():
         for earlier in ImpactPreview.objects.filter(revision=revision, status__in=ACTIVE_PREVIEW_STATUSES):
             impact_preview_cancel(preview=earlier)
-        preview = ImpactPreview.objects.create(revision=revision, digest=revision.digest, requested_by=user)
+        if draft is None:
+            preview = ImpactPreview.objects.create(revision=revision, digest=revision.digest, requested_by=user)
+        else:
+            preview = ImpactPreview.objects.create(revision=revision, digest=policy_digest(draft),
+                                                   body=policy_body(draft), requested_by=user)
         transaction.on_commit(lambda: impact_preview_enqueue(preview_id=preview.id))
     return preview
 
@@ -218,9 +246,12 @@ def impact_preview_run(*, preview_id: str | uuid.UUID) -> None:
     preview = ImpactPreview.objects.select_related("revision__policy__tenant").get(id=preview_id)
     running = ImpactPreview.objects.filter(id=preview_id, status=PreviewStatus.RUNNING)
     try:
-        if preview.revision.digest != preview.digest:
+        if preview.body is not None:
+            draft = parse_policy(preview.body)
+        elif preview.revision.digest != preview.digest:
             raise InvalidInput(["the revision changed after the preview was requested; run it again"], what="preview")
-        draft = parse_policy(preview.revision.body)
+        else:
+            draft = parse_policy(preview.revision.body)
         jobs = recent_jobs_for_policy(preview.revision.policy)
         running.update(total=len(jobs))
         limit = settings.CTXENG_IMPACT_TIME_LIMIT_SECONDS

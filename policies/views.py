@@ -3,15 +3,18 @@
 Reading needs a membership in the policy's tenant; writing (saving a draft, starting one,
 publishing, running or canceling an impact preview) needs the policy_editor role there (403
 otherwise, nothing changes). The impact page only shows a preview's stored result; replaying is
-a job started by POST (policies.services.impact_preview_start). Publishing also
-needs a note. Validation errors come from the engine's parser and are shown with their field path
-and the line of the YAML they point at.
+a job started by POST (policies.services.impact_preview_start), of the saved draft or of the
+editor's unsaved text. Publishing also needs a note, and says what it did. Validation errors come
+from the engine's parser and are shown with their field path and the line of the YAML they point
+at; an htmx request gets them with status 422, which base.html tells htmx to swap in.
+The editor saves the text it posted beside the normalized body, so comments survive a save.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
@@ -93,7 +96,8 @@ def revision_new(request: HttpRequest, policy_id: str) -> HttpResponse:
         body["policy"] = {**body.get("policy", {}), "revision": latest.revision + 1}
         body["policy"].pop("digest", None)
         draft = services.policy_revision_create(tenant=policy.tenant, body=body, user=request.user,
-                                                policy_id=policy.policy_id)
+                                                policy_id=policy.policy_id,
+                                                source_text=sel.next_draft_text(latest, latest.revision + 1))
     return HttpResponseRedirect(reverse("policy-revision-edit", args=[policy.policy_id, draft.revision]))
 
 
@@ -102,20 +106,21 @@ def revision_new(request: HttpRequest, policy_id: str) -> HttpResponse:
 def revision_edit(request: HttpRequest, policy_id: str, revision: int) -> HttpResponse:
     policy = _policy_or_404(request, policy_id)
     rev = _revision_or_404(policy, revision)
-    text = sel.body_yaml(rev.body)
+    text = sel.revision_text(rev)
     errors: list[sel.FieldError] = []
     saved = False
     if request.method == "POST":
         _require_editor(request, policy)
-        text = request.POST.get("body", "")
-        parsed, errors = sel.validate_yaml(text)
+        text = _posted_text(request)
+        parsed, errors = sel.validate_yaml(text, policy_id=policy.policy_id, revision=rev.revision)
         if parsed is not None and request.POST.get("action") != "validate":
             if rev.status != RevisionStatus.DRAFT:
                 errors = [sel.FieldError(path="", line=None,
                                          message=f"revision {rev.revision} is {rev.status} and immutable; start a new draft")]
             else:
                 try:
-                    rev = services.policy_revision_update(revision=rev, body=policy_body(parsed), user=request.user)
+                    rev = services.policy_revision_update(revision=rev, body=policy_body(parsed), user=request.user,
+                                                          source_text=text)
                     saved = True
                 except (InvalidInput, ServiceError, Immutable) as exc:
                     errors = sel.field_errors(text, getattr(exc, "errors", None) or [str(exc)])
@@ -125,10 +130,16 @@ def revision_edit(request: HttpRequest, policy_id: str, revision: int) -> HttpRe
         "can_edit": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
         "lines": text.splitlines(),
         "error_lines": {e.line for e in errors if e.line},
+        **_impact_context(request, policy, rev, sel.latest_preview(rev), from_editor=True),
     }
     if request.htmx and request.method == "POST":
         return render(request, "policies/partials/validation.html", context, status=200 if not errors else 422)
     return render(request, "policies/edit.html", context, status=200 if not errors else 422)
+
+
+def _posted_text(request: HttpRequest) -> str:
+    """The editor's text as typed: browsers post a textarea with CRLF line ends."""
+    return request.POST.get("body", "").replace("\r\n", "\n")
 
 
 def _int(value: Any) -> int | None:
@@ -143,12 +154,13 @@ def _int(value: Any) -> int | None:
 def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
     policy = _policy_or_404(request, policy_id)
     revisions = sel.revision_history(policy)
-    numbers = [r.revision for r in revisions]
-    published = next((r.revision for r in revisions if r.status == RevisionStatus.PUBLISHED), None)
-    from_number = _int(request.GET.get("from")) or published or (numbers[-1] if numbers else None)
-    to_number = _int(request.GET.get("to")) or (numbers[0] if numbers else None)
-    if from_number is None or to_number is None:
+    numbers = sorted(r.revision for r in revisions)
+    if not numbers:
         raise Http404("no revisions")
+    # By default the newest revision against the one before it (previous -> current).
+    to_number = _int(request.GET.get("to")) or numbers[-1]
+    earlier = [n for n in numbers if n < to_number]
+    from_number = _int(request.GET.get("from")) or (earlier[-1] if earlier else to_number)
     rev_from, rev_to = _revision_or_404(policy, from_number), _revision_or_404(policy, to_number)
     return render(request, "policies/diff.html", {
         "policy": policy, "revisions": revisions, "rev_from": rev_from, "rev_to": rev_to,
@@ -157,21 +169,23 @@ def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
 
 
 def _impact_context(request: HttpRequest, policy: Policy, rev: PolicyRevision,
-                    preview: ImpactPreview | None) -> dict[str, Any]:
+                    preview: ImpactPreview | None, *, from_editor: bool = False,
+                    draft_errors: list[sel.FieldError] | None = None) -> dict[str, Any]:
     """What the impact region shows: a preview's stored rows (never a replay), and whether this
-    user may run one."""
+    user may run one. In the editor (`from_editor`) a run replays the editor's current text."""
     return {
         "policy": policy, "revision": rev, "preview": preview, "sample": sel.IMPACT_SAMPLE,
         "impact": sel.impact_summary(preview.rows) if preview else None,
-        "stale": preview is not None and preview.digest != rev.digest,
-        "can_run": _can_edit(request, policy),
+        "stale": preview is not None and not preview.unsaved and preview.digest != rev.digest,
+        "can_run": _can_edit(request, policy) and (not from_editor or rev.status == RevisionStatus.DRAFT),
+        "from_editor": from_editor, "draft_errors": draft_errors or [],
     }
 
 
 def _impact_page(request: HttpRequest, policy: Policy, rev: PolicyRevision, *, status: int = 200,
                  note_error: str = "") -> HttpResponse:
     published = sel.published_revision(policy)
-    parsed, errors = sel.validate_yaml(sel.body_yaml(rev.body))
+    parsed, errors = sel.validate_yaml(sel.revision_text(rev), policy_id=policy.policy_id, revision=rev.revision)
     return render(request, "policies/impact.html", {
         **_impact_context(request, policy, rev, sel.latest_preview(rev)),
         "published": published, "errors": errors, "note_error": note_error,
@@ -188,21 +202,37 @@ def revision_impact(request: HttpRequest, policy_id: str, revision: int) -> Http
     return _impact_page(request, policy, _revision_or_404(policy, revision))
 
 
-def _impact_region(request: HttpRequest, policy: Policy, rev: PolicyRevision, preview: ImpactPreview) -> HttpResponse:
+def _from_editor(request: HttpRequest) -> bool:
+    return (request.POST if request.method == "POST" else request.GET).get("editor") == "1"
+
+
+def _impact_region(request: HttpRequest, policy: Policy, rev: PolicyRevision, preview: ImpactPreview | None,
+                   *, draft_errors: list[sel.FieldError] | None = None) -> HttpResponse:
+    from_editor = _from_editor(request)
     if request.htmx:
         return render(request, "policies/partials/impact_preview.html",
-                      _impact_context(request, policy, rev, preview))
-    return HttpResponseRedirect(reverse("policy-revision-impact", args=[policy.policy_id, rev.revision]) + "#impact")
+                      _impact_context(request, policy, rev, preview, from_editor=from_editor,
+                                      draft_errors=draft_errors),
+                      status=422 if draft_errors else 200)
+    page = "policy-revision-edit" if from_editor else "policy-revision-impact"
+    return HttpResponseRedirect(reverse(page, args=[policy.policy_id, rev.revision]) + "#impact")
 
 
 @require_POST
 @dashboard_page
 def revision_impact_run(request: HttpRequest, policy_id: str, revision: int) -> HttpResponse:
-    """Start an impact preview (policy_editor): a job that replays the recent requests."""
+    """Start an impact preview (policy_editor): a job that replays the recent requests under the
+    saved draft, or under `body` when the editor posts its current, unsaved text."""
     policy = _policy_or_404(request, policy_id)
     _require_editor(request, policy)
     rev = _revision_or_404(policy, revision)
-    preview = services.impact_preview_start(revision=rev, user=request.user)
+    draft = None
+    if "body" in request.POST:
+        text = _posted_text(request)
+        draft, errors = sel.validate_yaml(text, policy_id=policy.policy_id, revision=rev.revision)
+        if draft is None:
+            return _impact_region(request, policy, rev, sel.latest_preview(rev), draft_errors=errors)
+    preview = services.impact_preview_start(revision=rev, user=request.user, draft=draft)
     preview.refresh_from_db()  # in-process mode ran it on commit
     return _impact_region(request, policy, rev, preview)
 
@@ -216,7 +246,8 @@ def revision_impact_preview(request: HttpRequest, policy_id: str, revision: int,
     preview = sel.preview_get(rev, preview_id)
     if preview is None:
         raise Http404("impact preview not found")
-    return render(request, "policies/partials/impact_preview.html", _impact_context(request, policy, rev, preview))
+    return render(request, "policies/partials/impact_preview.html",
+                  _impact_context(request, policy, rev, preview, from_editor=_from_editor(request)))
 
 
 @require_POST
@@ -240,9 +271,12 @@ def revision_publish(request: HttpRequest, policy_id: str, revision: int) -> Htt
     note = request.POST.get("note", "").strip()
     if not note:
         return _impact_page(request, policy, rev, status=400, note_error="a note is required to publish")
+    previous = sel.published_revision(policy)
     try:
         services.policy_revision_publish(revision=rev, user=request.user, note=note)
     except ServiceError as exc:
         return render(request, "policies/publish_refused.html", {"policy": policy, "revision": rev,
                                                                   "errors": exc.errors}, status=409)
-    return HttpResponseRedirect(reverse("policy", args=[policy.policy_id]))
+    retired = f"; revision {previous.revision} is retired" if previous else ""
+    messages.success(request, f"Revision {rev.revision} of {policy.policy_id} is published{retired}.")
+    return HttpResponseRedirect(reverse("policy", args=[policy.policy_id]) + f"#rev-{rev.revision}")

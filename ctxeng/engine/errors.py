@@ -123,6 +123,18 @@ class _Yaml12Loader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node, deep=False):
+        # PyYAML keeps the last of two equal keys without a word: an edit that silently loses.
+        first_line: dict[tuple[str, str], int] = {}
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                key = (key_node.tag, key_node.value)
+                if key in first_line:
+                    raise _YamlRefused(key_node.start_mark,
+                                       f"duplicate key {key_node.value!r}; first at line {first_line[key]}")
+                first_line[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
+
 
 _Yaml12Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
