@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from tests.golden import delivered_blocks
 
-from .builders import item, reasons, request, run
-from .test_decisions_pinned import ev, included, memo, tight
+from .builders import item, reasons, request, run, tool_call, tool_result
+from .test_decisions_pinned import block_order, ev, included, memo, open_policy, tight
 from .test_eviction import DECISION_LOG, transcript
 
 TRUNCATE = {"allowed": ["none", "truncate_item"], "preserve": ["goal", "open_items", "source_refs"]}
@@ -92,3 +92,58 @@ def test_a_decision_compression_records_its_objective():
     (record,) = [t for t in r.manifest.transforms if t.output_item_id == "plan"]
     assert (record.type, record.objective) == ("decision_compress", "keep_decisions_reasons_and_source_refs")
     assert "plan" in included(r)
+
+
+def test_a_truncation_that_drops_the_newest_turn_fails_newest_turn_kept(monkeypatch):
+    from ctxeng.engine import transforms
+
+    real = transforms.truncate_turns
+
+    def without_newest(asm, cand, room):
+        out, ref = real(asm, cand, room)
+        return out.rsplit("\nassistant: turn 19 ", 1)[0], ref  # the last turn (19, an assistant turn) is gone
+
+    monkeypatch.setattr(transforms, "truncate_turns", without_newest)
+    pol, model = tight(3000, {"background": {"maximum": 900, "eviction": "first", "kinds": ["background"]}}, transforms=TRUNCATE)
+    r = run(request([notes()], model=model), pol)
+    rec = next(e for e in r.manifest.excluded if e.item_id == "notes")
+    assert "newest_turn_kept" in rec.failed_assertions
+
+
+def test_the_structured_summary_names_each_unresolved_call_and_checks_it():
+    from .test_eviction import budget_policy, partitions, plan
+
+    pol = budget_policy(16000, partitions(state={"maximum": 700}))
+    r = run(request(extra=[plan("plan-a", 300, ["OI-7"])], tool_calls=[tool_call("lost-call", None)]), pol)
+    (t,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
+    assert t.preservation_assertions["unresolved_tool_calls"] == "passed"
+    summary = delivered_blocks(r.serialized_input)["structured-summary-state"]
+    assert "lost-call" in summary
+
+
+def test_a_canceled_or_failed_call_and_a_synthetic_result_are_errors_and_a_success_is_not():
+    results = [tool_result("ok", "c-ok"), tool_result("cx", "c-cx"), tool_result("er", "c-er")]
+    calls = [tool_call("c-ok", "ok"), tool_call("c-cx", "cx", status="canceled"), tool_call("c-er", "er", status="error"), tool_call("c-lost", None)]
+    r = run(request(extra=results, tool_calls=calls))
+    assert {p["call_id"]: p["is_error"] for p in r.assembly_input["tool_pairs"]} == {"c-ok": False, "c-cx": True, "c-er": True, "c-lost": True}
+    r = run(request(extra=results, tool_calls=calls, adapter="anthropic_messages"))
+    flags = {b["tool_use_id"]: b["is_error"] for m in r.serialized_input["messages"] if isinstance(m["content"], list) for b in m["content"] if b.get("type") == "tool_result"}
+    assert flags == {"c-ok": False, "c-cx": True, "c-er": True, "c-lost": True}
+
+
+def test_the_assembly_input_names_the_fence_nonce_the_manifest_records():
+    r = run(request(extra=[ev("ev", 5, 0.9)]))
+    nonce = r.manifest.assembly.data_fence_nonce
+    assert r.assembly_input["nonce"] == nonce
+    assert r.assembly_input["format"] == "ctxeng-assembly-input/v1"
+    assert all(b["text"].startswith(f"<<<ctxeng:block nonce={nonce} ") for b in r.assembly_input["blocks"])
+
+
+def test_evidence_priority_ranks_by_kind_when_it_is_the_only_factor():
+    # Same source, trust and relevance; only the kind differs: evidence (direct) before background.
+    pol = open_policy()
+    pol["admission"]["ranking"] = ["evidence_priority"]
+    pol["budget"]["partitions"]["direct_evidence"]["kinds"] = ["evidence", "official_document", "background"]
+    pol["budget"]["partitions"]["background"]["kinds"] = ["trace", "memory"]
+    cands = [item("a-bg", "repository_source", "a note", kind="background"), item("z-ev", "repository_source", "a finding")]
+    assert block_order(run(request(cands), pol)) == ["z-ev", "a-bg"]

@@ -269,8 +269,9 @@ def main(argv: list[str]) -> int:
                 print(f"ERROR     {p.name}: pytest exited {code}", flush=True)
             elif caught_by:
                 outcomes[p.name] = "caught"
-                more = f" and {len(caught_by) - 1} more" if len(caught_by) > 1 else ""
-                print(f"caught    {p.name} ({took:.0f}s) by {caught_by[0]}{more}", flush=True)
+                shown = ", ".join(t.removeprefix("tests/engine/") for t in caught_by[:3])
+                more = f" and {len(caught_by) - 3} more" if len(caught_by) > 3 else ""
+                print(f"caught    {p.name} ({took:.0f}s) by {shown}{more}", flush=True)
             else:
                 outcomes[p.name] = "survived"
                 print(f"SURVIVED  {p.name} ({took:.0f}s): {p.breaks}", flush=True)
