@@ -89,6 +89,9 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # DEBUG only: the styled 404/403/500 pages instead of Django's technical ones (inside
+    # CommonMiddleware, so a missing slash still redirects; inside auth, so the page knows the user).
+    "ctxeng.error_pages.DebugErrorPagesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into the lockout page.

@@ -24,4 +24,5 @@ urlpatterns = [
 ]
 
 handler404 = "ctxeng.views.not_found"
+handler403 = "ctxeng.views.permission_denied"
 handler500 = "ctxeng.views.server_error"

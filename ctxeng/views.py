@@ -1,5 +1,7 @@
 """Site-wide views: the dashboard home page (recent runs, blocked assemblies), a health check, and the
-404/500 handlers (JSON under /api/)."""
+404/403/500 handlers: JSON `{"errors": [...]}` under /api/, the styled pages (templates/404.html,
+403.html, 500.html, which load nothing inline and so render under the CSP) elsewhere. In DEBUG,
+ctxeng.error_pages routes to the same handlers instead of Django's technical pages."""
 
 from __future__ import annotations
 
@@ -8,9 +10,8 @@ import logging
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template import loader
 from django.views.decorators.http import require_GET
-from django.views.defaults import page_not_found
-from django.views.defaults import server_error as django_server_error
 
 from manifests import dashboard_selectors
 from manifests.models import JobStatus
@@ -32,18 +33,33 @@ def home(request: HttpRequest) -> HttpResponse:
     return render(request, "ctxeng/home.html", context)
 
 
+def _is_api(request: HttpRequest) -> bool:
+    return request.path.startswith("/api/")
+
+
 def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-    """404 for a URL no route matches: JSON `{"errors": [...]}` under /api/, the HTML page elsewhere."""
-    if request.path.startswith("/api/"):
+    """404: JSON `{"errors": [...]}` under /api/, the styled page elsewhere (the path, never the
+    exception's text, which can name a resolver's patterns)."""
+    if _is_api(request):
         return JsonResponse({"errors": [f"{request.path}: not found"]}, status=404)
-    return page_not_found(request, exception)
+    return render(request, "404.html", {"request_path": request.path}, status=404)
 
 
-def server_error(request: HttpRequest) -> HttpResponse:
-    """500 outside DRF's handler (a middleware failure): JSON under /api/, never a traceback."""
-    if request.path.startswith("/api/"):
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """403: the reason a view gave (`PermissionDenied("the policy_editor role is required")`)."""
+    reason = str(exception) if exception is not None and str(exception) else ""
+    if _is_api(request):
+        return JsonResponse({"errors": [reason or "permission denied"]}, status=403)
+    return render(request, "403.html", {"reason": reason}, status=403)
+
+
+def server_error(request: HttpRequest, *, debug_exception: str = "") -> HttpResponse:
+    """500 outside DRF's handler: JSON under /api/, never a traceback. The page renders without a
+    request context (the failure may be the database the context would read)."""
+    if _is_api(request):
         return JsonResponse({"errors": ["internal error; the server log has details"]}, status=500)
-    return django_server_error(request)
+    body = loader.get_template("500.html").render({"debug_exception": debug_exception})
+    return HttpResponse(body, status=500)
 
 
 def healthz(request: HttpRequest) -> JsonResponse:
