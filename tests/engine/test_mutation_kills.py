@@ -147,3 +147,55 @@ def test_evidence_priority_ranks_by_kind_when_it_is_the_only_factor():
     pol["budget"]["partitions"]["background"]["kinds"] = ["trace", "memory"]
     cands = [item("a-bg", "repository_source", "a note", kind="background"), item("z-ev", "repository_source", "a finding")]
     assert block_order(run(request(cands), pol)) == ["z-ev", "a-bg"]
+
+
+def _summarised(extra: list, **fields):
+    from .test_eviction import budget_policy, partitions
+
+    pol = budget_policy(16000, partitions(state={"maximum": 700}))
+    r = run(request(extra=extra, **fields), pol)
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
+    return r, record, delivered_blocks(r.serialized_input)["structured-summary-state"]
+
+
+def test_the_structured_summary_records_each_documented_assertion_by_name():
+    from .test_eviction import plan
+
+    _, record, _ = _summarised([plan("plan-a", 300, ["OI-7"])])
+    assert record.preservation_assertions == {
+        "input_items": "passed",
+        "input_digests_present": "passed",
+        "goal": "passed",
+        "current_stage": "passed",
+        "open_items": "passed",
+        "article_draft_revision": "not_applicable",  # no article draft among the evicted items
+        "artifact_refs": "not_applicable",  # no artifact among them
+        "unresolved_tool_calls": "not_applicable",  # every call has its result
+        "trust_not_raised": "passed",
+    }
+
+
+def test_the_structured_summary_names_the_artifacts_it_replaces():
+    from .test_eviction import words
+
+    plan_artifact = item(
+        "plan-a", "runtime_state", words(300, "a"), kind="research_plan", relevance=0.3,
+        source_ref={"object_id": "plan-a", "artifact_id": "plan-42", "revision": 5}, revision=5,
+    )
+    _, record, text = _summarised([plan_artifact])
+    assert record.preservation_assertions["artifact_refs"] == "passed"
+    assert "plan-42@5" in text
+
+
+def test_the_structured_summary_carries_the_checkpoints_unresolved_calls():
+    from .test_eviction import plan
+
+    checkpoint = {
+        "goal": "Find how tool calls are paired.",
+        "current_stage": "drafting",
+        "unresolved_tool_calls": ["old-call-9"],
+        "input_item_ids": ["plan-a"],
+    }
+    _, record, text = _summarised([plan("plan-a", 300, ["OI-7"])], checkpoint=checkpoint)
+    assert "old-call-9" in text
+    assert record.preservation_assertions["unresolved_tool_calls"] == "passed"
