@@ -12,7 +12,6 @@ serialized input and the same hashes (`created_at` is the only clock, and it is 
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,7 +35,7 @@ from .cache import cache_record
 from .errors import InvalidInput
 from .models import AssemblyRequest, ContextAssemblyManifest, ContextPolicy, StoredArtifact
 from .policy import policy_digest
-from .render import framing_tokens, render
+from .render import fence_nonce, framing_tokens, render
 from .tokens import Tokenizer, default_tokenizer
 from .vocabulary import BlockedReason, ExternalizationTarget
 from .working import Assembly
@@ -133,7 +132,7 @@ def assemble(
     asm.candidate_set_digest = acquisition.candidate_set_digest(
         request, [(c.item_id, c.digest) for c in asm.candidates]
     )
-    asm.nonce = hashlib.sha256(f"{asm.candidate_set_digest}|{digest}".encode()).hexdigest()[:16]
+    asm.nonce = fence_nonce(asm.candidate_set_digest, digest)
     acquisition.measure(asm)
     asm.log("acquisition", len(asm.candidates), f"{len(request.source_acquisition)} source requests recorded")
 

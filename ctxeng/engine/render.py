@@ -92,6 +92,15 @@ def header_json(cand: Candidate) -> str:
     return fence_safe_json(identity)
 
 
+def fence_nonce(candidate_set_digest: str, policy_digest: str) -> str:
+    """The per-assembly fence nonce: 18 decimal digits (~60 bits) of sha256 over the candidate set
+    and the policy. Decimal on purpose: cl100k reads digits in groups of three and every 3-digit
+    group is one token, so every nonce costs the same tokens and no budget decision or impact
+    delta depends on which nonce a step happened to get (16 hex digits tokenized to 9-13)."""
+    value = int(hashlib.sha256(f"{candidate_set_digest}|{policy_digest}".encode()).hexdigest(), 16)
+    return f"{value % 10**18:018d}"
+
+
 def block_prefix(nonce: str) -> str:
     return f"{FENCE}block nonce={nonce}"
 
