@@ -22,8 +22,9 @@ from datetime import date
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Case, Count, IntegerField, Max, Q, QuerySet, Value, When
+from django.db.models import Case, CharField, Count, F, IntegerField, Max, Q, QuerySet, TextField, Value, When
 from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
+from django.db.models.functions import Cast, NullIf
 
 from ctxeng.engine import parse_request
 from ctxeng.engine.vocabulary import ExclusionReason
@@ -103,9 +104,11 @@ def light_jobs(tenant_ids: list[int], *, with_sections: bool = False) -> QuerySe
     )
 
 
-def _doc_text(section: str, key: str) -> KeyTextTransform:
-    """One scalar of a job's sealed manifest document, read in SQL (the document stays unloaded)."""
-    return KeyTextTransform(key, KeyTransform(section, "manifest__document"))
+def _doc_text(section: str, key: str) -> NullIf:
+    """One scalar of a job's sealed manifest document, read in SQL (the document stays unloaded).
+    SQLite reads a JSON null as the text 'null' (PostgreSQL as NULL): both are None here."""
+    return NullIf(KeyTextTransform(key, KeyTransform(section, "manifest__document")), Value("null"),
+                  output_field=TextField())
 
 
 def runs_list(
@@ -503,3 +506,209 @@ def input_messages(payload: Any) -> list[dict[str, Any]]:
         messages.append({"role": message.get("role", "?"), "segments": _content_segments(message.get("content")),
                          "extra": extra})
     return messages
+
+
+# --------------------------------------------------------------------------- the item inspector
+
+ZONE_ORDER = ("control", "task", "state", "untrusted_data")
+ITEM_GROUPS = ("reason", "partition", "zone", "none")
+ITEM_DECISIONS = ("included", "excluded")
+
+
+@dataclass(frozen=True)
+class ItemFilter:
+    """The inspector list's filters, as the URL states them (already validated by the view)."""
+
+    decision: str = ""
+    reason: str = ""
+    partition: str = ""
+    q: str = ""
+    group: str = "reason"
+
+    @property
+    def narrows_counts(self) -> bool:
+        """True when the count is not one of the totals `Manifest.sections` already holds."""
+        return bool(self.q or self.partition or (self.reason and self.decision == "included"))
+
+
+def _zone_rank() -> Case:
+    return Case(*(When(zone=name, then=Value(rank)) for rank, name in enumerate(ZONE_ORDER)),
+                default=Value(len(ZONE_ORDER)), output_field=IntegerField())
+
+
+def _decision_rank() -> Case:
+    return Case(When(decision=Decision.INCLUDED, then=Value(0)), default=Value(1), output_field=IntegerField())
+
+
+def _filtered_items(manifest_id: int, item_filter: ItemFilter) -> QuerySet[ManifestItem]:
+    rows = ManifestItem.objects.filter(manifest_id=manifest_id)
+    if item_filter.decision:
+        rows = rows.filter(decision=item_filter.decision)
+    if item_filter.reason:
+        rows = rows.filter(reason=item_filter.reason)
+    if item_filter.partition:
+        rows = rows.filter(partition=item_filter.partition)
+    if item_filter.q:
+        q = item_filter.q
+        rows = rows.filter(Q(item_id__icontains=q) | Q(kind__icontains=q) | Q(source_ref__icontains=q)
+                           | Q(reason__icontains=q) | Q(hard_gate__icontains=q))
+    return rows
+
+
+def _ordered_items(rows: QuerySet[ManifestItem], group: str) -> QuerySet[ManifestItem]:
+    """Rows in display order with a `sort_key` (the group rank) and `group_label` annotation."""
+    if group == "partition":
+        return rows.annotate(sort_key=Case(When(partition="", then=Value(1)), default=Value(0), output_field=IntegerField()),
+                             group_label=F("partition")).order_by("sort_key", "partition", "id")
+    if group == "zone":
+        # Cast: an exact match on a JSON key reads its right side as JSON on SQLite ('control' is not).
+        return (rows.annotate(zone=Cast(KT("record__zone"), output_field=CharField()))
+                .annotate(sort_key=_zone_rank(), group_label=F("zone"))
+                .order_by("sort_key", "id"))
+    if group == "none":
+        return rows.annotate(sort_key=_decision_rank(), group_label=F("decision")).order_by("sort_key", "id")
+    rank = Case(When(decision=Decision.INCLUDED, then=Value(-1)),
+                *(When(reason=name, then=Value(index)) for index, name in enumerate(REASON_ORDER)),
+                default=Value(len(REASON_ORDER)), output_field=IntegerField())
+    label = Case(When(decision=Decision.INCLUDED, then=Value("included")), default=F("reason"), output_field=CharField())
+    return rows.annotate(sort_key=rank, group_label=label).order_by("sort_key", "id")
+
+
+class InspectorItems:
+    """The inspector's item list over ManifestItem rows, as a sequence Django's Paginator pages.
+
+    A slice is two indexed queries (the page's row ids with their group, then their records);
+    the count comes from `Manifest.sections` unless the filter narrows it (then one COUNT).
+    """
+
+    def __init__(self, *, manifest_id: int, item_filter: ItemFilter, known_total: int | None) -> None:
+        self.manifest_id, self.item_filter, self.known_total = manifest_id, item_filter, known_total
+        self._total: int | None = known_total
+
+    def queryset(self) -> QuerySet[ManifestItem]:
+        return _ordered_items(_filtered_items(self.manifest_id, self.item_filter), self.item_filter.group)
+
+    def count(self) -> int:
+        if self._total is None:
+            self._total = _filtered_items(self.manifest_id, self.item_filter).count()
+        return self._total
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: slice) -> list[dict[str, Any]]:
+        if not isinstance(index, slice):
+            raise TypeError("InspectorItems pages by slice")
+        heads = list(self.queryset().values_list("id", "decision", "group_label")[index])
+        records = dict(ManifestItem.objects.filter(id__in=[h[0] for h in heads]).values_list("id", "record"))
+        return [{"decision": decision, "group": label or "", "record": records[pk]} for pk, decision, label in heads]
+
+    def locate(self, selected: dict[str, Any]) -> int | None:
+        """The 0-based index of the selected row (as `item_rows_by_id` gives it) in this list, or
+        None when the filter leaves it out; one aggregate query, which also counts the list."""
+        group, decision = self.item_filter.group, selected["decision"]
+        record = selected.get("record") or {}
+        if group == "partition":
+            partition = selected.get("partition") or ""
+            key = 0 if partition else 1
+            earlier = (Q(sort_key__lt=key) | Q(sort_key=key, partition__lt=partition)
+                       | Q(sort_key=key, partition=partition, id__lt=selected["id"]))
+        else:
+            if group == "zone":
+                key = ZONE_ORDER.index(record["zone"]) if record.get("zone") in ZONE_ORDER else len(ZONE_ORDER)
+            elif group == "none":
+                key = 0 if decision == Decision.INCLUDED else 1
+            elif decision == Decision.INCLUDED:
+                key = -1
+            else:
+                key = REASON_ORDER.index(selected["reason"]) if selected["reason"] in REASON_ORDER else len(REASON_ORDER)
+            earlier = Q(sort_key__lt=key) | Q(sort_key=key, id__lt=selected["id"])
+        found = self.queryset().order_by().aggregate(
+            before=Count("id", filter=earlier), listed=Count("id", filter=Q(id=selected["id"])), total=Count("id"))
+        if self._total is None:
+            self._total = found["total"]
+        return found["before"] if found["listed"] else None
+
+
+def document_items_filtered(sections: dict[str, Any], item_filter: ItemFilter) -> list[dict[str, Any]]:
+    """The same list for a manifest without item rows, from the document's included/excluded lists."""
+    rows = [{"decision": "included", "record": r} for r in sections.get("included") or []]
+    rows += [{"decision": "excluded", "record": r} for r in sections.get("excluded") or []]
+    f, q = item_filter, item_filter.q.lower()
+
+    def reason(row: dict[str, Any]) -> str:
+        record = row["record"]
+        return record.get("admission_reason") if row["decision"] == "included" else record.get("reason")
+
+    def keep(row: dict[str, Any]) -> bool:
+        record = row["record"]
+        if f.decision and row["decision"] != f.decision:
+            return False
+        if f.reason and reason(row) != f.reason:
+            return False
+        if f.partition and (record.get("partition") or "") != f.partition:
+            return False
+        if q:
+            text = " ".join(str(v) for v in (record.get("item_id"), record.get("kind"), json.dumps(record.get("source_ref")),
+                                             reason(row), record.get("hard_gate") or ""))
+            return q in text.lower()
+        return True
+
+    kept = [row for row in rows if keep(row)]
+    reason_rank = {name: i for i, name in enumerate(REASON_ORDER)}
+    zone_rank = {name: i for i, name in enumerate(ZONE_ORDER)}
+    for index, row in enumerate(kept):
+        record = row["record"]
+        if f.group == "partition":
+            row["group"] = record.get("partition") or ""
+            row["_key"] = (0 if row["group"] else 1, row["group"], index)
+        elif f.group == "zone":
+            row["group"] = record.get("zone") or ""
+            row["_key"] = (zone_rank.get(row["group"], len(zone_rank)), index)
+        elif f.group == "none":
+            row["group"] = row["decision"]
+            row["_key"] = (0 if row["decision"] == "included" else 1, index)
+        else:
+            row["group"] = "included" if row["decision"] == "included" else reason(row)
+            row["_key"] = (-1 if row["decision"] == "included" else reason_rank.get(reason(row), len(reason_rank)), index)
+    return sorted(kept, key=lambda row: row["_key"])
+
+
+def inspector_document_parts(manifest_id: int, *, with_payload: bool) -> dict[str, Any]:
+    """What the selected item's story needs from the sealed document, in one query: every transform
+    record (with its excerpts), the summaries, the tool pairs and, for a ready manifest, the payload."""
+    wanted: dict[str, Any] = {name: KT(f"document__{name}") for name in ("transforms", "summaries", "tool_pairs")}
+    if with_payload:
+        wanted["payload"] = F("provider_input")
+    row = Manifest.objects.filter(pk=manifest_id).values(**wanted).first() or {}
+    return {name: (json.loads(value) if isinstance(value, str) and name != "payload" else value)
+            for name, value in row.items()}
+
+
+def item_rows_by_id(manifest_id: int, item_ids: set[str]) -> dict[str, dict[str, Any]]:
+    """decision, reason and record of each named item of one manifest (one indexed query)."""
+    rows = ManifestItem.objects.filter(manifest_id=manifest_id, item_id__in=sorted(item_ids))
+    return {row["item_id"]: row for row in rows.values("id", "item_id", "decision", "reason", "partition", "record")}
+
+
+# --------------------------------------------------------------------------- run timeline
+
+
+def run_item_ids(run: Run, *, steps: int, changed_only: bool = False) -> QuerySet:
+    """The distinct item ids of a run's manifests, in item_id order; `changed_only` keeps the items
+    whose decision or reason differs between steps, or that are missing from some step."""
+    rows = ManifestItem.objects.filter(manifest__job__run=run).values("item_id")
+    if changed_only:
+        rows = rows.annotate(decisions=Count("decision", distinct=True), reasons=Count("reason", distinct=True),
+                             steps=Count("manifest", distinct=True)).filter(
+            Q(decisions__gt=1) | Q(reasons__gt=1) | Q(steps__lt=steps))
+    else:
+        rows = rows.distinct()
+    return rows.order_by("item_id").values_list("item_id", flat=True)
+
+
+def run_item_cells(run: Run, item_ids: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
+    """(item_id, job id) -> that step's decision for one page of items (one query)."""
+    rows = ManifestItem.objects.filter(manifest__job__run=run, item_id__in=item_ids).values(
+        "item_id", "decision", "reason", "hard_gate", "partition", "tokens", job_id=F("manifest__job_id"))
+    return {(row["item_id"], str(row["job_id"])): row for row in rows}

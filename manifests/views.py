@@ -17,8 +17,9 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
+from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
@@ -28,6 +29,7 @@ from . import dashboard_selectors as sel
 from .models import AssemblyJob, JobStatus
 
 PAGE_SIZE = 100
+RUN_ITEMS_PAGE_SIZE = 50
 TRANSFORMS_PAGE_SIZE = sel.SECTION_HEADS["transforms"]
 SESSION_TENANT = "ctxeng_tenant"
 LOGIN_URL = "/login/"
@@ -113,7 +115,15 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         job.usable = usable
         job.used = used
         job.used_percent = min(100, round(100 * used / usable)) if usable and used is not None else 0
-    return render(request, "manifests/run.html", {"run": run, "jobs": jobs})
+    steps = [job for job in jobs if hasattr(job, "manifest")]
+    changed_only = request.GET.get("changed") == "1"
+    item_ids = sel.run_item_ids(run, steps=len(steps), changed_only=changed_only) if steps else []
+    page = page_of(item_ids, request.GET.get("page"), RUN_ITEMS_PAGE_SIZE)
+    cells = sel.run_item_cells(run, list(page.object_list)) if steps else {}
+    grid = [{"item_id": item_id, "cells": [{"job": job, "row": cells.get((item_id, str(job.id)))} for job in steps]}
+            for item_id in page.object_list]
+    return render(request, "manifests/run.html", {"run": run, "jobs": jobs, "steps": steps, "grid": grid,
+                                                  "page": page, "changed_only": changed_only})
 
 
 # --------------------------------------------------------------------------- the manifest page
@@ -246,47 +256,237 @@ def lineage_tree(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [build(root, frozenset({root["node_id"]})) for root in roots]
 
 
+INSPECTOR_PAGE_SIZE = 50
+PAYLOAD_PAGE_SIZE = 60
+MAX_QUERY = 200
+GROUP_LABELS = {"reason": "decision and reason", "partition": "partition", "zone": "zone", "none": "no grouping"}
+
+
+def _inspector_filter(params: Any, partitions: dict[str, Any]) -> tuple[sel.ItemFilter, list[str]]:
+    """The list's filters from the URL; a value that is not allowed is dropped with a message."""
+    problems: list[str] = []
+    decision = params.get("decision", "")
+    if decision not in ("", *sel.ITEM_DECISIONS):
+        problems.append(f"Unknown decision “{decision[:60]}”: showing included and excluded items.")
+        decision = ""
+    reason = params.get("reason", "")
+    if reason and reason not in sel.REASON_ORDER:
+        problems.append(f"Unknown exclusion reason “{reason[:60]}”: the reason filter is off.")
+        reason = ""
+    if reason and not decision:
+        decision = "excluded"
+    partition = params.get("partition", "")
+    if partition and partition not in partitions:
+        problems.append(f"This manifest has no partition “{partition[:60]}”: the partition filter is off.")
+        partition = ""
+    group = params.get("group", "reason")
+    if group not in sel.ITEM_GROUPS:
+        problems.append(f"Unknown grouping “{group[:60]}”: grouped by decision and reason.")
+        group = "reason"
+    q = params.get("q", "").strip()
+    if len(q) > MAX_QUERY:
+        problems.append(f"The search text was cut to its first {MAX_QUERY} characters.")
+        q = q[:MAX_QUERY]
+    return sel.ItemFilter(decision=decision, reason=reason, partition=partition, q=q, group=group), problems
+
+
+def _known_total(sealed: dict[str, Any], item_filter: sel.ItemFilter) -> int | None:
+    """The list's length from `Manifest.sections` when the filter is one it already counts."""
+    if item_filter.narrows_counts:
+        return None
+    if item_filter.reason:
+        return dict(tuple(pair) for pair in sealed.get("reason_counts") or []).get(item_filter.reason, 0)
+    included, excluded = sealed.get("included_total") or 0, sealed.get("excluded_total") or 0
+    return {"included": included, "excluded": excluded}.get(item_filter.decision, included + excluded)
+
+
+def _item_list_page(manifest: Any, sections: dict[str, Any], item_filter: sel.ItemFilter, params: Any,
+                    selected: dict[str, Any] | None) -> Any:
+    """One page of the inspector's list; with `?item=` and no `?page=`, the page that lists it."""
+    number = params.get("page")
+    if manifest.sections is not None:
+        rows: Any = sel.InspectorItems(manifest_id=manifest.pk, item_filter=item_filter,
+                                       known_total=_known_total(manifest.sections, item_filter))
+        if selected and not number:
+            position = rows.locate(selected["row"])
+            number = position // INSPECTOR_PAGE_SIZE + 1 if position is not None else None
+    else:
+        rows = sel.document_items_filtered(sections, item_filter)
+        if selected and not number:
+            number = _page_number_of([r["record"] for r in rows], selected["item_id"], INSPECTOR_PAGE_SIZE)
+    return page_of(rows, number, INSPECTOR_PAGE_SIZE)
+
+
+def _acquisition_counts(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[row.get("outcome")] = counts.get(row.get("outcome"), 0) + 1
+    return [(outcome.value, counts[outcome.value]) for outcome in AcquisitionOutcome if counts.get(outcome.value)]
+
+
+def payload_rows(payload: Any) -> list[dict[str, Any]]:
+    """The provider payload as display rows, one per segment, each knowing its message."""
+    rows = []
+    for index, message in enumerate(sel.input_messages(payload)):
+        segments = message["segments"] or [{"text": "", "block": None, "untrusted": False}]
+        for position, segment in enumerate(segments):
+            rows.append({"index": index + 1, "role": message["role"], "first": position == 0, "position": position + 1,
+                         "blocks": len(segments), "extra": message["extra"] if position == 0 else [], "segment": segment})
+    return rows
+
+
+def _payload_place(rows: list[dict[str, Any]], item_id: str, pair: dict[str, Any] | None) -> dict[str, Any]:
+    """Where an item sits in the serialized payload: its fenced block, and a tool pair's call and result."""
+    place: dict[str, Any] = {"block": None, "call": None, "result": None}
+    for number, row in enumerate(rows):
+        block = row["segment"].get("block") or {}
+        if block.get("item_id") == item_id and place["block"] is None:
+            place["block"] = {**row, "page": number // PAYLOAD_PAGE_SIZE + 1}
+    if pair is not None:
+        call_id = pair.get("serialized_call_id") or pair.get("call_id")
+        for number, row in enumerate(rows):
+            extra = " ".join(row["extra"])
+            tool = row["segment"].get("tool") or ""
+            if place["call"] is None and (f"tool call {call_id}:" in extra or tool.endswith(f" id={call_id}")):
+                place["call"] = {**row, "page": number // PAYLOAD_PAGE_SIZE + 1,
+                                 "text": next((e for e in row["extra"] if e.startswith(f"tool call {call_id}:")),
+                                              row["segment"].get("text"))}
+            if place["result"] is None and (f"result for tool call {call_id}" in extra or tool == f"tool_result for {call_id}"):
+                place["result"] = {**row, "page": number // PAYLOAD_PAGE_SIZE + 1}
+    return place
+
+
+def _lineage_node(node: dict[str, Any], item_id: str, rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    linked = rows.get(node["node_id"])
+    return {**node, "is_item": node["node_id"] == item_id, "item": linked,
+            "children": [_lineage_node(child, item_id, rows) for child in node.get("children") or []]}
+
+
+def _item_lineage(item_id: str, record: dict[str, Any], transforms: list[dict[str, Any]],
+                  rows: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The item's full derivation: its source lineage, and for a summary (or any transform whose
+    output it is) the input items with their own decisions and lineage; plus what consumed it."""
+    source_nodes = lineage_tree(record.get("source_lineage") or [])
+    inputs: list[str] = []
+    for t in transforms:
+        if t.get("output_item_id") == item_id:
+            inputs += [i for i in t.get("input_item_ids") or [] if i != item_id and i not in inputs]
+    trees = [_lineage_node(node, item_id, rows) for node in source_nodes]
+    if inputs:
+        children = []
+        for input_id in inputs:
+            linked = rows.get(input_id)
+            nested = lineage_tree(((linked or {}).get("record") or {}).get("source_lineage") or [])
+            children.append({"node_id": input_id, "type": "input item", "item": linked, "is_item": False,
+                             "in_manifest": linked is not None,
+                             "children": [_lineage_node(n, input_id, rows) for n in nested]})
+        root = {"node_id": item_id, "type": record.get("kind") or "item", "item": rows.get(item_id), "is_item": True,
+                "children": children}
+        trees = [root] + [tree for tree in trees if tree["node_id"] != item_id]
+    consumers = [t.get("output_item_id") for t in transforms
+                 if item_id in (t.get("input_item_ids") or []) and t.get("output_item_id") != item_id]
+    return {"trees": trees, "consumers": [{"item_id": c, "item": rows.get(c)} for c in consumers if c]}
+
+
+def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, Any], item_id: str) -> dict[str, Any] | None:
+    """Everything the inspector's right panel shows about one item (bounded: two queries)."""
+    ready = manifest.status == "ready"
+    if manifest.sections is not None:
+        parts = sel.inspector_document_parts(manifest.pk, with_payload=ready)
+    else:
+        parts = {**sections, "payload": sel.provider_input(manifest.pk) if ready else None}
+    transforms = [t for t in parts.get("transforms") or []
+                  if t.get("output_item_id") == item_id or item_id in (t.get("input_item_ids") or [])]
+    related = {item_id} | {i for t in transforms for i in (t.get("input_item_ids") or [])}
+    related |= {t.get("output_item_id") for t in transforms if t.get("output_item_id")}
+    if manifest.sections is not None:
+        rows = sel.item_rows_by_id(manifest.pk, related)
+    else:
+        rows = {r["item_id"]: {"item_id": r["item_id"], "decision": d, "reason": r.get("reason") or r.get("admission_reason"),
+                               "record": r}
+                for d in ("included", "excluded") for r in sections.get(d) or [] if r.get("item_id") in related}
+    found = rows.get(item_id)
+    if found is None or not found.get("record"):
+        return None
+    record, decision = found["record"], found["decision"]
+    transforms = [t for t in transforms if t.get("output_item_id") == item_id or item_id in (t.get("input_item_ids") or [])
+                  or t.get("record_id") == record.get("transform_record_id")]
+    partition = record.get("partition")
+    part = (budget.get("partitions") or {}).get(partition) or {}
+    tokens = record.get("tokens")
+    share = round(100 * tokens / part["used"]) if tokens and part.get("used") else None
+    pair = next((p for p in parts.get("tool_pairs") or [] if p.get("result_item_id") == item_id), None)
+    place = _payload_place(payload_rows(parts.get("payload")), item_id, pair) if ready and decision == "included" else None
+    return {
+        "item_id": item_id, "row": found, "record": record, "decision": decision, "partition": partition, "part": part,
+        "tokens": tokens, "share": share, "transforms": transforms, "lineage": _item_lineage(item_id, record, transforms, rows),
+        "summary": next((s for s in parts.get("summaries") or [] if s.get("item_id") == item_id), None),
+        "pair": pair, "place": place,
+    }
+
+
 @require_GET
 @dashboard_page
 def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    """The manifest inspector: overview band, the item list (left) and the selected item (right)."""
     job = _job_or_404(request, job_id)
     manifest = _manifest_of(job)
-    context: dict[str, Any] = {"job": job, "manifest": manifest, "focus": request.GET.get("item", "")}
-    if manifest is not None and manifest.sections is not None:
+    selected_id = request.GET.get("item", "")
+    context: dict[str, Any] = {"job": job, "manifest": manifest, "focus": selected_id}
+    if manifest is None:
+        return render(request, "manifests/manifest.html", context)
+    if manifest.sections is not None:
         sealed = manifest.sections
-        context.update(_sealed_context(manifest, sealed, request.GET, focus=context["focus"]))
+        context.update(_sealed_context(manifest, sealed, request.GET, tables=()))
         context.update({
             "lineage": _lineage_of(sealed.get("lineage_items") or [], sealed.get("lineage_total") or 0,
                                    sealed.get("summaries") or [], sealed.get("summaries_total") or 0),
             "included_total": sealed.get("included_total") or 0,
             "unresolved": sealed.get("unresolved") or [],
         })
-    elif manifest is not None:
+    else:
         sealed = sel.manifest_sections(manifest.pk)
-        context.update(_section_context(job, sealed, request.GET, focus=context["focus"]))
+        context.update(_section_context(job, sealed, request.GET))
         context.update({
             "lineage": _lineage(sealed),
             "included_total": len(sealed.get("included") or []),
             "unresolved": [p for p in sealed.get("tool_pairs") or [] if p.get("decision") == "unresolved"],
         })
-    if manifest is not None:
-        context.update({
-            "assembly": sealed.get("assembly") or {},
-            "budget": sealed.get("budget") or {},
-            "cache": sealed.get("cache") or {},
-            "stages": sealed.get("stages") or [],
-            "lifecycle_events": sealed.get("lifecycle_events") or [],
-            "acquisition": _acquisition(sealed.get("source_acquisition") or []),
-            "usage": getattr(manifest, "usage", None) if hasattr(manifest, "usage") else None,
-        })
-        if context["usage"] is not None:
-            context["usage_delta"] = context["usage"].input_tokens - int(context["budget"].get("estimated_used") or 0)
+    budget = sealed.get("budget") or {}
+    item_filter, problems = _inspector_filter(request.GET, budget.get("partitions") or {})
+    acquisition_rows = sealed.get("source_acquisition") or []
+    outcome = request.GET.get("outcome", "")
+    if outcome and outcome not in {o.value for o in AcquisitionOutcome}:
+        problems.append(f"Unknown acquisition outcome “{outcome[:60]}”: showing every source request.")
+        outcome = ""
+    selected = _selected_item(manifest, sealed, budget, selected_id) if selected_id else None
+    if selected_id and selected is None:
+        problems.append(f"This manifest has no item “{selected_id[:120]}”.")
+    context.update({
+        "assembly": sealed.get("assembly") or {},
+        "budget": budget,
+        "cache": sealed.get("cache") or {},
+        "stages": sealed.get("stages") or [],
+        "lifecycle_events": sealed.get("lifecycle_events") or [],
+        "acquisition": _acquisition(acquisition_rows),
+        "acquisition_counts": _acquisition_counts(acquisition_rows),
+        "outcome": outcome,
+        "outcome_rows": [row for row in acquisition_rows if row.get("outcome") == outcome] if outcome else [],
+        "usage": getattr(manifest, "usage", None) if hasattr(manifest, "usage") else None,
+        "item_filter": item_filter,
+        "filtered": bool(item_filter.decision or item_filter.reason or item_filter.partition or item_filter.q),
+        "groups": GROUP_LABELS,
+        "problems": problems,
+        "items_page": _item_list_page(manifest, sealed, item_filter, request.GET, selected),
+        "selected": selected,
+        "excluded_total": sealed.get("excluded_total") if manifest.sections is not None else len(sealed.get("excluded") or []),
+    })
+    if context["usage"] is not None:
+        context["usage_delta"] = context["usage"].input_tokens - int(budget.get("estimated_used") or 0)
     return render(request, "manifests/manifest.html", context)
 
 
 _SECTION_PARTIALS = {
-    "included": "manifests/partials/included_table.html",
-    "excluded": "manifests/partials/excluded_table.html",
     "tool_pairs": "manifests/partials/tool_pairs.html",
     "transforms": "manifests/partials/transforms.html",
 }
@@ -295,7 +495,18 @@ _SECTION_PARTIALS = {
 @require_GET
 @dashboard_page
 def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpResponse:
-    """One paginated region of the manifest page (htmx swaps it; it is also a plain page)."""
+    """One paginated region of the manifest page (htmx swaps it; it is also a plain page).
+
+    The included and excluded tables became the inspector's list: their old URLs redirect to it.
+    """
+    if section in sel.ITEM_DECISIONS:
+        job = _job_or_404(request, job_id)
+        params = QueryDict(mutable=True)
+        params["decision"] = section
+        for name in ("reason", "page"):
+            if request.GET.get(name):
+                params[name] = request.GET[name]
+        return HttpResponseRedirect(f"{reverse('assembly', args=[job.id])}?{params.urlencode()}")
     if section not in _SECTION_PARTIALS:
         raise Http404("no such section")
     job = _job_or_404(request, job_id)
@@ -304,15 +515,9 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
         raise Http404("not sealed yet")
     params = request.GET.copy()
     params[f"{section}_page"] = request.GET.get("page", "1")
-    if manifest.sections is not None and section in ("included", "excluded"):
-        context = {"job": job, "manifest": manifest,
-                   **_sealed_context(manifest, manifest.sections, params, tables=(section,))}
-        return render(request, _SECTION_PARTIALS[section], context)
     # Tool pairs and transforms (with their excerpts) come from the document: this region asked.
     sections = sel.manifest_sections(manifest.pk, (section,))
     context = {"job": job, "manifest": manifest, **_section_context(job, sections, params)}
-    if section == "excluded":
-        context["reason_counts"] = sel.reason_counts(sections.get("excluded") or [])
     return render(request, _SECTION_PARTIALS[section], context)
 
 
@@ -352,21 +557,21 @@ def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
 @require_GET
 @dashboard_page
 def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
-    """The serialized model input by role, untrusted blocks marked; paged by segment."""
+    """The payload view: the serialized model input as messages, each fenced block linked to its
+    item; paged by segment. htmx loads it into the manifest page; opened directly it is a page."""
     job = _job_or_404(request, job_id)
     manifest = _manifest_of(job)
     if manifest is None:
         raise Http404("not sealed yet")
-    rows = []
-    for index, message in enumerate(sel.input_messages(sel.provider_input(manifest.pk) if manifest.status == "ready" else None)):
-        segments = message["segments"] or [{"text": "", "block": None, "untrusted": False}]
-        for position, segment in enumerate(segments):
-            rows.append({"index": index + 1, "role": message["role"], "first": position == 0,
-                         "extra": message["extra"] if position == 0 else [], "segment": segment})
-    return render(request, "manifests/partials/serialized_input.html", {
-        "job": job, "manifest": manifest, "page": page_of(rows, request.GET.get("page"), 60),
+    rows = payload_rows(sel.provider_input(manifest.pk) if manifest.status == "ready" else None)
+    context = {
+        "job": job, "manifest": manifest, "page": page_of(rows, request.GET.get("page"), PAYLOAD_PAGE_SIZE),
         "untrusted_count": sum(1 for row in rows if row["segment"]["untrusted"]),
-    })
+        "focus": request.GET.get("item", ""),
+    }
+    if request.headers.get("HX-Request"):
+        return render(request, "manifests/partials/serialized_input.html", context)
+    return render(request, "manifests/payload.html", context)
 
 
 # --------------------------------------------------------------------------- why excluded? / compare

@@ -165,5 +165,61 @@ def page_query(context: dict[str, Any], param: str, number: int, anchor: str = "
     """The current query string with `param` set to page `number` (and an optional #anchor)."""
     params = context["request"].GET.copy()
     params[param] = number
-    params.pop("item", None)
     return f"?{params.urlencode()}" + (f"#{anchor}" if anchor else "")
+
+
+@register.inclusion_tag("manifests/partials/budget_bar.html", takes_context=True)
+def budget_bar(context: dict[str, Any], budget: dict[str, Any], assembly: dict[str, Any]) -> dict[str, Any]:
+    """Geometry for the overview's one stacked budget bar (percent of the bar's scale).
+
+    The bar is the usable input budget. The framing reserve comes first, then each partition's
+    slot, as wide as the largest of its used tokens, minimum and maximum: the used part filled,
+    the rest of the slot tinted, a tick at the minimum and one at the maximum. Whatever the slots
+    leave of the usable budget is free. A partition below its minimum is only an error when the
+    assembly was blocked for it.
+    """
+    usable = int(budget.get("usable_input") or 0)
+    framing = int(budget.get("framing_reserved") or 0)
+    partitions = budget.get("partitions") or {}
+    blocked_text = " ".join([*(assembly.get("missing") or []), *(assembly.get("blocked_detail") or []),
+                             str(assembly.get("blocked_reason") or "")]) if assembly.get("status") == "blocked" else ""
+    slots = []
+    for index, (name, part) in enumerate(partitions.items()):
+        used, minimum = int(part.get("used") or 0), int(part.get("minimum") or 0)
+        maximum = part.get("maximum")
+        slots.append({
+            "name": name, "used": used, "minimum": minimum, "maximum": maximum,
+            "slot": max(used, minimum, int(maximum) if maximum is not None else 0),
+            "colour": _SEGMENT_COLOURS[index % len(_SEGMENT_COLOURS)], "items": part.get("items"),
+            "eviction": part.get("eviction"), "above_minimum": part.get("above_minimum") or 0,
+            "borrowed": part.get("borrowed") or 0, "below_minimum": used < minimum,
+            "blocked": bool(blocked_text) and name in blocked_text,
+        })
+    scale = max(usable, framing + sum(s["slot"] for s in slots), 1)
+    x = 100.0 * framing / scale
+    for s in slots:
+        s["x"] = x
+        s["width"] = 100.0 * s["slot"] / scale
+        s["used_width"] = 100.0 * s["used"] / scale
+        s["min_x"] = x + 100.0 * s["minimum"] / scale if s["minimum"] else None
+        s["max_x"] = x + 100.0 * int(s["maximum"]) / scale if s["maximum"] is not None else None
+        x += s["width"]
+    framing_used = int(budget.get("framing_tokens") or 0)
+    return {
+        "budget": budget, "slots": slots, "scale": scale, "usable": usable,
+        "framing": {"reserved": framing, "used": framing_used, "width": 100.0 * framing / scale,
+                    "used_width": 100.0 * min(framing_used, framing) / scale},
+        "free": {"x": x, "width": max(0.0, 100.0 - x), "tokens": max(0, scale - round(x * scale / 100.0))},
+        "over_usable": scale > usable,
+        "request": context.get("request"),
+    }
+
+
+@register.filter
+def hashes(assembly: Any) -> list[tuple[str, Any]]:
+    """The assembly's identifying hashes as (label, value) pairs, in the order a reviewer compares them."""
+    if not isinstance(assembly, dict):
+        return []
+    return [("assembly_input_hash", assembly.get("assembly_input_hash")),
+            ("serialized_model_input_hash", assembly.get("serialized_model_input_hash")),
+            ("candidate set", assembly.get("candidate_set_digest"))]

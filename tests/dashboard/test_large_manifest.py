@@ -57,27 +57,54 @@ def test_the_page_of_a_big_manifest_never_reads_its_document(owner_client, big, 
     with django_assert_max_num_queries(10) as captured:
         body = owner_client.get(f"/assemblies/{big.id}/").content.decode()
     assert not any('"document"' in query["sql"] for query in captured.captured_queries)
-    total = Manifest.objects.get(job=big).sections["excluded_total"]
-    assert f"of {total}" in body
+    document = Manifest.objects.get(job=big).document
+    assert f"{len(document['included']) + len(document['excluded'])} items · page 1 of" in body
     assert "Loading the before/after excerpts" in body
+
+
+def _inspector_urls(big) -> list[str]:
+    document = Manifest.objects.get(job=big).document
+    last_excluded = document["excluded"][-1]["item_id"]
+    transformed = next(t["output_item_id"] for t in document["transforms"] if t["status"] == "applied")
+    return [
+        f"/assemblies/{big.id}/?item={last_excluded}",
+        f"/assemblies/{big.id}/?item={transformed}",
+        f"/assemblies/{big.id}/?q=item-1&group=partition&item={last_excluded}",
+        f"/assemblies/{big.id}/?q={last_excluded[:4]}&group=zone&item={last_excluded}",
+        f"/assemblies/{big.id}/?decision=excluded&group=zone&page=3",
+        f"/assemblies/{big.id}/?reason=budget_evicted&q=code",
+        f"/assemblies/{big.id}/?partition=background&group=none&item={transformed}",
+    ]
+
+
+def test_the_inspector_and_its_filters_cost_a_bounded_number_of_queries(owner_client, big, django_assert_max_num_queries):
+    for url in _inspector_urls(big):
+        with django_assert_max_num_queries(10):
+            response = owner_client.get(url)
+        assert response.status_code == 200 and b'class="problems"' not in response.content, url
 
 
 def test_the_page_focuses_an_item_on_a_later_page(owner_client, big):
     manifest = Manifest.objects.get(job=big)
     last = manifest.document["excluded"][-1]["item_id"]
     body = owner_client.get(f"/assemblies/{big.id}/?item={last}").content.decode()
-    assert f"<code>{last}</code>" in body and 'class="focus"' in body
+    listed = _region(body, 'id="items"', 'id="inspector"')
+    assert f"<code>{last}</code>" in listed and 'class="focus"' in listed
+    assert "page 1 of" not in listed
+
+
+REGIONS = (('id="overview"', 'id="items"'), ('id="items"', 'id="inspector"'), ('id="inspector"', 'id="header"'),
+           ('id="header"', 'id="budget"'), ('id="acquisition"', 'id="transforms"'), ('id="tool-pairs"', 'id="serialized-input"'))
 
 
 def test_the_page_shows_what_the_document_shows(owner_client, big):
-    url = f"/assemblies/{big.id}/?excluded_page=3"
-    from_sections = owner_client.get(url).content.decode()
+    urls = [f"/assemblies/{big.id}/?page=3", *_inspector_urls(big)]
+    from_sections = [owner_client.get(url).content.decode() for url in urls]
     _forget_sections(big)
-    from_document = owner_client.get(url).content.decode()
-    for start, end in (('id="header"', 'id="budget"'), ('id="included"', 'id="excluded"'),
-                       ('id="excluded"', 'id="acquisition"'), ('id="acquisition"', 'id="transforms"'),
-                       ('id="tool-pairs"', 'id="serialized-input"')):
-        assert _region(from_sections, start, end) == _region(from_document, start, end), start
+    for url, expected in zip(urls, from_sections, strict=True):
+        from_document = owner_client.get(url).content.decode()
+        for start, end in REGIONS:
+            assert _region(expected, start, end) == _region(from_document, start, end), (url, start)
 
 
 def test_the_transform_excerpts_load_on_demand(owner_client, big):
@@ -88,7 +115,7 @@ def test_the_transform_excerpts_load_on_demand(owner_client, big):
 
 
 def test_the_backfill_gives_an_older_manifest_the_same_page(owner_client, big):
-    url = f"/assemblies/{big.id}/?excluded_page=2&reason=budget_evicted"
+    url = f"/assemblies/{big.id}/?page=2&reason=budget_evicted"
     before = _page(owner_client, url)
     _forget_sections(big)
     migration = importlib.import_module("manifests.migrations.0004_manifest_sections_item_record")

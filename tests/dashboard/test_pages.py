@@ -21,6 +21,8 @@ def pages(example):
         "/runs/",
         "/runs/run-42/",
         f"/assemblies/{ready.id}/",
+        f"/assemblies/{ready.id}/?item=summary-checkpoint-19",
+        f"/assemblies/{ready.id}/?q=plan&group=partition",
         f"/assemblies/{ready.id}/input/",
         f"/assemblies/{ready.id}/included/?page=1",
         f"/assemblies/{ready.id}/excluded/?page=1&reason=stale_revision",
@@ -45,8 +47,8 @@ def test_it_requires_login(client, example):
 
 
 def test_it_shows_every_page_to_a_member(reviewer_client, example):
-    for url in pages(example):
-        assert reviewer_client.get(url).status_code == 200, url
+    for url in pages(example):  # the old included/excluded tables redirect to the inspector's list
+        assert reviewer_client.get(url, follow=True).status_code == 200, url
 
 
 def test_it_hides_another_tenants_objects_from_an_outsider(outsider_client, example):
@@ -102,10 +104,9 @@ def test_a_runs_timeline_shows_each_attempt_with_tokens_and_revision(owner_clien
 def test_the_manifest_page_shows_every_section_side_by_side(owner_client, example):
     body = owner_client.get(f"/assemblies/{example['ready'].id}/").content.decode()
     for text in ("assembly_input_hash", "tiktoken/cl100k_base", "openai_chat", "response reserve",
-                 "protocol overhead", "safety margin", "direct_evidence", "supports_current_decision_evidence",
-                 "stale_revision", "required_revision", "not_retrieved", "retrieval_failed",
-                 "transform-result-call-c-excerpt", "failure_lines_kept", "call-c", "diagnostic_only",
-                 "evidence-pi-transform-context-raw", "cache prefix"):
+                 "protocol overhead", "safety margin", "direct_evidence", "stale_revision", "not_retrieved",
+                 "retrieval_failed", "transform-result-call-c-excerpt", "failure_lines_kept", "call-c",
+                 "diagnostic_only", "evidence-pi-transform-context-raw", "cache prefix"):
         assert text in body, text
     # The cache prefix row names the stable-prefix items: the request's system_policy candidates.
     stable = [c["item_id"] for c in example_json("request.json")["candidates"] if c["source_type"] == "system_policy"]
@@ -113,9 +114,14 @@ def test_the_manifest_page_shows_every_section_side_by_side(owner_client, exampl
     cache_row = body.split("<dt>cache prefix</dt>")[1].split("</dd>")[0]
     for item_id in stable:
         assert f"<code>{item_id}</code>" in cache_row, item_id
-    # acquisition outcomes are their own section, never rows of the excluded table
-    excluded = body.split('id="excluded"')[1].split('id="acquisition"')[0]
-    assert "not_retrieved" not in excluded and "retrieval_failed" not in excluded
+    # acquisition outcomes are counted apart and listed as source requests, never as excluded items
+    items = body.split('id="items"')[1].split('id="inspector"')[0]
+    assert "not_retrieved" not in items and "retrieval_failed" not in items
+    # an item's admission reason and the gate that failed are in its inspector
+    included = owner_client.get(f"/assemblies/{example['ready'].id}/?item=evidence-pi-transform-context").content.decode()
+    assert "supports_current_decision_evidence" in included.split('id="inspector"')[1]
+    excluded = owner_client.get(f"/assemblies/{example['ready'].id}/?item=plan-42-r4").content.decode()
+    assert "required_revision" in excluded.split('id="inspector"')[1]
 
 
 def test_the_manifest_page_of_a_blocked_assembly_shows_the_reason_and_missing_parts(owner_client, example):
@@ -274,13 +280,15 @@ def test_a_manifest_with_10000_items_renders_one_page_in_few_queries(owner_clien
         response = owner_client.get(f"/assemblies/{big_job.id}/")
     body = response.content.decode()
     assert response.status_code == 200
-    assert "inc-99<" in body and "inc-100<" not in body
-    assert "page 1 of 50" in body
+    assert "inc-49<" in body and "inc-50<" not in body
+    assert "page 1 of 200" in body
     with django_assert_max_num_queries(10):
-        second = owner_client.get(f"/assemblies/{big_job.id}/included/?page=2").content.decode()
-    assert "inc-100<" in second and "inc-99<" not in second
-    focused = owner_client.get(f"/assemblies/{big_job.id}/?item=exc-4321").content.decode()
-    assert "exc-4321<" in focused
+        second = owner_client.get(f"/assemblies/{big_job.id}/?page=2").content.decode()
+    assert "inc-50<" in second and "inc-49<" not in second
+    with django_assert_max_num_queries(10):
+        focused = owner_client.get(f"/assemblies/{big_job.id}/?item=exc-4321").content.decode()
+    assert "exc-4321<" in focused.split('id="items"')[1].split('id="inspector"')[0]
+    assert 'id="inspector"' in focused and "exc-4321" in focused.split('id="inspector"')[1]
 
 
 def test_the_manifest_page_shows_the_output_checks_and_the_lifecycle_events_escaped(owner_client, example):
