@@ -199,3 +199,32 @@ def test_the_structured_summary_carries_the_checkpoints_unresolved_calls():
     _, record, text = _summarised([plan("plan-a", 300, ["OI-7"])], checkpoint=checkpoint)
     assert "old-call-9" in text
     assert record.preservation_assertions["unresolved_tool_calls"] == "passed"
+
+
+def test_evidence_priority_orders_direct_evidence_official_documents_and_background():
+    pol = open_policy()
+    pol["admission"]["ranking"] = ["evidence_priority"]
+    pol["budget"]["partitions"]["direct_evidence"]["kinds"] = ["evidence", "official_document", "background"]
+    pol["budget"]["partitions"]["background"]["kinds"] = ["trace", "memory"]
+    cands = [
+        item("a-bg", "repository_source", "a note", kind="background"),
+        item("b-doc", "repository_source", "a manual page", kind="official_document"),
+        item("z-ev", "repository_source", "a finding"),
+    ]
+    assert block_order(run(request(cands), pol)) == ["z-ev", "b-doc", "a-bg"]
+
+
+def test_a_permission_revoked_event_asks_for_the_permission_to_be_granted_again():
+    events = [{"event": "permission_revoked", "item_id": "ev"}]
+    r = run(request(extra=[ev("ev", 5, 0.9)], lifecycle_events=events))
+    rec = next(e for e in r.manifest.excluded if e.item_id == "ev")
+    assert (rec.reason, rec.refresh_condition) == ("permission_denied", "permission_granted_again")
+    assert "permission_revoked" in rec.detail
+
+
+def test_memory_in_the_state_role_is_recorded_as_fenced_as_state():
+    mem = item("mem", "memory_object", "The user prefers short answers.", intended_role="state", kind="memory")
+    r = run(request(extra=[mem]))
+    rec = next(i for i in r.manifest.included if i.item_id == "mem")
+    assert rec.security_assessment["external_instruction_isolation"] == "fenced_as_state"
+    assert rec.zone == "state"
