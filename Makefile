@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-engine lint bench mutate schema clean
+.PHONY: install run test test-engine lint bench mutate schema screenshots clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -44,6 +44,11 @@ mutate: install
 	$(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) $(MUTANTS)
 	$(BIN)/mutmut export-cicd-stats
 	$(BIN)/python -m tests.mutation.score
+
+# The README's dashboard screenshots: the browser tests save theirs in a temporary folder, and
+# copy them here only when asked (headless Debian chromium, as in `make test`).
+screenshots: install
+	CTXENG_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:randomly tests/dashboard/test_browser.py
 
 schema: install
 	for n in request policy manifest; do $(BIN)/python -m ctxeng schema $$n > docs/schemas/$$n.schema.json; done

@@ -52,6 +52,9 @@ _HEAVY_JOB_FIELDS = ("request", "manifest__document", "manifest__provider_input"
 # What `Manifest.sections` keeps of the long lists: one page of each, and the first lineage trees.
 SECTION_HEADS = {"tool_pairs": 100, "transforms": 20}
 LINEAGE_LIMIT = 50
+# Every transform record without its excerpts, for the inspector's selected item, while they are
+# few enough to keep in `sections` (each is ~0.6 KB); beyond that the inspector reads the document.
+TRANSFORM_BRIEFS_LIMIT = 500
 # Transform excerpts are content: a content purge empties them in the document, so the page
 # loads them from there on demand and `sections` never holds a copy.
 TRANSFORM_BODY_FIELDS = ("before_excerpt", "after_excerpt")
@@ -197,7 +200,9 @@ def page_sections(document: dict[str, Any]) -> dict[str, Any]:
 
     Derived once when the manifest is sealed (and by migration 0004 for older manifests) and
     stored in `Manifest.sections`: the header sections, the item counts, one page of tool pairs
-    and of transforms (without their excerpts), the unresolved calls and the first lineage trees.
+    and of transforms (without their excerpts), the unresolved calls and the first lineage trees;
+    and, up to TRANSFORM_BRIEFS_LIMIT of them, every transform without its excerpts, so the
+    inspector shows an item's transforms and assertions without reading the document.
     """
     included = document.get("included") or []
     excluded = document.get("excluded") or []
@@ -218,6 +223,8 @@ def page_sections(document: dict[str, Any]) -> dict[str, Any]:
             for record in transforms[: SECTION_HEADS["transforms"]]
         ],
         "transforms_total": len(transforms),
+        **({"transform_briefs": [{k: v for k, v in record.items() if k not in TRANSFORM_BODY_FIELDS} for record in transforms]}
+           if len(transforms) <= TRANSFORM_BRIEFS_LIMIT else {}),
         "lineage_items": [
             {"item_id": row["item_id"], "source_lineage": row["source_lineage"]} for row in with_lineage[:LINEAGE_LIMIT]
         ],
@@ -674,12 +681,15 @@ def document_items_filtered(sections: dict[str, Any], item_filter: ItemFilter) -
     return sorted(kept, key=lambda row: row["_key"])
 
 
-def inspector_document_parts(manifest_id: int, *, with_payload: bool) -> dict[str, Any]:
-    """What the selected item's story needs from the sealed document, in one query: every transform
-    record (with its excerpts), the summaries, the tool pairs and, for a ready manifest, the payload."""
-    wanted: dict[str, Any] = {name: KT(f"document__{name}") for name in ("transforms", "summaries", "tool_pairs")}
+def inspector_document_parts(manifest_id: int, *, sections: tuple[str, ...], with_payload: bool) -> dict[str, Any]:
+    """What the selected item's story needs that `sections` does not hold, in one query: the named
+    sections of the sealed document (each one a parse of the whole document on SQLite, so only
+    when needed) and, for a ready manifest, the payload."""
+    wanted: dict[str, Any] = {name: KT(f"document__{name}") for name in sections}
     if with_payload:
         wanted["payload"] = F("provider_input")
+    if not wanted:
+        return {}
     row = Manifest.objects.filter(pk=manifest_id).values(**wanted).first() or {}
     return {name: (json.loads(value) if isinstance(value, str) and name != "payload" else value)
             for name, value in row.items()}

@@ -392,9 +392,17 @@ def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, An
     """Everything the inspector's right panel shows about one item (bounded: two queries)."""
     ready = manifest.status == "ready"
     if manifest.sections is not None:
-        parts = sel.inspector_document_parts(manifest.pk, with_payload=ready)
+        # `sections` holds the transforms (without excerpts) and the first tool pairs; the document
+        # is read only for what they leave out. The payload comes along for an included item.
+        briefs = sections.get("transform_briefs")
+        pairs_head = sections.get("tool_pairs") or []
+        pairs_complete = len(pairs_head) >= (sections.get("tool_pairs_total") or 0)
+        listed_pair = any(p.get("result_item_id") == item_id for p in pairs_head)
+        from_document = (("transforms",) if briefs is None else ()) + (() if pairs_complete or listed_pair else ("tool_pairs",))
+        parts = {"transforms": briefs, "tool_pairs": pairs_head}
+        parts.update(sel.inspector_document_parts(manifest.pk, sections=from_document, with_payload=False))
     else:
-        parts = {**sections, "payload": sel.provider_input(manifest.pk) if ready else None}
+        parts = dict(sections)
     transforms = [t for t in parts.get("transforms") or []
                   if t.get("output_item_id") == item_id or item_id in (t.get("input_item_ids") or [])]
     related = {item_id} | {i for t in transforms for i in (t.get("input_item_ids") or [])}
@@ -416,11 +424,13 @@ def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, An
     tokens = record.get("tokens")
     share = round(100 * tokens / part["used"]) if tokens and part.get("used") else None
     pair = next((p for p in parts.get("tool_pairs") or [] if p.get("result_item_id") == item_id), None)
-    place = _payload_place(payload_rows(parts.get("payload")), item_id, pair) if ready and decision == "included" else None
+    place = None
+    if ready and decision == "included":
+        place = _payload_place(payload_rows(sel.provider_input(manifest.pk)), item_id, pair)
     return {
         "item_id": item_id, "row": found, "record": record, "decision": decision, "partition": partition, "part": part,
         "tokens": tokens, "share": share, "transforms": transforms, "lineage": _item_lineage(item_id, record, transforms, rows),
-        "summary": next((s for s in parts.get("summaries") or [] if s.get("item_id") == item_id), None),
+        "excerpts_on_demand": manifest.sections is not None,
         "pair": pair, "place": place,
     }
 
@@ -524,12 +534,17 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
 @require_GET
 @dashboard_page
 def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
-    """One item's full record: gates, security assessment, lineage and its submitted body."""
+    """One item's full record: gates, security assessment, lineage and its submitted body; with
+    `part=excerpts`, the before/after excerpts of the transforms that touched it."""
     job = _job_or_404(request, job_id)
     manifest = _manifest_of(job)
     item_id = request.GET.get("item_id", "")
     if manifest is None or not item_id:
         raise Http404("no such item")
+    if request.GET.get("part") == "excerpts":
+        transforms = [t for t in sel.manifest_sections(manifest.pk, ("transforms",)).get("transforms") or []
+                      if t.get("output_item_id") == item_id or item_id in (t.get("input_item_ids") or [])]
+        return render(request, "manifests/partials/item_excerpts.html", {"job": job, "manifest": manifest, "transforms": transforms})
     found = sel.item_record(manifest_id=manifest.pk, item_id=item_id) if manifest.sections is not None else None
     if found is not None:
         decision, record = found

@@ -67,15 +67,19 @@ OVERFLOW_JS = """
 """
 
 
+# The screenshots the README shows; `make screenshots` copies these (only) to docs/screenshots/.
+README_SHOTS = {"manifest.png", "run-timeline.png", "policy-impact.png"}
+
+
 @pytest.fixture
 def shots(tmp_path):
-    """Save a screenshot in the test's temporary folder, and in CTXENG_SCREENSHOTS when set."""
+    """Save a screenshot in the test's temporary folder, and a README one in CTXENG_SCREENSHOTS when set."""
     refresh = os.environ.get("CTXENG_SCREENSHOTS")
 
     def save(page, name: str, *, full_page: bool = False) -> Path:
         path = tmp_path / name
         page.screenshot(path=str(path), full_page=full_page)
-        if refresh:
+        if refresh and name in README_SHOTS:
             Path(refresh).mkdir(parents=True, exist_ok=True)
             shutil.copyfile(path, Path(refresh) / name)
         return path
@@ -246,9 +250,9 @@ def test_the_run_timeline_shows_each_item_across_steps_and_opens_a_steps_inspect
     assert "open-items" in page.locator("#inspector h2").inner_text()
 
 
-def test_a_reviewer_sees_the_impact_preview_in_a_browser(logged_in, live_server, shots):
+def test_a_reviewer_sees_the_inspector_and_the_impact_preview_in_a_browser(logged_in, live_server, shots):
     example, open_page = logged_in
-    page = open_page(1500, 1000)
+    page = open_page(1440, 900)
     page.goto(f"{live_server.url}/assemblies/{example['ready'].id}/?item=summary-checkpoint-19")
     shots(page, "manifest.png")
     page.goto(f"{live_server.url}/policies/source-research/revisions/4/impact/")
