@@ -228,3 +228,65 @@ def test_memory_in_the_state_role_is_recorded_as_fenced_as_state():
     rec = next(i for i in r.manifest.included if i.item_id == "mem")
     assert rec.security_assessment["external_instruction_isolation"] == "fenced_as_state"
     assert rec.zone == "state"
+
+
+def test_the_checkpoint_summary_writes_every_section_and_none_for_an_empty_one():
+    from ctxeng.engine.models import CheckpointState
+    from ctxeng.engine.transforms import render_checkpoint
+
+    empty = CheckpointState(goal="Find how tool calls are paired.", current_stage="drafting", input_item_ids=["plan-a"])
+    assert render_checkpoint(empty).split("\n") == [
+        "Goal: Find how tool calls are paired.",
+        "Constraints: none",
+        "Current Stage: drafting",
+        "Done / In Progress / Blocked: done: none | in progress: none | blocked: none",
+        "Confirmed Claims: none",
+        "Conflicts and Negative Findings: none",
+        "Open Items: none",
+        "Draft Revision: none",
+        "Unresolved Tool Calls: none",
+        "Next Steps: none",
+        "Artifact / Checkpoint Refs: none",
+    ]
+    full = CheckpointState(
+        input_item_ids=["plan-a"],
+        goal="g",
+        current_stage="s",
+        constraints=["c1", "c2"],
+        done=["d"],
+        in_progress=["p"],
+        blocked=["b"],
+        confirmed_claims=[{"claim": "pairs by id", "source_ref": {"repo": "pi", "commit": "c0ffee", "path": "a.ts", "lines": "1-2"}}],
+        open_item_ids=["OI-1", "OI-2"],
+        draft_revision=4,
+        unresolved_tool_calls=["call-1"],
+        next_steps=["n"],
+        artifact_refs=["plan-42@5"],
+    )
+    lines = render_checkpoint(full).split("\n")
+    assert lines[1] == "Constraints: c1; c2"
+    assert lines[3] == "Done / In Progress / Blocked: done: d | in progress: p | blocked: b"
+    assert lines[4] == "Confirmed Claims: pairs by id [pi@c0ffee:a.ts:1-2]"
+    assert lines[6:] == [
+        "Open Items: OI-1, OI-2",
+        "Draft Revision: 4",
+        "Unresolved Tool Calls: call-1",
+        "Next Steps: n",
+        "Artifact / Checkpoint Refs: plan-42@5",
+    ]
+
+
+def test_tool_pairs_go_to_the_partition_that_lists_tool_call_when_none_lists_tool_result():
+    pol = open_policy()
+    pol["budget"]["partitions"]["recent_tool_pairs"]["kinds"] = ["tool_call"]
+    r = run(request([tool_result("r1", "c1")], tool_calls=[tool_call("c1", "r1")]), pol)
+    parts = r.manifest.budget.partitions
+    assert parts["recent_tool_pairs"].used > 0 and parts["background"].used == 0
+
+
+def test_a_usable_input_of_one_token_blocks_naming_the_budget():
+    pol, model = tight(1, {"direct_evidence": {"eviction": "reduce_candidates", "kinds": ["evidence"]}})
+    r = run(request([ev("ev", 5, 0.9)], model=model), pol)
+    assert r.manifest.assembly.status == "blocked"
+    assert r.manifest.assembly.blocked_reason == "budget_exhausted"
+    assert r.manifest.assembly.missing == ["budget.usable_input"]
