@@ -4,8 +4,8 @@ Every function takes the tenant ids the acting user belongs to (from `membership
 object in any other tenant is simply not found (the view turns that into 404). A sealed manifest
 can hold 20,000 items, so the manifest page's cost must not grow with it: a manifest sealed by
 the service carries `Manifest.sections` (the small sections, counts, the first page of tool pairs
-and transforms, the first lineage trees; see `page_sections`), and the item tables are paged in
-SQL from ManifestItem rows, whose `record` is the item's full record. The stored request (item
+and transforms, the first lineage trees; see `page_sections`), and the inspector's item list is
+paged in SQL from ManifestItem rows, whose `record` is the item's full record. The stored request (item
 bodies), the provider payload and transform excerpts load only for the one item or region that
 asks. A manifest without `sections` (written before they existed, or directly by a test) is read
 the old way: the sections it shows pulled from the document with JSON key transforms.
@@ -234,65 +234,6 @@ def page_sections(document: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ItemRecords:
-    """One table of a sealed manifest (included or excluded) as a sequence Django's Paginator pages.
-
-    The count is known from `Manifest.sections`; a slice is two indexed queries (the page's row
-    ids in display order, then their records), so page 1 and page 50 of 10,000 rows cost the same.
-    Excluded rows are ordered as `excluded_grouped` orders them: by reason, manifest order within.
-    """
-
-    def __init__(self, *, manifest_id: int, decision: str, total: int, reason: str = "") -> None:
-        self.manifest_id, self.decision, self.total, self.reason = manifest_id, decision, total, reason
-
-    def count(self) -> int:
-        return self.total
-
-    def __len__(self) -> int:
-        return self.total
-
-    def _ordered(self) -> QuerySet[ManifestItem]:
-        rows = ManifestItem.objects.filter(manifest_id=self.manifest_id, decision=self.decision)
-        if self.decision == Decision.INCLUDED:
-            return rows.order_by("id")
-        if self.reason:
-            rows = rows.filter(reason=self.reason)
-        return rows.annotate(reason_rank=_reason_rank()).order_by("reason_rank", "id")
-
-    def __getitem__(self, index: slice) -> list[dict[str, Any]]:
-        if not isinstance(index, slice):
-            raise TypeError("ItemRecords pages by slice")
-        ids = list(self._ordered().values_list("id", flat=True)[index])
-        records = dict(ManifestItem.objects.filter(id__in=ids).values_list("id", "record"))
-        return [records[pk] for pk in ids]
-
-
-def _reason_rank() -> Case:
-    return Case(*(When(reason=name, then=Value(rank)) for rank, name in enumerate(REASON_ORDER)),
-                default=Value(len(REASON_ORDER)), output_field=IntegerField())
-
-
-def item_position(*, manifest_id: int, item_id: str, reason: str = "") -> tuple[str, int] | None:
-    """(decision, 0-based row index in its table as the page orders it) of one item, or None."""
-    row = (
-        ManifestItem.objects.filter(manifest_id=manifest_id, item_id=item_id)
-        .annotate(reason_rank=_reason_rank()).values("id", "decision", "reason", "reason_rank").first()
-    )
-    if row is None:
-        return None
-    rows = ManifestItem.objects.filter(manifest_id=manifest_id, decision=row["decision"])
-    if row["decision"] == Decision.INCLUDED:
-        return row["decision"], rows.filter(id__lt=row["id"]).count()
-    if reason and row["reason"] != reason:
-        return None
-    if reason:
-        rows = rows.filter(reason=reason)
-    before = rows.annotate(reason_rank=_reason_rank()).filter(
-        Q(reason_rank__lt=row["reason_rank"]) | Q(reason_rank=row["reason_rank"], id__lt=row["id"])
-    )
-    return row["decision"], before.count()
-
-
 def item_record(*, manifest_id: int, item_id: str) -> tuple[str, dict[str, Any]] | None:
     """(decision, full record) of one item of a sealed manifest: one indexed query."""
     row = ManifestItem.objects.filter(manifest_id=manifest_id, item_id=item_id).values_list("decision", "record").first()
@@ -303,13 +244,6 @@ def item_record(*, manifest_id: int, item_id: str) -> tuple[str, dict[str, Any]]
 
 def provider_input(manifest_id: int) -> Any:
     return Manifest.objects.filter(pk=manifest_id).values_list("provider_input", flat=True).first()
-
-
-def excluded_grouped(excluded: list[dict[str, Any]], reason: str = "") -> list[dict[str, Any]]:
-    """Excluded records ordered by reason (vocabulary order), manifest order within a reason."""
-    rank = {name: i for i, name in enumerate(REASON_ORDER)}
-    rows = [row for row in excluded if not reason or row.get("reason") == reason]
-    return sorted(rows, key=lambda row: rank.get(row.get("reason"), len(rank)))
 
 
 def reason_counts(excluded: list[dict[str, Any]]) -> list[tuple[str, int]]:

@@ -1,11 +1,14 @@
-"""Reviewer pages: runs, a run's timeline, the manifest page and its partials, search, compare.
+"""Reviewer pages: runs and a run's item timeline, the manifest inspector and its partials,
+the payload view, search, compare.
 
 Views are thin: resolve the acting user's tenancy, call a dashboard selector, render. Objects
-outside the user's tenants are 404. Item tables, the serialized input and item bodies are
-separate partial URLs (htmx swaps them in place; without JavaScript the links reload the page),
-so a manifest with 10,000 items renders a page of rows, never all of them. For a manifest the
-service sealed, the page reads only `Manifest.sections` and one page of ManifestItem rows, so it
-costs the same at 100 items and at 10,000; transform excerpts load on demand with their region.
+outside the user's tenants are 404. The manifest page is an inspector: an overview band, a list of
+items (filters and the selected item live in the URL: `?q=&decision=&reason=&partition=&group=&page=`
+and `?item=`; a value that is not allowed is dropped with a visible message) and the selected
+item's whole story. For a manifest the service sealed, the page reads only `Manifest.sections`,
+one page of ManifestItem rows and the selected item's rows (and the payload for an included
+item), so it costs the same at 100 items and at 20,000; item bodies, transform excerpts and
+later pages of tool pairs and transforms load on demand with their region.
 """
 
 from __future__ import annotations
@@ -31,6 +34,10 @@ from .models import AssemblyJob, JobStatus
 PAGE_SIZE = 100
 RUN_ITEMS_PAGE_SIZE = 50
 TRANSFORMS_PAGE_SIZE = sel.SECTION_HEADS["transforms"]
+# The lower sections of the manifest page are overviews now that each item's story is in the
+# inspector: tool pairs page 25 at a time, and the lineage overview names the first 20 trees.
+TOOL_PAIRS_PAGE_SIZE = 25
+LINEAGE_SHOWN = 20
 SESSION_TENANT = "ctxeng_tenant"
 LOGIN_URL = "/login/"
 
@@ -101,6 +108,8 @@ def runs(request: HttpRequest) -> HttpResponse:
 @require_GET
 @dashboard_page
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    """A run's attempts, and its item timeline: per item, one cell per step (in / out with the
+    reason / absent), a page of items at a time (`?page=`; `?changed=1` keeps items that changed)."""
     run = sel.run_get(tenant_ids=request.tenancy.tenant_ids, run_id=run_id, prefer_tenant=request.tenancy.current)
     if run is None:
         raise Http404("run not found")
@@ -168,54 +177,23 @@ def _head_page(manifest: Any, sealed: dict[str, Any], section: str, number: Any,
     return page_of(rows, number, per_page)
 
 
-def _sealed_context(manifest: Any, sealed: dict[str, Any], params: Any, focus: str = "",
-                    tables: tuple[str, ...] = ("included", "excluded")) -> dict[str, Any]:
-    """The manifest page's regions from `Manifest.sections` and ManifestItem rows (bounded cost)."""
-    reason = params.get("reason", "")
-    included_page = params.get("included_page")
-    excluded_page = params.get("excluded_page")
-    if focus:
-        where = sel.item_position(manifest_id=manifest.pk, item_id=focus, reason=reason)
-        if where is not None:
-            decision, index = where
-            if decision == "included":
-                included_page = index // PAGE_SIZE + 1
-            else:
-                excluded_page = index // PAGE_SIZE + 1
-    counts = [tuple(pair) for pair in sealed.get("reason_counts") or []]
-    excluded_total = sealed.get("excluded_total") or 0
-    shown_excluded = dict(counts).get(reason, 0) if reason else excluded_total
-    included = sel.ItemRecords(manifest_id=manifest.pk, decision="included", total=sealed.get("included_total") or 0)
-    excluded = sel.ItemRecords(manifest_id=manifest.pk, decision="excluded", total=shown_excluded, reason=reason)
+def _sealed_context(manifest: Any, sealed: dict[str, Any], params: Any) -> dict[str, Any]:
+    """The manifest page's lower regions from `Manifest.sections` (bounded cost)."""
     return {
-        **({"included_page": page_of(included, included_page)} if "included" in tables else {}),
-        **({"excluded_page": page_of(excluded, excluded_page)} if "excluded" in tables else {}),
-        "reason": reason,
-        "reason_counts": counts,
-        "excluded_total": excluded_total,
-        "tool_pairs_page": _head_page(manifest, sealed, "tool_pairs", params.get("tool_pairs_page"), PAGE_SIZE),
+        "reason_counts": [tuple(pair) for pair in sealed.get("reason_counts") or []],
+        "excluded_total": sealed.get("excluded_total") or 0,
+        "tool_pairs_page": _head_page(manifest, sealed, "tool_pairs", params.get("tool_pairs_page"), TOOL_PAIRS_PAGE_SIZE),
         "transforms_page": _head_page(manifest, sealed, "transforms", params.get("transforms_page"), TRANSFORMS_PAGE_SIZE),
         "transform_bodies_on_demand": True,
     }
 
 
-def _section_context(job: AssemblyJob, sections: dict[str, Any], params: Any, focus: str = "") -> dict[str, Any]:
-    included = sections.get("included") or []
-    excluded_all = sections.get("excluded") or []
-    reason = params.get("reason", "")
-    excluded = sel.excluded_grouped(excluded_all, reason)
-    included_page = params.get("included_page")
-    excluded_page = params.get("excluded_page")
-    if focus:
-        included_page = _page_number_of(included, focus) or included_page
-        excluded_page = _page_number_of(excluded, focus) or excluded_page
+def _section_context(sections: dict[str, Any], params: Any) -> dict[str, Any]:
+    """The same regions from the document's sections (a manifest sealed before `sections`)."""
     return {
-        "included_page": page_of(included, included_page),
-        "excluded_page": page_of(excluded, excluded_page),
-        "reason": reason,
-        "reason_counts": sel.reason_counts(excluded_all),
-        "excluded_total": len(excluded_all),
-        "tool_pairs_page": page_of(sections.get("tool_pairs") or [], params.get("tool_pairs_page"), PAGE_SIZE),
+        "reason_counts": sel.reason_counts(sections.get("excluded") or []),
+        "excluded_total": len(sections.get("excluded") or []),
+        "tool_pairs_page": page_of(sections.get("tool_pairs") or [], params.get("tool_pairs_page"), TOOL_PAIRS_PAGE_SIZE),
         "transforms_page": page_of(sections.get("transforms") or [], params.get("transforms_page"), TRANSFORMS_PAGE_SIZE),
     }
 
@@ -228,7 +206,7 @@ def _acquisition(rows: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     }
 
 
-def _lineage(sections: dict[str, Any], limit: int = sel.LINEAGE_LIMIT) -> dict[str, Any]:
+def _lineage(sections: dict[str, Any], limit: int = LINEAGE_SHOWN) -> dict[str, Any]:
     """Items whose content derives from other objects (excerpts, summaries), with their node trees."""
     items = [row for row in sections.get("included") or [] if row.get("source_lineage")]
     summaries = sections.get("summaries") or []
@@ -236,7 +214,7 @@ def _lineage(sections: dict[str, Any], limit: int = sel.LINEAGE_LIMIT) -> dict[s
 
 
 def _lineage_of(items: list[dict[str, Any]], items_total: int, summaries: list[dict[str, Any]],
-                summaries_total: int, limit: int = sel.LINEAGE_LIMIT) -> dict[str, Any]:
+                summaries_total: int, limit: int = LINEAGE_SHOWN) -> dict[str, Any]:
     trees = [{"item_id": row["item_id"], "roots": lineage_tree(row["source_lineage"])} for row in items[:limit]]
     return {"trees": trees, "more": max(0, items_total - limit), "summaries": summaries[:limit],
             "more_summaries": max(0, summaries_total - limit)}
@@ -447,7 +425,7 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         return render(request, "manifests/manifest.html", context)
     if manifest.sections is not None:
         sealed = manifest.sections
-        context.update(_sealed_context(manifest, sealed, request.GET, tables=()))
+        context.update(_sealed_context(manifest, sealed, request.GET))
         context.update({
             "lineage": _lineage_of(sealed.get("lineage_items") or [], sealed.get("lineage_total") or 0,
                                    sealed.get("summaries") or [], sealed.get("summaries_total") or 0),
@@ -456,7 +434,7 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         })
     else:
         sealed = sel.manifest_sections(manifest.pk)
-        context.update(_section_context(job, sealed, request.GET))
+        context.update(_section_context(sealed, request.GET))
         context.update({
             "lineage": _lineage(sealed),
             "included_total": len(sealed.get("included") or []),
@@ -489,7 +467,6 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "problems": problems,
         "items_page": _item_list_page(manifest, sealed, item_filter, request.GET, selected),
         "selected": selected,
-        "excluded_total": sealed.get("excluded_total") if manifest.sections is not None else len(sealed.get("excluded") or []),
     })
     if context["usage"] is not None:
         context["usage_delta"] = context["usage"].input_tokens - int(budget.get("estimated_used") or 0)
@@ -527,7 +504,7 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
     params[f"{section}_page"] = request.GET.get("page", "1")
     # Tool pairs and transforms (with their excerpts) come from the document: this region asked.
     sections = sel.manifest_sections(manifest.pk, (section,))
-    context = {"job": job, "manifest": manifest, **_section_context(job, sections, params)}
+    context = {"job": job, "manifest": manifest, **_section_context(sections, params)}
     return render(request, _SECTION_PARTIALS[section], context)
 
 
