@@ -290,3 +290,18 @@ def test_a_usable_input_of_one_token_blocks_naming_the_budget():
     assert r.manifest.assembly.status == "blocked"
     assert r.manifest.assembly.blocked_reason == "budget_exhausted"
     assert r.manifest.assembly.missing == ["budget.usable_input"]
+
+
+def test_a_tool_pair_over_a_structured_summary_partition_is_evicted_whole_and_its_call_answered():
+    parts = {
+        "state": {"maximum": 200, "eviction": "structured_summary", "kinds": ["research_plan", "tool_call", "tool_result"]},
+        "background": {"eviction": "first", "kinds": ["background"]},
+    }
+    pol, model = tight(3000, parts)
+    r = run(request([tool_result("r1", "c1", " ".join(f"x{i}" for i in range(200)))], tool_calls=[tool_call("c1", "r1")], model=model), pol)
+    assert r.manifest.assembly.status == "ready"
+    assert reasons(r) == {"r1": "budget_evicted"}
+    (pair,) = r.manifest.tool_pairs
+    assert (pair.decision, pair.unresolved_handling) == ("excluded", "synthetic_result")
+    tool_message = next(m for m in r.serialized_input["messages"] if m["role"] == "tool")
+    assert "evicted by the token budget" in tool_message["content"] and "x199" not in tool_message["content"]
