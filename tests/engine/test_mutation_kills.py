@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from tests.golden import delivered_blocks
 
-from .builders import item, reasons, request, run, tool_call, tool_result
+from .builders import item, reasons, request, run, sha, tool_call, tool_result
 from .test_decisions_pinned import block_order, ev, included, memo, open_policy, tight
 from .test_eviction import DECISION_LOG, transcript
 
@@ -305,3 +305,40 @@ def test_a_tool_pair_over_a_structured_summary_partition_is_evicted_whole_and_it
     assert (pair.decision, pair.unresolved_handling) == ("excluded", "synthetic_result")
     tool_message = next(m for m in r.serialized_input["messages"] if m["role"] == "tool")
     assert "evicted by the token budget" in tool_message["content"] and "x199" not in tool_message["content"]
+
+
+def _summary(item_id: str = "sum", content: str = "Goal: g\nOI-1", **fields) -> dict:
+    base = {
+        "input_item_ids": ["ev"],
+        "source_refs": [{"repo": "pi", "commit": "c0ffee", "path": "src/ev.ts", "lines": "2-5"}],
+        "preserves": {"open_item_ids": ["OI-1"]},
+        "producer": "agent/v1",
+    }
+    base.update(fields)
+    return item(item_id, "model_summary", content, **base)
+
+
+def test_a_verified_supplied_summary_records_its_own_digest_as_the_output():
+    r = run(request(extra=[item("ev"), _summary()]))
+    assert "sum" in included(r)
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
+    assert record.status == "verified" and record.trigger == "supplied"
+    assert record.output_digest == sha("Goal: g\nOI-1")
+
+
+def test_a_supplied_summary_naming_no_inputs_fails_inputs_resolve_by_name():
+    r = run(request(extra=[item("ev"), _summary(input_item_ids=[])]))
+    rec = next(e for e in r.manifest.excluded if e.item_id == "sum")
+    assert rec.reason == "transform_blocked"
+    assert {"input_items", "inputs_resolve"} <= set(rec.failed_assertions)
+
+
+def test_the_structured_summary_shortens_a_long_goal_line_with_an_ellipsis():
+    from .builders import base_items
+    from .test_eviction import plan
+
+    long_goal = "Find " + "x" * 300
+    cands = [c if c["item_id"] != "goal" else item("goal", "user_request", long_goal, kind="goal") for c in base_items()]
+    _, _, text = _summarised([], candidates=cands + [plan("plan-a", 300, ["OI-7"])])
+    (goal_line,) = [ln for ln in text.split("\n") if ln.startswith("Goal: ")]
+    assert goal_line == "Goal: " + long_goal[:199] + "…"
