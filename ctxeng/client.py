@@ -9,6 +9,15 @@
     client.report_usage(assembly.id, input_tokens=..., cached_tokens=..., output_tokens=...)
     client.close_run("run-42")   # later steps of the run are blocked (task_closed)
 
+With a provider SDK (neither is imported here; install the one you use):
+
+    response = openai.OpenAI().chat.completions.create(**assembly.openai_kwargs())
+    response = anthropic.Anthropic().messages.create(**assembly.anthropic_kwargs())
+    assembly.report_usage(response)   # the SDK's usage -> the assembly's usage/ endpoint
+
+`traceparent=` on `assemble`/`submit` (a W3C trace context header value) makes the assembly a
+child span of the agent's own span when the server exports OpenTelemetry traces.
+
 Errors are typed: InvalidRequest (400, `.errors` with field paths), AuthError (401/403),
 NotFound (404), Conflict (409), PayloadTooLarge (413), AssemblyFailed (the job ended `failed`),
 Timeout (not final within `timeout`). All derive from ClientError.
@@ -16,6 +25,7 @@ Timeout (not final within `timeout`). All derive from ClientError.
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 import urllib.error
@@ -76,10 +86,82 @@ class Assembly:
     job: dict[str, Any]
     manifest: dict[str, Any] | None = None
     input: dict[str, Any] | None = field(default=None)
+    client: Client | None = field(default=None, repr=False, compare=False)
 
     @property
     def ready(self) -> bool:
         return self.status == "ready"
+
+    @property
+    def adapter(self) -> str | None:
+        """The adapter that serialized `input` (`openai_chat` | `anthropic_messages`), from the manifest."""
+        return ((self.manifest or {}).get("assembly") or {}).get("adapter", {}).get("name")
+
+    def openai_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """`openai.OpenAI().chat.completions.create(**kwargs)` takes these as they are.
+
+        A copy of the payload (`model`, `messages`, `tools` when any); `overrides` are added on
+        top (`temperature=0`, `max_completion_tokens=...`), never merged into the messages.
+        """
+        return {**self._payload("openai_chat"), **overrides}
+
+    def anthropic_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """`anthropic.Anthropic().messages.create(**kwargs)` takes these as they are.
+
+        A copy of the payload (`model`, `max_tokens`, `system`, `messages`, `tools` when any).
+        """
+        return {**self._payload("anthropic_messages"), **overrides}
+
+    def report_usage(self, response: Any) -> dict[str, Any]:
+        """Report the usage of the provider's response (an SDK object or its dict) to `usage/`."""
+        if self.client is None:
+            raise ClientError("this Assembly has no client; use Client.report_usage(job_id, ...)")
+        return self.client.report_usage(self.id, **usage_from_response(response))
+
+    def _payload(self, adapter: str) -> dict[str, Any]:
+        if self.input is None:
+            raise Conflict(f"assembly {self.id} is {self.status}; there is no model input", status=409)
+        if self.adapter is not None and self.adapter != adapter:
+            raise ClientError(f"assembly {self.id} was serialized by {self.adapter}, not {adapter}: "
+                              f"set the request's adapter (or the policy's serialization.adapter)")
+        return copy.deepcopy(self.input)
+
+
+def usage_from_response(response: Any) -> dict[str, int]:
+    """`input_tokens`, `cached_tokens`, `output_tokens` from an OpenAI or Anthropic response.
+
+    OpenAI chat: `prompt_tokens` (cached included), `prompt_tokens_details.cached_tokens`,
+    `completion_tokens`. Anthropic: `input_tokens` counts only the uncached part, so the prompt
+    is `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`, and the cached
+    part is `cache_read_input_tokens`; `output_tokens`. Both are what the estimate is set against.
+    """
+    usage = _field(response, "usage")
+    if usage is None:
+        raise ValueError("the response carries no usage (a streamed response needs usage enabled)")
+    if _field(usage, "prompt_tokens") is not None:
+        details = _field(usage, "prompt_tokens_details")
+        return {
+            "input_tokens": int(_field(usage, "prompt_tokens")),
+            "cached_tokens": int(_field(details, "cached_tokens") or 0),
+            "output_tokens": int(_field(usage, "completion_tokens") or 0),
+        }
+    if _field(usage, "input_tokens") is not None:
+        cache_read = int(_field(usage, "cache_read_input_tokens") or 0)
+        cache_write = int(_field(usage, "cache_creation_input_tokens") or 0)
+        return {
+            "input_tokens": int(_field(usage, "input_tokens")) + cache_read + cache_write,
+            "cached_tokens": cache_read,
+            "output_tokens": int(_field(usage, "output_tokens") or 0),
+        }
+    raise ValueError(f"unknown usage shape: {usage!r}")
+
+
+def _field(obj: Any, name: str) -> Any:
+    if obj is None:
+        return None
+    if isinstance(obj, dict):
+        return obj.get(name)
+    return getattr(obj, name, None)
 
 
 class Client:
@@ -114,8 +196,14 @@ class Client:
 
     # ------------------------------------------------------------------ API
 
-    def submit(self, request: dict[str, Any], *, idempotency_key: str | None = None) -> dict[str, Any]:
-        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else None
+    def submit(
+        self, request: dict[str, Any], *, idempotency_key: str | None = None, traceparent: str | None = None
+    ) -> dict[str, Any]:
+        headers = {}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        if traceparent:
+            headers["traceparent"] = traceparent
         return self._call("POST", "/api/v1/assemblies/", request, headers)[1]
 
     def job(self, job_id: str) -> dict[str, Any]:
@@ -144,12 +232,13 @@ class Client:
         timeout: float = 120.0,
         poll_interval: float = 0.5,
         idempotency_key: str | None = None,
+        traceparent: str | None = None,
     ) -> Assembly:
         """Submit, and with `wait`, poll until final and fetch the manifest and input."""
-        submitted = self.submit(request, idempotency_key=idempotency_key)
+        submitted = self.submit(request, idempotency_key=idempotency_key, traceparent=traceparent)
         job_id = submitted["id"]
         if not wait:
-            return Assembly(id=job_id, status=submitted["status"], job=submitted)
+            return Assembly(id=job_id, status=submitted["status"], job=submitted, client=self)
         deadline = time.monotonic() + timeout
         job = self.job(job_id)
         while job["status"] not in FINAL:
@@ -161,7 +250,7 @@ class Client:
             raise AssemblyFailed(f"assembly {job_id} failed: {job.get('error')}", errors=[job.get("error") or "failed"])
         manifest = self.manifest(job_id)
         provider_input = self.input(job_id) if job["status"] == "ready" else None
-        return Assembly(id=job_id, status=job["status"], job=job, manifest=manifest, input=provider_input)
+        return Assembly(id=job_id, status=job["status"], job=job, manifest=manifest, input=provider_input, client=self)
 
 
 def _decode(raw: bytes) -> Any:

@@ -24,7 +24,7 @@ from ctxeng.errors import Conflict, Forbidden
 from ctxeng.rest import ApiError, read_json, read_model
 
 from . import selectors, services
-from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest, Role
+from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest, Role, UsageReport
 
 
 def assembly_html_url(job: AssemblyJob) -> str:
@@ -129,7 +129,12 @@ class AssemblyManifestApi(APIView):
                    summary="The sealed manifest")
     def get(self, request: Request, job_id: str) -> Response:
         manifest = _sealed_manifest(selectors.job_get(request.user, job_id))
-        return Response(manifest.document)
+        document = manifest.document
+        usage = UsageReport.objects.filter(manifest=manifest).only("input_tokens").first()
+        if usage is not None and isinstance(document.get("budget"), dict):
+            # The sealed row never changes; the served copy carries the provider's reported count.
+            document = {**document, "budget": {**document["budget"], "actual_input_tokens": usage.input_tokens}}
+        return Response(document)
 
 
 class AssemblyInputApi(APIView):
