@@ -14,11 +14,7 @@ level) runs; NaN, Infinity, numbers that overflow a float and integers beyond MA
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import re
-from itertools import accumulate
 from typing import Any, TypeVar
 
 from django.conf import settings
@@ -34,10 +30,9 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from ctxeng.engine import InvalidInput
+from ctxeng.engine.errors import loads_bounded as engine_loads_bounded
 from ctxeng.engine.errors import validate
-from ctxeng.engine.limits import MAX_JSON_DEPTH, MAX_JSON_INTEGER
 from ctxeng.errors import ServiceError
-from ctxeng.middleware import NUL
 
 logger = logging.getLogger(__name__)
 
@@ -95,105 +90,18 @@ class AgentTokenThrottle(SimpleRateThrottle):
 
 
 
-# The depth scan: drop escape pairs (an escaped `\"` is no quote), keep only brackets and quotes, and
-# every other quote-separated piece is outside a string.
-_ESCAPE_PAIR = re.compile(rb"\\.", re.DOTALL)
-_NOT_STRUCTURAL = bytes(sorted(set(range(256)) - set(b'[]{}"')))
-_DEPTH_STEP = [0] * 256
-_DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
-_DEPTH_STEP[ord("]")] = _DEPTH_STEP[ord("}")] = -1
-# Longest integer literal that can be within MAX_JSON_INTEGER (sign included).
-_INT_DIGITS = len(str(MAX_JSON_INTEGER)) + 1
-
-
-def json_nesting(raw: bytes) -> int:
-    """The deepest bracket nesting of a JSON text (brackets inside strings not counted), or, when
-    the text opens at most MAX_JSON_DEPTH brackets in all, that count: a bound that is enough.
-
-    Linear and without recursion (regex and `accumulate` run in C), so a 16 MB body of brackets
-    is measured in milliseconds before `json.loads` would recurse into it.
-    """
-    opened = raw.count(b"[") + raw.count(b"{")
-    if opened <= MAX_JSON_DEPTH:
-        return opened
-    unescaped = _ESCAPE_PAIR.sub(b"", raw) if b"\\" in raw else raw
-    brackets = b"".join(unescaped.translate(None, _NOT_STRUCTURAL).split(b'"')[::2])
-    return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
-
-
-class _Unrepresentable:
-    """A number `read_json` refuses, kept in place so the error can name its field."""
-
-    def __init__(self, text: str, why: str) -> None:
-        self.text, self.why = text, why
-
-
-def _problem(value: Any, path: str) -> str | None:
-    """`path: message` for the first refused value (NUL, non-finite or oversized number), if any."""
-    if isinstance(value, _Unrepresentable):
-        shown = value.text if len(value.text) <= 24 else f"{value.text[:12]}... ({len(value.text)} characters)"
-        return f"{path or 'body'}: {shown} {value.why}"
-    if isinstance(value, str):
-        return f"{path or 'body'}: contains a NUL character (\\u0000)" if NUL in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            here = f"{path}.{key}" if path else str(key)
-            if NUL in str(key):
-                return f"{here}: contains a NUL character (\\u0000)"
-            found = _problem(item, here)
-            if found:
-                return found
-    if isinstance(value, list):
-        for index, item in enumerate(value):
-            found = _problem(item, f"{path}[{index}]")
-            if found:
-                return found
-    return None
-
-
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
 
 
 def loads_bounded(raw: bytes) -> Any:
-    """Parse a JSON body within `ctxeng.engine.limits`; ApiError(400) names what is refused."""
-    depth = json_nesting(raw)
-    if depth > MAX_JSON_DEPTH:
-        raise ApiError(status.HTTP_400_BAD_REQUEST,
-                       f"body: nested {depth} levels deep, more than the limit {MAX_JSON_DEPTH}")
-    refused = False
-
-    def parse_int(text: str) -> int | _Unrepresentable:
-        nonlocal refused
-        if len(text) <= _INT_DIGITS and abs(number := int(text)) <= MAX_JSON_INTEGER:
-            return number
-        refused = True
-        return _Unrepresentable(text, f"is outside ±{MAX_JSON_INTEGER} (integers must be exact in JSON)")
-
-    def parse_float(text: str) -> float | _Unrepresentable:
-        nonlocal refused
-        number = float(text)
-        if math.isfinite(number):
-            return number
-        refused = True
-        return _Unrepresentable(text, "overflows a floating-point number (numbers must be finite)")
-
-    def parse_constant(text: str) -> _Unrepresentable:
-        nonlocal refused
-        refused = True
-        return _Unrepresentable(text, "is not a JSON number (numbers must be finite)")
-
+    """Parse a JSON body within `ctxeng.engine.limits` (the engine's one bounded reader, which the
+    CLI uses too); ApiError(400) names what is refused."""
     try:
-        data = json.loads(raw, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ApiError(status.HTTP_400_BAD_REQUEST, f"body: malformed JSON ({exc})") from None
-    # JSON can carry NUL only as an escape; PostgreSQL cannot store it (text or jsonb).
-    if refused or b"\\u0000" in raw.lower():
-        problem = _problem(data, "")
-        if problem is not None:
-            raise ApiError(status.HTTP_400_BAD_REQUEST, problem)
-    return data
+        return engine_loads_bounded(raw, what="body")
+    except InvalidInput as exc:
+        raise ApiError(status.HTTP_400_BAD_REQUEST, *exc.errors) from None
 
 
 class BoundedJSONParser(JSONParser):

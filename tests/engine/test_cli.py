@@ -213,3 +213,19 @@ def test_a_bad_artifact_file_exits_2_naming_the_file_and_field(tmp_path):
     lines = out.stderr.splitlines()
     assert lines[0].startswith("invalid: artifacts/plan-5.json: writer:")
     assert lines[1] == "invalid: artifacts/plan-6.json: content_hash: sha256:" + "0" * 64 + " does not match the content"
+
+
+def test_the_cli_reads_json_within_the_same_bounds_as_the_api(tmp_path, example):
+    """Nesting beyond 64 levels (before the parser recurses), NaN and unsafe integers: exit 2 with
+    the field, never a RecursionError or a float the manifest cannot hold."""
+    deep = "[" * 10_000 + "]" * 10_000
+    cases = {
+        "deep.json": ('{"run_id": ' + deep + "}", "body: nested 10001 levels deep, more than the limit 64"),
+        "nan.json": ('{"run_id": "r", "relevance": NaN}', "relevance: NaN is not a JSON number"),
+        "big.json": ('{"run_id": ' + "9" * 5000 + "}", "run_id: 999999999999... (5000 characters) is outside"),
+    }
+    for name, (text, message) in cases.items():
+        (tmp_path / name).write_text(text)
+        out = ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(tmp_path / name))
+        assert out.returncode == 2, name
+        assert message in out.stderr and "Traceback" not in out.stderr, (name, out.stderr)
