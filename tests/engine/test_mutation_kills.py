@@ -331,6 +331,8 @@ def test_a_supplied_summary_naming_no_inputs_fails_inputs_resolve_by_name():
     rec = next(e for e in r.manifest.excluded if e.item_id == "sum")
     assert rec.reason == "transform_blocked"
     assert {"input_items", "inputs_resolve"} <= set(rec.failed_assertions)
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
+    assert record.output_digest is None  # a summary that failed produced no admitted output
 
 
 def test_the_structured_summary_shortens_a_long_goal_line_with_an_ellipsis():
