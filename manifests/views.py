@@ -156,45 +156,13 @@ def _page_number_of(rows: list[dict[str, Any]], item_id: str, per_page: int = PA
     return None
 
 
-class _KnownCountPaginator(Paginator):
-    """A Paginator over a list that is one page of a longer one whose length is known."""
-
-    def __init__(self, head: list[Any], per_page: int, total: int) -> None:
-        super().__init__(head, per_page)
-        self.total = total
-
-    @property
-    def count(self) -> int:
-        return self.total
-
-
-def _head_page(manifest: Any, sealed: dict[str, Any], section: str, number: Any, per_page: int):
-    """A page of tool pairs or transforms: page 1 from `sections`, later pages from the document."""
-    total = sealed.get(f"{section}_total") or 0
-    if str(number or "1") == "1" or total <= per_page:
-        return _KnownCountPaginator(sealed.get(section) or [], per_page, total).get_page(1)
-    rows = sel.manifest_sections(manifest.pk, (section,)).get(section) or []
-    return page_of(rows, number, per_page)
-
-
-def _sealed_context(manifest: Any, sealed: dict[str, Any], params: Any) -> dict[str, Any]:
-    """The manifest page's lower regions from `Manifest.sections` (bounded cost)."""
-    return {
-        "reason_counts": [tuple(pair) for pair in sealed.get("reason_counts") or []],
-        "excluded_total": sealed.get("excluded_total") or 0,
-        "tool_pairs_page": _head_page(manifest, sealed, "tool_pairs", params.get("tool_pairs_page"), TOOL_PAIRS_PAGE_SIZE),
-        "transforms_page": _head_page(manifest, sealed, "transforms", params.get("transforms_page"), TRANSFORMS_PAGE_SIZE),
-        "transform_bodies_on_demand": True,
-    }
-
-
 def _section_context(sections: dict[str, Any], params: Any) -> dict[str, Any]:
-    """The same regions from the document's sections (a manifest sealed before `sections`)."""
+    """A page of tool pairs or transforms (with their excerpts) from the sealed document."""
+    tool_pairs = sections.get("tool_pairs") or []
     return {
-        "reason_counts": sel.reason_counts(sections.get("excluded") or []),
-        "excluded_total": len(sections.get("excluded") or []),
-        "tool_pairs_page": page_of(sections.get("tool_pairs") or [], params.get("tool_pairs_page"), TOOL_PAIRS_PAGE_SIZE),
+        "tool_pairs_page": page_of(tool_pairs, params.get("tool_pairs_page"), TOOL_PAIRS_PAGE_SIZE),
         "transforms_page": page_of(sections.get("transforms") or [], params.get("transforms_page"), TRANSFORMS_PAGE_SIZE),
+        "unresolved": [p for p in tool_pairs if p.get("decision") == "unresolved"],
     }
 
 
@@ -425,19 +393,25 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         return render(request, "manifests/manifest.html", context)
     if manifest.sections is not None:
         sealed = manifest.sections
-        context.update(_sealed_context(manifest, sealed, request.GET))
         context.update({
             "lineage": _lineage_of(sealed.get("lineage_items") or [], sealed.get("lineage_total") or 0,
                                    sealed.get("summaries") or [], sealed.get("summaries_total") or 0),
             "included_total": sealed.get("included_total") or 0,
+            "excluded_total": sealed.get("excluded_total") or 0,
+            "reason_counts": [tuple(pair) for pair in sealed.get("reason_counts") or []],
+            "transforms_total": sealed.get("transforms_total") or 0,
+            "tool_pairs_total": sealed.get("tool_pairs_total") or 0,
             "unresolved": sealed.get("unresolved") or [],
         })
     else:
         sealed = sel.manifest_sections(manifest.pk)
-        context.update(_section_context(sealed, request.GET))
         context.update({
             "lineage": _lineage(sealed),
             "included_total": len(sealed.get("included") or []),
+            "excluded_total": len(sealed.get("excluded") or []),
+            "reason_counts": sel.reason_counts(sealed.get("excluded") or []),
+            "transforms_total": len(sealed.get("transforms") or []),
+            "tool_pairs_total": len(sealed.get("tool_pairs") or []),
             "unresolved": [p for p in sealed.get("tool_pairs") or [] if p.get("decision") == "unresolved"],
         })
     budget = sealed.get("budget") or {}

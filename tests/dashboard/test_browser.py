@@ -165,8 +165,17 @@ def test_no_panel_overflows_at_1280_px(logged_in, live_server, shots):
                 f"/assemblies/{example['ready'].id}/?item=summary-lossy&group=zone", "/runs/run-42/",
                 f"/assemblies/{example['ready'].id}/input/?item=result-call-a"):
         assert page.goto(live_server.url + url).status == 200, url
-        page.wait_for_load_state("networkidle")
+        for _ in range(3):  # the lower regions load as they are scrolled to
+            page.evaluate("window.scrollTo(0, document.body.scrollHeight)")
+            page.wait_for_load_state("networkidle")
         assert page.evaluate(OVERFLOW_JS) == [], url
+    page.goto(f"{live_server.url}/assemblies/{example['ready'].id}/")
+    page.locator("#tool-pairs").scroll_into_view_if_needed()
+    page.wait_for_selector("#tool-pairs table")
+    page.locator("#transforms").scroll_into_view_if_needed()
+    page.wait_for_selector("#transforms article.transform")
+    assert page.evaluate(OVERFLOW_JS) == []
+    shots(page, "manifest-lower-sections-1280.png")
     page.goto(f"{live_server.url}/assemblies/{example['blocked'].id}/")
     shots(page, "manifest-blocked-1280.png")
 

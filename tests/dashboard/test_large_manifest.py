@@ -60,7 +60,7 @@ def test_the_page_of_a_big_manifest_never_reads_its_document(owner_client, big, 
     assert not any('"document"' in query["sql"] for query in captured.captured_queries)
     document = Manifest.objects.get(job=big).document
     assert f"{len(document['included']) + len(document['excluded'])} items · page 1 of" in body
-    assert "Loading the before/after excerpts" in body
+    assert "Loading the transforms with their before/after excerpts" in body
 
 
 def _inspector_urls(big) -> list[str]:
