@@ -150,7 +150,7 @@ def test_an_item_body_loads_on_demand(owner_client, example):
 
 def test_why_excluded_links_each_hit_to_its_manifest_row(owner_client, example):
     body = owner_client.get("/why/?q=plan-42-r4").content.decode()
-    assert f"/assemblies/{example['ready'].id}/?item=plan-42-r4#item-" in body
+    assert f"/assemblies/{example['ready'].id}/?item=plan-42-r4\"" in body  # the inspector opens on it
     assert "stale_revision" in body
     by_ref = owner_client.get("/why/?q=agent-rules.md").content.decode()
     assert "notes-as-control" in by_ref
