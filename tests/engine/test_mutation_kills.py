@@ -344,3 +344,29 @@ def test_the_structured_summary_shortens_a_long_goal_line_with_an_ellipsis():
     _, _, text = _summarised([], candidates=cands + [plan("plan-a", 300, ["OI-7"])])
     (goal_line,) = [ln for ln in text.split("\n") if ln.startswith("Goal: ")]
     assert goal_line == "Goal: " + long_goal[:199] + "…"
+
+
+def test_a_verified_supplied_summary_records_its_declared_input_range():
+    summary = _summary(input_item_ids=["ev", "ev2"], input_range={"start_item_id": "ev", "end_item_id": "ev2"})
+    r = run(request(extra=[item("ev"), item("ev2"), summary]))
+    assert "sum" in included(r)
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
+    assert (record.input_range.start_item_id, record.input_range.end_item_id) == ("ev", "ev2")
+
+
+def test_a_redaction_record_shows_the_redacted_text_after():
+    text = "config line before\nkey = AKIAIOSFODNN7EXAMPLE\nconfig line after"
+    r = run(request(extra=[item("cfg", "repository_source", text, relevance=0.9)]))
+    (record,) = [t for t in r.manifest.transforms if t.type == "redact"]
+    assert record.after_excerpt == "config line before\nkey = [ctxeng:redacted credential]\nconfig line after"
+
+
+def test_a_claims_source_label_leaves_out_lines_it_does_not_have():
+    from ctxeng.engine.models import CheckpointState
+    from ctxeng.engine.transforms import render_checkpoint
+
+    state = CheckpointState(
+        input_item_ids=["plan-a"], goal="g", current_stage="s",
+        confirmed_claims=[{"claim": "pairs by id", "source_ref": {"repo": "pi", "commit": "c0ffee", "path": "a.ts"}}],
+    )
+    assert "Confirmed Claims: pairs by id [pi@c0ffee:a.ts:]" in render_checkpoint(state).split("\n")
