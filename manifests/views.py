@@ -485,7 +485,7 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
 @require_GET
 @dashboard_page
 def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
-    """One item's full record: gates, security assessment, lineage and its submitted body; with
+    """One item's submitted content with its identity (the inspector loads it when asked); with
     `part=excerpts`, the before/after excerpts of the transforms that touched it."""
     job = _job_or_404(request, job_id)
     manifest = _manifest_of(job)
@@ -498,26 +498,13 @@ def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
         return render(request, "manifests/partials/item_excerpts.html", {"job": job, "manifest": manifest, "transforms": transforms})
     found = sel.item_record(manifest_id=manifest.pk, item_id=item_id) if manifest.sections is not None else None
     if found is not None:
-        decision, record = found
-        sections = sel.manifest_sections(manifest.pk, ("transforms",))
+        record = found[1]
     else:
-        sections = sel.manifest_sections(manifest.pk, ("included", "excluded", "transforms"))
-        record = next((r for r in sections.get("included") or [] if r.get("item_id") == item_id), None)
-        decision = "included"
-        if record is None:
-            record = next((r for r in sections.get("excluded") or [] if r.get("item_id") == item_id), None)
-            decision = "excluded"
+        sections = sel.manifest_sections(manifest.pk, ("included", "excluded"))
+        record = next((r for d in ("included", "excluded") for r in sections.get(d) or [] if r.get("item_id") == item_id), None)
     if record is None:
         raise Http404("no such item")
-    transform_id = record.get("transform_record_id")
-    transforms = [t for t in sections.get("transforms") or []
-                  if t.get("record_id") == transform_id or item_id in (t.get("input_item_ids") or [])
-                  or t.get("output_item_id") == item_id]
-    return render(request, "manifests/partials/item_detail.html", {
-        "job": job, "record": record, "decision": decision,
-        "lineage": lineage_tree(record.get("source_lineage") or []),
-        "transforms": transforms, "body": sel.item_body(job, item_id),
-    })
+    return render(request, "manifests/partials/item_detail.html", {"job": job, "record": record, "body": sel.item_body(job, item_id)})
 
 
 @require_GET

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import html
 
 import pytest
 
@@ -145,7 +146,9 @@ def test_the_serialized_input_marks_untrusted_blocks(owner_client, example):
 
 def test_an_item_body_loads_on_demand(owner_client, example):
     body = owner_client.get(f"/assemblies/{example['ready'].id}/item/?item_id=evidence-pi-transform-context").content.decode()
-    assert "Submitted content" in body and "evidence-pi-transform-context-raw" in body
+    submitted = next(c for c in example_json("request.json")["candidates"] if c["item_id"] == "evidence-pi-transform-context")
+    assert "Submitted content" in body and html.escape(submitted["content"].splitlines()[0]) in body
+    assert "own source" not in owner_client.get(f"/assemblies/{example['ready'].id}/item/?item_id=summary-checkpoint-19").content.decode()
 
 
 def test_why_excluded_links_each_hit_to_its_manifest_row(owner_client, example):
