@@ -74,6 +74,7 @@ INSTALLED_APPS = [
     "manifests",
     "policies",
     "ctxeng.audit",
+    "ctxeng.accounts",
 ]
 
 MIDDLEWARE = [
@@ -111,6 +112,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "ctxeng.accounts.context_processors.people_link",
             ],
         },
     },
@@ -279,6 +281,9 @@ SPECTACULAR_SETTINGS = {
 # Unset: jobs run in this process right after the submitting transaction commits.
 REDIS_URL = os.environ.get("REDIS_URL", "")
 CTXENG_JOBS_INLINE = not REDIS_URL
+# Where reviewers reach the dashboard (https://ctxeng.example.com): the absolute link in each
+# assembly's trace span (ctxeng.telemetry). Unset: the span carries the path alone.
+CTXENG_PUBLIC_URL = os.environ.get("CTXENG_PUBLIC_URL", "").rstrip("/")
 
 CTXENG_MAX_ATTEMPTS = envint("CTXENG_MAX_ATTEMPTS", "3")
 # A running job writes heartbeat_at every CTXENG_HEARTBEAT_SECONDS; a job whose heartbeat is older

@@ -21,6 +21,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(next_page="login"), name="logout"),
     path("", include("manifests.urls_pages")),
     path("", include("policies.urls_pages")),
+    path("", include("ctxeng.accounts.urls")),
 ]
 
 handler404 = "ctxeng.views.not_found"

@@ -1,6 +1,5 @@
-"""Tenancy, assembly jobs and their sealed results.
+"""Assembly jobs and their sealed results, in a tenant (ctxeng.accounts).
 
-- Tenant / Membership: a user acts in a tenant under one or more roles (one row per role).
 - Run / AssemblyJob: the job row is the source of truth for an assembly; it is saved first,
   enqueued on commit, claimed with a guarded status change and ends `ready | blocked | failed`.
 - Manifest: the sealed ContextAssemblyManifest document and the provider input, one per job
@@ -22,43 +21,15 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+# Tenancy moved to ctxeng.accounts (issue 11). Tenant is this app's foreign-key target; Role and
+# Membership are still imported from here by modules of this app and by tests written before the
+# move, so the three names stay importable here until those imports name ctxeng.accounts.
+from ctxeng.accounts.models import Membership, Role, Tenant  # noqa: F401
 from ctxeng.engine.limits import MAX_ID, MAX_ITEM_ID, MAX_NAME
 
 
 class Immutable(Exception):
     """Raised when code tries to change a sealed manifest, a stored artifact or a published revision."""
-
-
-class Role(models.TextChoices):
-    AGENT = "agent"
-    REVIEWER = "reviewer"
-    POLICY_EDITOR = "policy_editor"
-    ADMIN = "admin"
-
-
-class Tenant(models.Model):
-    slug = models.SlugField(max_length=MAX_NAME, unique=True)
-    name = models.CharField(max_length=200, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["slug"]
-
-    def __str__(self) -> str:
-        return self.slug
-
-
-class Membership(models.Model):
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="memberships")
-    role = models.CharField(max_length=20, choices=Role.choices)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        constraints = [models.UniqueConstraint(fields=["user", "tenant", "role"], name="membership_unique_role")]
-
-    def __str__(self) -> str:
-        return f"{self.user} in {self.tenant} as {self.role}"
 
 
 class Run(models.Model):

@@ -1,5 +1,6 @@
-"""Reads for tenancy, jobs, manifests, item decisions and artifacts, and what the engine reads
-from the store for a job (its tenant's artifacts, the lifecycle events its records imply).
+"""Reads for jobs, manifests, item decisions and artifacts, and what the engine reads from the
+store for a job (its tenant's artifacts, the lifecycle events its records imply). The tenancy
+reads (`tenants_for`, `roles_in`, `tenant_for_role`) are ctxeng.accounts.selectors.
 
 Every selector that returns tenant data takes the acting user and filters by the user's tenants,
 so another tenant's object is simply not found (404), never "forbidden" (which would confirm it
@@ -14,6 +15,10 @@ from collections.abc import Callable
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from ctxeng.accounts.models import Membership, Tenant
+
+# roles_in and tenant_for_role: manifests.api and manifests.services call them as this module's.
+from ctxeng.accounts.selectors import roles_in, tenant_for_role, tenants_for  # noqa: F401
 from ctxeng.engine import (
     AssemblyRequest,
     ContextPolicy,
@@ -24,42 +29,9 @@ from ctxeng.engine import (
 from ctxeng.engine.lifecycle import named_artifact
 from ctxeng.engine.models import LifecycleEventRecord
 from ctxeng.engine.vocabulary import LifecycleEvent
-from ctxeng.errors import Forbidden, NotFound
+from ctxeng.errors import NotFound
 
-from .models import Artifact, AssemblyJob, Manifest, ManifestItem, Membership, Role, Tenant
-
-
-def tenants_for(user: AbstractBaseUser) -> QuerySet[Tenant]:
-    if not user.is_authenticated:
-        return Tenant.objects.none()
-    return Tenant.objects.filter(memberships__user=user).distinct()
-
-
-def roles_in(user: AbstractBaseUser, tenant: Tenant) -> set[str]:
-    roles = set(Membership.objects.filter(user=user, tenant=tenant).values_list("role", flat=True))
-    if Role.ADMIN in roles:
-        roles |= set(Role.values)
-    return roles
-
-
-def tenant_for_role(user: AbstractBaseUser, *, role: str, slug: str | None = None) -> Tenant:
-    """The tenant a write acts in: the named one, or the user's only tenant holding `role`.
-
-    A tenant outside the user's memberships, or one where the user lacks the role: Forbidden.
-    """
-    if slug is not None:
-        tenant = tenants_for(user).filter(slug=slug).first()
-        if tenant is None:
-            raise Forbidden(f"tenant: you are not a member of tenant {slug!r}")
-        if role not in roles_in(user, tenant):
-            raise Forbidden(f"tenant: the {role} role is required in tenant {slug!r}")
-        return tenant
-    candidates = [t for t in tenants_for(user) if role in roles_in(user, t)]
-    if not candidates:
-        raise Forbidden(f"the {role} role is required")
-    if len(candidates) > 1:
-        raise Forbidden(f"tenant: you hold {role} in several tenants; name one with tenant")
-    return candidates[0]
+from .models import Artifact, AssemblyJob, Manifest, ManifestItem
 
 
 def jobs_for(

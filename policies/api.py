@@ -16,13 +16,13 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ctxeng.accounts.models import Role
+from ctxeng.accounts.selectors import roles_in, tenant_for_role, tenants_for
 from ctxeng.engine import ContextPolicy
 from ctxeng.engine.errors import validate
 from ctxeng.engine.limits import MAX_NAME, MAX_NOTE
 from ctxeng.errors import BadReference, Forbidden
 from ctxeng.rest import read_json, read_model
-from manifests.models import Role
-from manifests.selectors import roles_in, tenant_for_role, tenants_for
 
 from . import selectors, services
 from .diffing import diff

@@ -24,12 +24,13 @@ import yaml
 from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 
+from ctxeng.accounts.models import Tenant
 from ctxeng.engine import InvalidInput, assemble
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.render import block_footer, block_prefix
 from ctxeng.engine.tokens import default_tokenizer
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
-from manifests.models import AssemblyJob, Tenant
+from manifests.models import AssemblyJob
 from manifests.selectors import artifact_lookup, request_as_assembled
 
 from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus

@@ -21,7 +21,7 @@ from manifests.models import Immutable
 
 
 class Policy(models.Model):
-    tenant = models.ForeignKey("manifests.Tenant", on_delete=models.CASCADE, related_name="policies")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="policies")
     policy_id = models.CharField(max_length=MAX_ID)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
+from ctxeng.accounts.models import Tenant
+from ctxeng.accounts.selectors import tenants_for
 from ctxeng.errors import BadReference, NotFound
-from manifests.models import Tenant
-from manifests.selectors import tenants_for
 
 from .models import Policy, PolicyRevision, RevisionStatus
 

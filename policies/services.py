@@ -27,6 +27,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from ctxeng.accounts.models import Tenant
 from ctxeng.audit.models import AuditAction
 from ctxeng.audit.services import revision_event
 from ctxeng.engine import InvalidInput, parse_policy, policy_digest
@@ -34,7 +35,6 @@ from ctxeng.engine.errors import load_yaml_text
 from ctxeng.engine.models import ContextPolicy
 from ctxeng.engine.policy import policy_body
 from ctxeng.errors import Conflict
-from manifests.models import Tenant
 
 from .models import (
     ACTIVE_PREVIEW_STATUSES,

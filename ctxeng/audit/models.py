@@ -1,7 +1,9 @@
 """AuditEvent: one row per attributable change, append-only.
 
-Policy revisions (created, edited, published, retired), API tokens (issued, revoked) and login
-lockouts (too many wrong passwords, django-axes) write one event each: the actor (a user, or the operator named by `actor_name` for management commands),
+Policy revisions (created, edited, published, retired), API tokens (issued, revoked), people
+(a user created, a role granted or revoked, a password set, a set-password link issued; the
+people page, ctxeng.accounts) and login lockouts (too many wrong passwords, django-axes) write one
+event each: the actor (a user, or the operator named by `actor_name` for management commands),
 the time, the tenant, and the digest that identifies what changed — the revision's policy digest,
 or a token's fingerprint (a sha256 prefix of the key; the key itself is never stored). Rows
 cannot be changed or deleted through the model.
@@ -25,11 +27,15 @@ class AuditAction(models.TextChoices):
     RUN_CLOSED = "run_closed"
     MEMBERSHIP_REVOKED = "membership_revoked"
     LOGIN_LOCKED_OUT = "login_locked_out"
+    USER_CREATED = "user_created"
+    MEMBERSHIP_GRANTED = "membership_granted"
+    PASSWORD_SET = "password_set"
+    PASSWORD_LINK_ISSUED = "password_link_issued"
 
 
 class AuditEvent(models.Model):
     action = models.CharField(max_length=30, choices=AuditAction.choices)
-    tenant = models.ForeignKey("manifests.Tenant", on_delete=models.CASCADE, null=True, blank=True,
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, null=True, blank=True,
                                related_name="audit_events")
     actor = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True,
                               related_name="+")

@@ -102,3 +102,31 @@ def test_an_anchor_lands_below_any_sticky_bar(open_page, live_server, tmp_path):
         assert top >= page.evaluate(STICKY_BOTTOM_JS), url
         assert top < 600, url
     page.screenshot(path=str(tmp_path / "anchor.png"))
+
+
+def test_a_tenant_admin_adds_a_person_and_issues_a_token_shown_once(open_page, live_server, tmp_path):
+    _, open_as = open_page
+    page = open_as()
+    page.click("nav.mainnav a:text('People')")
+    page.wait_for_url(f"{live_server.url}/people/")
+    page.fill("#id_new_username", "dana")
+    page.check("#add-person input[name=roles][value=agent]")
+    page.check("#add-person input[name=credential][value=none]")
+    page.click("#add-person button[type=submit]")
+    page.wait_for_selector("li.message.success")
+    assert "Added dana in tenant-x." in page.locator("ul.messages").inner_text()
+    row = page.locator("tr", has=page.locator("strong", has_text="dana"))
+    assert "agent" in row.inner_text() and "reviewer" in row.inner_text()
+    row.locator("button", has_text="Issue a token").click()
+    page.wait_for_selector("#token-value")
+    key = page.locator("#token-value").inner_text()
+    assert len(key) == 40
+    page.screenshot(path=str(tmp_path / "people-token.png"), full_page=True)
+    page.goto(f"{live_server.url}/people/")
+    assert key not in page.content()  # shown once
+    row = page.locator("tr", has=page.locator("strong", has_text="dana"))
+    row.locator("button", has_text="Revoke").click()
+    page.wait_for_selector("li.message.success")
+    assert "Revoked the API token of dana" in page.locator("ul.messages").inner_text()
+    assert "token_revoked" in page.locator("#people-audit").inner_text()
+    page.screenshot(path=str(tmp_path / "people.png"), full_page=True)

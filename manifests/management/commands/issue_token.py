@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ctxeng.accounts.models import Role
+from ctxeng.accounts.services import tenant_member_add
 from ctxeng.audit.services import cli_actor
-from manifests.models import Role
-from manifests.services import tenant_member_add
 
 
 class Command(BaseCommand):

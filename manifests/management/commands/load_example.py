@@ -10,9 +10,10 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
+from ctxeng.accounts.models import Role, Tenant
+from ctxeng.accounts.services import tenant_member_add
 from manifests.examples import example_dir, example_json, example_text
-from manifests.models import Role, Tenant
-from manifests.services import assembly_job_submit, tenant_member_add
+from manifests.services import assembly_job_submit
 from policies.services import policy_import
 
 TENANT = "tenant-x"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ctxeng.accounts.services import token_revoke
 from ctxeng.audit.services import cli_actor
 from ctxeng.errors import NotFound
-from manifests.services import token_revoke
 
 
 class Command(BaseCommand):

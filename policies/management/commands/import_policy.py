@@ -6,9 +6,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from ctxeng.accounts.models import Tenant
 from ctxeng.engine import InvalidInput
 from ctxeng.errors import ServiceError
-from manifests.models import Tenant
 from policies.services import policy_import
 
 

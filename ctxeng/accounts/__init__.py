@@ -1,0 +1,1 @@
+"""Tenancy: tenants, the users' roles in them (memberships), and API tokens; the people page."""

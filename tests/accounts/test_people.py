@@ -1,0 +1,156 @@
+"""The people page: a tenant admin adds people (with a password or a set-password link), grants
+and revokes roles, issues a token shown once and revokes it; every change is in the audit trail.
+Around three users: the admin (owner), a member who must not manage people (reviewer), and people
+of another tenant, whose password and token are not the admin's to touch."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from ctxeng.accounts.models import Membership
+from ctxeng.audit.models import AuditEvent
+
+PEOPLE = "/people/"
+STRONG = "a long enough passphrase 42"
+
+
+def user(name: str):
+    return get_user_model().objects.get(username=name)
+
+
+def roles(name: str, tenant: str = "tenant-x") -> set[str]:
+    return set(Membership.objects.filter(user__username=name, tenant__slug=tenant).values_list("role", flat=True))
+
+
+def events(action: str, subject: str) -> list[AuditEvent]:
+    return list(AuditEvent.objects.filter(action=action, subject=subject))
+
+
+def text(response) -> str:
+    return html.unescape(response.content.decode())
+
+
+def test_only_a_tenant_admin_manages_people(admin_client, example):
+    page = admin_client.get(PEOPLE)
+    assert page.status_code == 200
+    assert all(name in text(page) for name in ("owner", "reviewer", "both")) and "outsider" not in text(page)
+    assert 'href="/people/"' in admin_client.get("/").content.decode()  # the People link
+
+
+def test_a_member_without_the_admin_role_gets_403_naming_it(reviewer_client, example):
+    response = reviewer_client.get(PEOPLE)
+    assert response.status_code == 403 and "the admin role is required in tenant tenant-x" in text(response)
+    assert 'href="/people/"' not in reviewer_client.get("/").content.decode()
+    posted = reviewer_client.post(PEOPLE, {"username": "mallory", "roles": ["admin"], "credential": "none"})
+    assert posted.status_code == 403 and not get_user_model().objects.filter(username="mallory").exists()
+
+
+def test_an_anonymous_visitor_is_sent_to_log_in(client, example):
+    response = client.get(PEOPLE)
+    assert response.status_code == 302 and response["Location"].startswith("/login/")
+
+
+def test_an_admin_adds_a_person_with_a_password_who_can_then_log_in(admin_client, example):
+    response = admin_client.post(PEOPLE, {"username": "alice", "roles": ["reviewer", "policy_editor"],
+                                          "credential": "password", "password": STRONG})
+    assert response.status_code == 200 and "Added alice in tenant-x." in text(response)
+    assert roles("alice") == {"reviewer", "policy_editor"}
+    assert Client().login(username="alice", password=STRONG)
+    assert STRONG not in text(response)
+    assert [e.actor_name for e in events("user_created", "alice")] == ["owner"]
+    assert sorted(e.note for e in events("membership_granted", "alice")) == ["role policy_editor", "role reviewer"]
+
+
+def test_a_weak_password_or_no_role_is_refused_and_nothing_is_created(admin_client, example):
+    weak = admin_client.post(PEOPLE, {"username": "bob", "roles": ["reviewer"], "credential": "password", "password": "x"})
+    assert weak.status_code == 400 and "password: This password is too short" in text(weak)
+    assert 'value="bob"' in weak.content.decode()  # the username stays typed, never the password
+    none = admin_client.post(PEOPLE, {"username": "bob", "credential": "none"})
+    assert none.status_code == 400 and "roles: choose at least one role" in text(none)
+    assert not get_user_model().objects.filter(username="bob").exists()
+    assert not AuditEvent.objects.filter(subject="bob").exists()
+
+
+def test_a_set_password_link_is_shown_once_and_works_once(admin_client, example):
+    response = admin_client.post(PEOPLE, {"username": "carol", "roles": ["reviewer"], "credential": "link"})
+    link = re.search(r'id="link-value">([^<]+)<', response.content.decode()).group(1)
+    assert link.startswith("http://testserver/set-password/")
+    assert not user("carol").has_usable_password()
+    assert link not in admin_client.get(PEOPLE).content.decode()  # shown once
+    visitor = Client()
+    form = visitor.get(link, follow=True)
+    assert form.status_code == 200 and "new_password1" in form.content.decode()
+    done = visitor.post(form.redirect_chain[-1][0], {"new_password1": STRONG, "new_password2": STRONG})
+    assert done.status_code == 302 and done["Location"] == "/login/"
+    assert Client().login(username="carol", password=STRONG)
+    assert "This link is not valid any more" in text(Client().get(link, follow=True))
+    assert len(events("password_link_issued", "carol")) == 1
+
+
+def test_roles_are_granted_and_revoked_with_an_audit_event_each(admin_client, example):
+    reviewer = user("reviewer")
+    granted = admin_client.post(f"/people/{reviewer.pk}/role/", {"role": "policy_editor", "action": "grant"}, follow=True)
+    assert "reviewer now holds policy_editor in tenant-x." in text(granted)
+    assert roles("reviewer") == {"reviewer", "policy_editor"}
+    admin_client.post(f"/people/{reviewer.pk}/role/", {"role": "reviewer", "action": "revoke"})
+    assert roles("reviewer") == {"policy_editor"}
+    assert [e.note for e in events("membership_granted", "reviewer")] == ["role policy_editor"]
+    assert [e.note for e in events("membership_revoked", "reviewer")] == ["role reviewer"]
+
+
+def test_the_last_admin_of_a_tenant_keeps_the_role(admin_client, example):
+    response = admin_client.post(f"/people/{example['owner'].pk}/role/", {"role": "admin", "action": "revoke"})
+    assert response.status_code == 409 and "owner is the last admin of tenant-x" in text(response)
+    assert "admin" in roles("owner")
+
+
+def test_a_token_is_shown_once_works_and_is_revoked(admin_client, example):
+    reviewer = user("reviewer")
+    Token.objects.filter(user=reviewer).delete()  # build_example issued one through the command's path
+    issued = admin_client.post(f"/people/{reviewer.pk}/token/")
+    key = re.search(r'id="token-value">([0-9a-f]{40})<', issued.content.decode()).group(1)
+    assert Token.objects.get(user=reviewer).key == key
+    page = admin_client.get(PEOPLE).content.decode()
+    assert key not in page
+    fingerprint = events("token_issued", "reviewer")[0].digest
+    assert fingerprint in page and fingerprint.startswith("sha256:")
+    api = Client(HTTP_AUTHORIZATION=f"Token {key}")
+    assert api.get("/api/v1/policies/").status_code == 200
+    again = admin_client.post(f"/people/{reviewer.pk}/token/")
+    assert again.status_code == 409 and "already has a token; revoke it first" in text(again)
+    revoked = admin_client.post(f"/people/{reviewer.pk}/token/revoke/", follow=True)
+    assert "Revoked the API token of reviewer" in text(revoked)
+    assert api.get("/api/v1/policies/").status_code == 401
+    assert [e.digest for e in events("token_revoked", "reviewer")] == [fingerprint]
+
+
+def test_a_person_of_another_tenant_is_not_found(admin_client, example):
+    outsider = user("outsider")
+    for url in (f"/people/{outsider.pk}/role/", f"/people/{outsider.pk}/token/", f"/people/{outsider.pk}/token/revoke/",
+                f"/people/{outsider.pk}/password-link/"):
+        assert admin_client.post(url, {"role": "reviewer", "action": "grant"}).status_code == 404, url
+    assert roles("outsider") == set() and Token.objects.filter(user=outsider).exists()
+
+
+@pytest.mark.parametrize("action", ["token/revoke/", "password-link/"])
+def test_the_password_and_token_of_someone_also_in_another_tenant_are_not_this_admins(admin_client, example, action):
+    both = user("both")
+    response = admin_client.post(f"/people/{both.pk}/{action}")
+    assert response.status_code == 403 and "also a member of a tenant you do not administer" in text(response)
+    assert Token.objects.filter(user=both).exists()
+    assert not AuditEvent.objects.filter(subject="both", action__in=["token_revoked", "password_link_issued"]).exists()
+
+
+def test_adding_an_existing_user_grants_roles_but_cannot_reset_their_password(admin_client, example):
+    added = admin_client.post(PEOPLE, {"username": "outsider", "roles": ["reviewer"], "credential": "none"})
+    assert added.status_code == 200 and roles("outsider") == {"reviewer"}
+    taken = admin_client.post(PEOPLE, {"username": "outsider", "roles": ["reviewer"], "credential": "password",
+                                       "password": STRONG})
+    assert taken.status_code == 403
+    assert not Client().login(username="outsider", password=STRONG)
