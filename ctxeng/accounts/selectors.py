@@ -81,6 +81,7 @@ def account_managed_by(actor: AbstractBaseUser, user: AbstractBaseUser) -> bool:
 class Person:
     user: AbstractBaseUser
     roles: tuple[str, ...]
+    grantable: tuple[str, ...]  # the roles they do not hold yet
     token_fingerprint: str
     token_created: object
     other_tenants: int
@@ -107,7 +108,7 @@ def people_in(tenant: Tenant, *, actor: AbstractBaseUser) -> list[Person]:
     for user_id, user in users.items():
         token = tokens.get(user_id)
         people.append(Person(
-            user=user, roles=tuple(roles[user_id]),
+            user=user, roles=tuple(roles[user_id]), grantable=tuple(r for r in Role.values if r not in roles[user_id]),
             token_fingerprint=token_fingerprint(token.key) if token else "",
             token_created=token.created if token else None,
             other_tenants=len(elsewhere.get(user_id, ())),
