@@ -22,6 +22,7 @@ from ctxeng.engine import AssemblyRequest, ContextAssemblyManifest
 from ctxeng.engine.limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME
 from ctxeng.errors import Conflict, Forbidden
 from ctxeng.rest import ApiError, read_json, read_model
+from ctxeng.telemetry import traceparent_header
 
 from . import selectors, services
 from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest, Role, UsageReport
@@ -111,7 +112,8 @@ class AssemblyListApi(APIView):
             raise ApiError(status.HTTP_400_BAD_REQUEST,
                            f"Idempotency-Key: {len(key)} characters, more than the limit {MAX_ID}")
         data = read_json(request)
-        job, created = services.assembly_job_submit(user=request.user, data=data, idempotency_key=key)
+        job, created = services.assembly_job_submit(user=request.user, data=data, idempotency_key=key,
+                                                    traceparent=traceparent_header(request.headers.get("traceparent")))
         job.refresh_from_db()
         body = {"id": str(job.id), "status": job.status, "url": reverse("api-assembly", args=[job.id]),
                 "html_url": assembly_html_url(job)}

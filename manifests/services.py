@@ -38,6 +38,7 @@ from django.db.models import F
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
+from ctxeng import telemetry
 from ctxeng.engine import (
     ContextPolicy,
     InvalidInput,
@@ -186,7 +187,7 @@ def _request_digest(data: dict[str, Any]) -> str:
 
 
 def assembly_job_submit(
-    *, user: AbstractBaseUser, data: Any, idempotency_key: str | None = None
+    *, user: AbstractBaseUser, data: Any, idempotency_key: str | None = None, traceparent: str | None = None
 ) -> tuple[AssemblyJob, bool]:
     """Validate and save a job, enqueue it on commit. Returns (job, created).
 
@@ -231,7 +232,7 @@ def assembly_job_submit(
                 submitted_by=user,
                 enqueued_at=timezone.now(),
             )
-            transaction.on_commit(lambda: assembly_job_enqueue(job_id=job.id))
+            transaction.on_commit(lambda: assembly_job_enqueue(job_id=job.id, traceparent=traceparent))
     except IntegrityError:
         # A concurrent submit with the same key won the race.
         existing = _idempotent_match(tenant=tenant, key=key, digest=digest) if key else None
@@ -248,20 +249,21 @@ def _idempotent_match(*, tenant: Tenant, key: str, digest: str) -> AssemblyJob |
     return existing
 
 
-def assembly_job_enqueue(*, job_id: uuid.UUID) -> None:
+def assembly_job_enqueue(*, job_id: uuid.UUID, traceparent: str | None = None) -> None:
     """Hand a saved job to the runner: in-process when REDIS_URL is unset, else Celery.
 
     Never raises: the job row is already committed, so a broker outage must not turn the submit
     into an error. A job whose message was not sent stays `queued` and the stale-job sweep
-    re-sends it after CTXENG_REQUEUE_QUEUED_AFTER_SECONDS.
+    re-sends it after CTXENG_REQUEUE_QUEUED_AFTER_SECONDS. A W3C `traceparent` travels with the
+    task (a re-sent job starts its own trace).
     """
     from .tasks import run_assembly_job
 
     try:
         if settings.CTXENG_JOBS_INLINE:
-            run_assembly_job(str(job_id))
+            run_assembly_job(str(job_id), traceparent=traceparent)
         else:
-            run_assembly_job.apply_async(args=[str(job_id)])
+            run_assembly_job.apply_async(args=[str(job_id)], kwargs={"traceparent": traceparent} if traceparent else {})
     except Exception:  # noqa: BLE001 - see docstring
         logger.exception("could not hand job %s to the runner; the sweep will re-send it", job_id)
 
@@ -361,7 +363,7 @@ def _parsed_policy(revision_pk: int, digest: str) -> ContextPolicy:
 INFRASTRUCTURE_FAULTS = (OperationalError, InterfaceError, ConnectionError, TimeoutError)
 
 
-def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
+def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int, traceparent: str | None = None) -> str:
     """Run the engine for a claimed job and seal the result; returns the job's final status.
 
     The whole path (load the job, assemble, seal and save) is inside one typed handling. A
@@ -371,6 +373,7 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
     (or ends it `failed` after CTXENG_MAX_ATTEMPTS).
     """
     step = "load"
+    started_ns = time.perf_counter_ns()
     try:
         job = (
             AssemblyJob.objects.select_related("policy_revision__policy", "tenant", "run")
@@ -384,7 +387,13 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int) -> str:
         result = assemble(request, policy, artifacts=artifact_lookup(job.tenant))
         _crash_point("assembled", job=job, attempt=attempt)
         step = "seal"
-        return _seal(job=job, attempt=attempt, result=result)
+        sealed_ns = time.perf_counter_ns()
+        status = _seal(job=job, attempt=attempt, result=result)
+        if telemetry.enabled():
+            telemetry.record_assembly(job_id=str(job.id), result=result, traceparent=traceparent,
+                                      dashboard_url=f"{settings.CTXENG_PUBLIC_URL}/assemblies/{job.id}/",
+                                      started_ns=started_ns, sealed_ns=sealed_ns, ended_ns=time.perf_counter_ns())
+        return status
     except INFRASTRUCTURE_FAULTS:
         logger.warning("assembly job %s attempt %s: infrastructure fault at %s; left to the sweep", job_id, attempt, step)
         raise

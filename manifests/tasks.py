@@ -27,13 +27,13 @@ from .services import assembly_job_assemble, assembly_job_claim, assembly_job_he
     time_limit=settings.CTXENG_JOB_TIME_LIMIT,
     ignore_result=True,
 )
-def run_assembly_job(job_id: str) -> str | None:
+def run_assembly_job(job_id: str, traceparent: str | None = None) -> str | None:
     attempt = assembly_job_claim(job_id=job_id)
     if attempt is None:
         return None
     with assembly_job_heartbeat(job_id=job_id, attempt=attempt):
         _test_hooks(job_id)
-        return assembly_job_assemble(job_id=job_id, attempt=attempt)
+        return assembly_job_assemble(job_id=job_id, attempt=attempt, traceparent=traceparent)
 
 
 def _test_hooks(job_id: str) -> None:

@@ -13,7 +13,7 @@ serialized input and the same hashes (`created_at` is the only clock, and it is 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -49,6 +49,9 @@ class AssemblyResult:
     manifest: ContextAssemblyManifest
     serialized_input: dict[str, Any] | None
     assembly_input: dict[str, Any] | None = None
+    # (stage, started, ended) by time.perf_counter_ns, in pipeline order: wall-clock timings for
+    # tracing (ctxeng.telemetry), kept outside the manifest so the seal stays deterministic.
+    stage_timings: tuple[tuple[str, int, int], ...] = field(default=(), compare=False)
 
     @property
     def status(self) -> str:
@@ -210,4 +213,11 @@ def assemble(
         structure_checks=structure_checks,
         serialization_checks=serialization_checks,
     )
-    return AssemblyResult(manifest=manifest, serialized_input=serialized, assembly_input=assembly_input)
+    return AssemblyResult(
+        manifest=manifest, serialized_input=serialized, assembly_input=assembly_input, stage_timings=_timings(asm)
+    )
+
+
+def _timings(asm: Assembly) -> tuple[tuple[str, int, int], ...]:
+    starts = [asm.started_ns] + [s.ended_ns for s in asm.stages[:-1]]
+    return tuple((s.stage, start, s.ended_ns) for s, start in zip(asm.stages, starts, strict=True))

@@ -8,6 +8,7 @@ mutable state makes "which stage decided what" easy to read.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +135,9 @@ class StageLog:
     items_in: int
     items_out: int
     note: str = ""
+    # When the stage ended (time.perf_counter_ns), for tracing only: it never reaches the
+    # manifest, so the sealed document stays deterministic.
+    ended_ns: int = field(default_factory=time.perf_counter_ns, compare=False)
 
 
 @dataclass
@@ -158,6 +162,7 @@ class Assembly:
     acquisitions: dict[str, Any] = field(default_factory=dict)  # source_request_id -> SourceAcquisition
     produced_by: dict[str, list[str]] = field(default_factory=dict)  # source_request_id -> content hashes of its items
     task_terms: set[str] | None = None  # words of the task items, read once by the source limits
+    started_ns: int = field(default_factory=time.perf_counter_ns, compare=False)  # tracing only, as StageLog.ended_ns
     scope_problems: dict[str, str | None] = field(default_factory=dict)  # scope -> why it is out of scope, judged once
     required_revisions: dict[str, Any] | None = None  # request.required_revision_map(), read once by the gate
     fence_tokens: int | None = None  # a block's nonce prefix plus footer, counted once (render.fence_tokens)
