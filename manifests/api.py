@@ -101,7 +101,10 @@ class AssemblyListApi(APIView):
     @extend_schema(
         request=AssemblyRequest,
         parameters=[OpenApiParameter("Idempotency-Key", str, OpenApiParameter.HEADER,
-                                     description=f"at most {MAX_ID} characters")],
+                                     description=f"at most {MAX_ID} characters"),
+                    OpenApiParameter("traceparent", str, OpenApiParameter.HEADER,
+                                     description="W3C trace context: the assembly's span becomes a child of "
+                                                 "this one (OpenTelemetry export on; a malformed value is ignored)")],
         responses={202: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT,
                    403: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT},
         summary="Submit an assembly job (202); poll its url",
