@@ -130,7 +130,7 @@ def expected_blocked() -> dict[str, Any]:
 def _member(username: str, tenant: str, roles: list[str]):
     from django.contrib.auth import get_user_model
 
-    from manifests.services import tenant_member_add
+    from ctxeng.accounts.services import tenant_member_add
 
     tenant_member_add(username=username, tenant_slug=tenant, roles=roles)
     return get_user_model().objects.get(username=username)
@@ -200,7 +200,7 @@ def anon_api(api):
 @pytest.fixture
 def published_policy(db, editor_user, example_policy_text):
     """The worked example policy (source-research revision 3), published in tenant-x."""
-    from manifests.models import Tenant
+    from ctxeng.accounts.models import Tenant
     from policies.services import policy_import
 
     return policy_import(

@@ -12,15 +12,12 @@ import copy
 import pytest
 from django.contrib.auth import get_user_model
 
+from ctxeng.accounts.models import Role, Tenant
+from ctxeng.accounts.services import tenant_member_add
 from ctxeng.engine.hashing import sha256_text
 from manifests.examples import example_json, example_text
-from manifests.models import AssemblyJob, Role, Tenant
-from manifests.services import (
-    assembly_job_assemble,
-    assembly_job_claim,
-    assembly_job_submit,
-    tenant_member_add,
-)
+from manifests.models import AssemblyJob
+from manifests.services import assembly_job_assemble, assembly_job_claim, assembly_job_submit
 from policies.services import policy_import, policy_revision_create
 
 PASSWORD = "correct horse battery"

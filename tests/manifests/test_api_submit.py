@@ -79,7 +79,7 @@ def test_an_unknown_revision_is_a_bad_request_naming_it(published_policy, agent_
 
 def test_a_policy_with_no_published_revision_is_a_bad_request(db, editor_user, agent_api, submit, example_request,
                                                              example_policy_text):
-    from manifests.models import Tenant
+    from ctxeng.accounts.models import Tenant
     from policies.services import policy_import
 
     policy_import(tenant=Tenant.objects.get(slug="tenant-x"), text=example_policy_text, user=editor_user,

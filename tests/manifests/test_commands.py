@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from manifests.models import Membership
+from ctxeng.accounts.models import Membership
 from policies.models import PolicyRevision
 
 

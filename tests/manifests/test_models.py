@@ -46,7 +46,7 @@ def test_item_rows_record_every_decision_of_the_manifest(sealed):
 
 
 def test_the_model_refuses_to_change_a_stored_artifact(db, agent_user):
-    from manifests.models import Tenant
+    from ctxeng.accounts.models import Tenant
     from manifests.services import artifact_create
 
     artifact, _ = artifact_create(

@@ -8,9 +8,10 @@ import hashlib
 
 import pytest
 
+from ctxeng.accounts.models import Tenant
+from ctxeng.accounts.services import tenant_member_add, tenant_member_remove
 from ctxeng.engine import parse_policy
-from manifests.models import AssemblyJob, Run, Tenant
-from manifests.services import tenant_member_add, tenant_member_remove
+from manifests.models import AssemblyJob, Run
 from policies.dashboard_selectors import impact_preview
 
 PLAN_CONTENT = "Plan r5: compare tool-call pairing across pi and continue."

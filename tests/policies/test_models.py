@@ -12,7 +12,7 @@ from policies.services import policy_revision_create, policy_revision_publish
 
 @pytest.fixture
 def draft(db, editor_user, example_policy_body):
-    from manifests.models import Tenant
+    from ctxeng.accounts.models import Tenant
 
     tenant = Tenant.objects.get(slug="tenant-x")
     return policy_revision_create(tenant=tenant, body=example_policy_body, user=editor_user)

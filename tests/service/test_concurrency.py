@@ -102,8 +102,9 @@ def test_two_hundred_concurrent_jobs_on_two_workers_end_once_each_without_leakin
     import redis
     from django.contrib.auth import get_user_model
 
-    from manifests.models import FINAL_STATUSES, AssemblyJob, Manifest, ManifestItem, Tenant
-    from manifests.services import tenant_member_add
+    from ctxeng.accounts.models import Tenant
+    from ctxeng.accounts.services import tenant_member_add
+    from manifests.models import FINAL_STATUSES, AssemblyJob, Manifest, ManifestItem
     from manifests.tasks import run_assembly_job
     from policies.services import policy_import
 

@@ -54,7 +54,7 @@ def role_tokens(settings, published_policy, agent_user, editor_user, reviewer_us
     """A token per role, with the example's ready and blocked assemblies and an artifact stored."""
     from rest_framework.authtoken.models import Token
 
-    from manifests.services import tenant_member_add
+    from ctxeng.accounts.services import tenant_member_add
 
     settings.CTXENG_THROTTLE_AGENT = ""  # thousands of requests in seconds; throttling has its own test
     assert submit(agent_api, example_request).status_code == 202

@@ -136,8 +136,9 @@ def test_an_admission_reason_quoting_an_escaped_partition_name_is_stored(
     """The structured summary's admission reason quotes its partition's name with repr(): a
     100-character name of characters repr() escapes made it 400+ characters, more than the
     reason column held (a late DataError on PostgreSQL). The column is text now."""
+    from ctxeng.accounts.models import Tenant
     from ctxeng.engine import parse_policy
-    from manifests.models import ManifestItem, Tenant
+    from manifests.models import ManifestItem
     from policies.services import policy_revision_create, policy_revision_publish
     from tests.engine.builders import item, policy, request
 

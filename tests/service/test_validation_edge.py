@@ -194,9 +194,9 @@ CASE_IDS = {case.id for case in CASES}
 # Every size-limited column of the apps: the request field(s) whose edge case covers it, or why
 # no request field reaches it (derived by the service or the engine, or written by a command).
 COLUMNS: dict[str, list[str] | str] = {
-    "manifests.Tenant.slug": ["Principal.tenant", "ArtifactBody.tenant", "RunCloseBody.tenant", "RevisionBody.tenant"],
-    "manifests.Tenant.name": "written by the issue_token command, never by the API",
-    "manifests.Membership.role": "one of the Role choices, written by the issue_token command",
+    "accounts.Tenant.slug": ["Principal.tenant", "ArtifactBody.tenant", "RunCloseBody.tenant", "RevisionBody.tenant"],
+    "accounts.Tenant.name": "written by the issue_token command, never by the API",
+    "accounts.Membership.role": "one of the Role choices, written by the issue_token command",
     "manifests.Run.run_id": ["AssemblyRequest.run_id"],
     "manifests.AssemblyJob.step_id": ["AssemblyRequest.step_id"],
     "manifests.AssemblyJob.request_digest": "a sha256: digest of the body",
@@ -253,7 +253,7 @@ def _size_limited_columns() -> dict[str, int | None]:
     from django.db import models
 
     columns = {}
-    for label in ("manifests", "policies", "audit"):
+    for label in ("accounts", "manifests", "policies", "audit"):
         for model in apps.get_app_config(label).get_models():
             for field in model._meta.concrete_fields:
                 if isinstance(field, models.CharField):
@@ -334,7 +334,7 @@ def _rows() -> dict[str, int]:
 
     return {
         f"{label}.{model.__name__}": model.objects.count()
-        for label in ("manifests", "policies", "audit")
+        for label in ("accounts", "manifests", "policies", "audit")
         for model in apps.get_app_config(label).get_models()
     }
 
