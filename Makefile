@@ -4,9 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install run test test-engine lint bench mutate schema screenshots clean
+.PHONY: install check-system run test test-engine lint bench mutate schema screenshots clean
+
+# System packages (scripts/check-system): present, installed with apt-get when root, or a stop
+# naming the command. `make test` needs redis-server (a private broker per test worker; not with
+# CTXENG_TEST_REDIS_URL) and chromium (browser tests); every target needs python3-venv.
+TEST_NEEDS := venv chromium $(if $(CTXENG_TEST_REDIS_URL),,redis-server)
+check-system:
+	@PY="$(PY)" sh scripts/check-system $(TEST_NEEDS)
 
 $(STAMP): pyproject.toml
+	@PY="$(PY)" sh scripts/check-system venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev]'
@@ -21,8 +29,11 @@ run: install
 	$(BIN)/python manage.py load_example
 	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
 
-test: install
-	$(BIN)/python -m pytest -q
+# Tests run on every core (pytest-xdist): each worker has its own test database (SQLite file or
+# PostgreSQL `test_<name>_gw<N>`) and its own private redis-server. TEST_WORKERS=1 runs serially.
+TEST_WORKERS ?= auto
+test: check-system install
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 test-engine: install
 	$(BIN)/python -m pytest -q tests/engine
