@@ -18,6 +18,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from ctxeng.accounts.models import Role
+from ctxeng.accounts.selectors import roles_in, tenant_for_role
 from ctxeng.engine import AssemblyRequest, ContextAssemblyManifest
 from ctxeng.engine.limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME
 from ctxeng.errors import Conflict, Forbidden
@@ -25,7 +27,7 @@ from ctxeng.rest import ApiError, read_json, read_model
 from ctxeng.telemetry import traceparent_header
 
 from . import selectors, services
-from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest, Role, UsageReport
+from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest, UsageReport
 
 
 def assembly_html_url(job: AssemblyJob) -> str:
@@ -172,7 +174,7 @@ class AssemblyUsageApi(APIView):
                    summary="Report the provider's actual token usage (stored beside the estimate)")
     def post(self, request: Request, job_id: str) -> Response:
         job = selectors.job_get(request.user, job_id)
-        if Role.AGENT not in selectors.roles_in(request.user, job.tenant):
+        if Role.AGENT not in roles_in(request.user, job.tenant):
             raise Forbidden(f"the agent role is required in tenant {job.tenant.slug!r}")
         payload = read_model(request, UsageBody, what="usage report")
         manifest = _sealed_manifest(job)
@@ -275,7 +277,7 @@ class ArtifactListApi(APIView):
                    summary="Store an artifact revision (re-posting identical content is a no-op)")
     def post(self, request: Request) -> Response:
         payload = read_model(request, ArtifactBody, what="artifact")
-        tenant = selectors.tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
+        tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
         artifact, created = services.artifact_create(
             user=request.user, tenant=tenant, **payload.model_dump(exclude={"tenant"})
         )
@@ -292,7 +294,7 @@ class RunCloseApi(APIView):
                    summary="Close a run: its task closes, later steps are blocked with a task_closed event")
     def post(self, request: Request, run_id: str) -> Response:
         payload = read_model(request, RunCloseBody, what="run") if request.body else RunCloseBody()
-        tenant = selectors.tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
+        tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
         run = services.run_close(user=request.user, tenant=tenant, run_id=run_id)
         return Response({"run_id": run.run_id, "tenant": tenant.slug, "closed_at": run.closed_at,
                          "html_url": run_html_url(run.run_id)})

@@ -26,10 +26,11 @@ from django.db.models import Case, CharField, Count, F, IntegerField, Max, Q, Qu
 from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, NullIf
 
+from ctxeng.accounts.models import Membership, Role, Tenant
 from ctxeng.engine import parse_request
 from ctxeng.engine.vocabulary import ExclusionReason
 
-from .models import AssemblyJob, Decision, JobStatus, Manifest, ManifestItem, Membership, Role, Run, Tenant
+from .models import AssemblyJob, Decision, JobStatus, Manifest, ManifestItem, Run
 from .selectors import artifact_for_ref
 
 # The sections a manifest page shows; candidate_items (the largest part) is never fetched.
@@ -522,8 +523,10 @@ class InspectorItems:
     the count comes from `Manifest.sections` unless the filter narrows it (then one COUNT).
     """
 
-    def __init__(self, *, manifest_id: int, item_filter: ItemFilter, known_total: int | None) -> None:
+    def __init__(self, *, manifest_id: int, item_filter: ItemFilter, known_total: int | None,
+                 sections: dict[str, Any] | None = None) -> None:
         self.manifest_id, self.item_filter, self.known_total = manifest_id, item_filter, known_total
+        self.sections = sections or {}
         self._total: int | None = known_total
 
     def queryset(self) -> QuerySet[ManifestItem]:
@@ -549,6 +552,9 @@ class InspectorItems:
         None when the filter leaves it out; one aggregate query, which also counts the list."""
         group, decision = self.item_filter.group, selected["decision"]
         record = selected.get("record") or {}
+        if (group == "reason" and not self.item_filter.narrows_counts and "reason_counts" in self.sections
+                and (decision == Decision.INCLUDED or selected["reason"] in REASON_ORDER)):
+            return self._locate_by_counts(selected)
         if group == "partition":
             partition = selected.get("partition") or ""
             key = 0 if partition else 1
@@ -569,6 +575,25 @@ class InspectorItems:
         if self._total is None:
             self._total = found["total"]
         return found["before"] if found["listed"] else None
+
+
+    def _locate_by_counts(self, selected: dict[str, Any]) -> int | None:
+        """`locate` for the default list (decision and reason groups, no search): the rows before it
+        are whole groups counted in `sections` plus one indexed count within its own group."""
+        f, decision, reason = self.item_filter, selected["decision"], selected["reason"]
+        if (f.decision and f.decision != decision) or (f.reason and (decision != Decision.EXCLUDED or reason != f.reason)):
+            return None
+        rows = ManifestItem.objects.filter(manifest_id=self.manifest_id, decision=decision, id__lt=selected["id"])
+        if decision == Decision.INCLUDED:
+            return rows.count()
+        before = 0
+        if not f.reason:
+            rank = {name: i for i, name in enumerate(REASON_ORDER)}
+            own = rank.get(reason, len(rank))
+            before = sum(count for name, count in self.sections.get("reason_counts") or [] if rank.get(name, len(rank)) < own)
+            if not f.decision:
+                before += self.sections.get("included_total") or 0
+        return before + rows.filter(reason=reason).count()
 
 
 def document_items_filtered(sections: dict[str, Any], item_filter: ItemFilter) -> list[dict[str, Any]]:

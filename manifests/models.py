@@ -21,10 +21,6 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-# Tenancy moved to ctxeng.accounts (issue 11). Tenant is this app's foreign-key target; Role and
-# Membership are still imported from here by modules of this app and by tests written before the
-# move, so the three names stay importable here until those imports name ctxeng.accounts.
-from ctxeng.accounts.models import Membership, Role, Tenant  # noqa: F401
 from ctxeng.engine.limits import MAX_ID, MAX_ITEM_ID, MAX_NAME
 
 
@@ -33,7 +29,7 @@ class Immutable(Exception):
 
 
 class Run(models.Model):
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="runs")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="runs")
     run_id = models.CharField(max_length=MAX_ID)
     created_at = models.DateTimeField(auto_now_add=True)
     closed_at = models.DateTimeField(
@@ -61,7 +57,7 @@ FINAL_STATUSES = (JobStatus.READY, JobStatus.BLOCKED, JobStatus.FAILED)
 
 class AssemblyJob(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="jobs")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="jobs")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="jobs")
     step_id = models.CharField(max_length=MAX_ID)
     request = models.JSONField(help_text="the AssemblyRequest as submitted")
@@ -212,7 +208,7 @@ class ManifestItem(models.Model):
 
 
 class Artifact(models.Model):
-    tenant = models.ForeignKey(Tenant, on_delete=models.CASCADE, related_name="artifacts")
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="artifacts")
     artifact_id = models.CharField(max_length=MAX_ITEM_ID)
     revision = models.CharField(max_length=MAX_NAME)
     kind = models.CharField(max_length=MAX_NAME)

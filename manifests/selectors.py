@@ -16,9 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
 from ctxeng.accounts.models import Membership, Tenant
-
-# roles_in and tenant_for_role: manifests.api and manifests.services call them as this module's.
-from ctxeng.accounts.selectors import roles_in, tenant_for_role, tenants_for  # noqa: F401
+from ctxeng.accounts.selectors import tenants_for
 from ctxeng.engine import (
     AssemblyRequest,
     ContextPolicy,

@@ -1,4 +1,4 @@
-"""Writes for assembly jobs, manifests, artifacts, usage and tenancy.
+"""Writes for assembly jobs, manifests, artifacts and usage (tenancy: ctxeng.accounts.services).
 
 The job lifecycle (netbox-style, the job row is the source of truth):
 
@@ -31,14 +31,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from ctxeng import telemetry
+from ctxeng.accounts.models import Role, Tenant
+from ctxeng.accounts.selectors import roles_in, tenants_for
 from ctxeng.engine import (
     ContextPolicy,
     InvalidInput,
@@ -61,58 +61,14 @@ from .models import (
     JobStatus,
     Manifest,
     ManifestItem,
-    Membership,
-    Role,
     Run,
-    Tenant,
     UsageReport,
 )
-from .selectors import artifact_lookup, request_as_assembled, roles_in, tenants_for
+from .selectors import artifact_lookup, request_as_assembled
 
 logger = logging.getLogger(__name__)
 
-# --------------------------------------------------------------------------- tenancy
-
-
-def tenant_member_add(
-    *, username: str, tenant_slug: str, roles: list[str], password: str | None = None, actor_name: str = ""
-) -> Token:
-    """Create the user, tenant and memberships as needed; return the user's API token (issued if new)."""
-    unknown = sorted(set(roles) - set(Role.values))
-    if unknown:
-        raise ValueError(f"unknown role(s) {', '.join(unknown)}; expected {', '.join(Role.values)}")
-    with transaction.atomic():
-        user, created = get_user_model().objects.get_or_create(username=username)
-        if password is not None:
-            user.set_password(password)
-            user.save()
-        elif created:
-            user.set_unusable_password()
-            user.save()
-        tenant, _ = Tenant.objects.get_or_create(slug=tenant_slug, defaults={"name": tenant_slug})
-        for role in roles:
-            Membership.objects.get_or_create(user=user, tenant=tenant, role=role)
-        token, _ = token_issue(user=user, actor=None, actor_name=actor_name)
-    return token
-
-
-def tenant_member_remove(
-    *, tenant: Tenant, user: AbstractBaseUser, actor: AbstractBaseUser | None, role: str | None = None
-) -> int:
-    """Revoke a user's membership (one role, or all). What the user wrote stops re-entering context:
-    later assemblies see a permission_revoked event for their artifacts. Returns rows removed."""
-    from ctxeng.audit.models import AuditAction
-    from ctxeng.audit.services import audit_record
-
-    rows = Membership.objects.filter(tenant=tenant, user=user)
-    if role is not None:
-        rows = rows.filter(role=role)
-    with transaction.atomic():
-        removed, _ = rows.delete()
-        if removed:
-            audit_record(action=AuditAction.MEMBERSHIP_REVOKED, user=actor, tenant=tenant,
-                         subject=user.get_username(), note=f"role {role}" if role else "all roles")
-    return removed
+# --------------------------------------------------------------------------- runs
 
 
 def run_close(*, user: AbstractBaseUser, tenant: Tenant, run_id: str) -> Run:
@@ -130,53 +86,6 @@ def run_close(*, user: AbstractBaseUser, tenant: Tenant, run_id: str) -> Run:
             run.save(update_fields=["closed_at"])
             audit_record(action=AuditAction.RUN_CLOSED, user=user, tenant=tenant, subject=run_id[:200])
     return run
-
-
-def _token_fingerprint(key: str) -> str:
-    return "sha256:" + sha256_text(key).removeprefix("sha256:")[:16]
-
-
-def _token_event(*, action: str, owner: AbstractBaseUser, key: str, actor: AbstractBaseUser | None, actor_name: str) -> None:
-    from ctxeng.audit.services import audit_record
-
-    tenants = list(tenants_for(owner)) or [None]
-    for tenant in tenants:
-        audit_record(action=action, user=actor, actor_name=actor_name, tenant=tenant,
-                     subject=owner.get_username(), digest=_token_fingerprint(key))
-
-
-def token_issue(
-    *, user: AbstractBaseUser, actor: AbstractBaseUser | None, actor_name: str = ""
-) -> tuple[Token, bool]:
-    """The user's API token, created (and audited, per tenant of the user) if they had none."""
-    from ctxeng.audit.models import AuditAction
-
-    with transaction.atomic():
-        token, created = Token.objects.get_or_create(user=user)
-        if created:
-            _token_event(action=AuditAction.TOKEN_ISSUED, owner=user, key=token.key, actor=actor, actor_name=actor_name)
-    return token, created
-
-
-def token_revoke(
-    *, username: str | None = None, key: str | None = None, actor: AbstractBaseUser | None, actor_name: str = ""
-) -> Token:
-    """Delete a token, named by its owner's username or by the key; it gets 401 from then on.
-
-    Audited per tenant of the owner. Unknown user, no token, or an unknown key: NotFound.
-    """
-    from ctxeng.audit.models import AuditAction
-
-    if (username is None) == (key is None):
-        raise ValueError("name either the username or the key")
-    with transaction.atomic():
-        tokens = Token.objects.select_for_update().select_related("user")
-        token = tokens.filter(user__username=username).first() if username is not None else tokens.filter(key=key).first()
-        if token is None:
-            raise NotFound(f"user {username!r} has no token" if username is not None else "token: no such key")
-        _token_event(action=AuditAction.TOKEN_REVOKED, owner=token.user, key=token.key, actor=actor, actor_name=actor_name)
-        token.delete()
-    return token
 
 
 # --------------------------------------------------------------------------- submit
