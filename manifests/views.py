@@ -252,7 +252,7 @@ def _item_list_page(manifest: Any, sections: dict[str, Any], item_filter: sel.It
     number = params.get("page")
     if manifest.sections is not None:
         rows: Any = sel.InspectorItems(manifest_id=manifest.pk, item_filter=item_filter,
-                                       known_total=_known_total(manifest.sections, item_filter))
+                                       known_total=_known_total(manifest.sections, item_filter), sections=manifest.sections)
         if selected and not number:
             position = rows.locate(selected["row"])
             number = position // INSPECTOR_PAGE_SIZE + 1 if position is not None else None
@@ -370,14 +370,11 @@ def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, An
     tokens = record.get("tokens")
     share = round(100 * tokens / part["used"]) if tokens and part.get("used") else None
     pair = next((p for p in parts.get("tool_pairs") or [] if p.get("result_item_id") == item_id), None)
-    place = None
-    if ready and decision == "included":
-        place = _payload_place(payload_rows(sel.provider_input(manifest.pk)), item_id, pair)
     return {
         "item_id": item_id, "row": found, "record": record, "decision": decision, "partition": partition, "part": part,
         "tokens": tokens, "share": share, "transforms": transforms, "lineage": _item_lineage(item_id, record, transforms, rows),
         "excerpts_on_demand": manifest.sections is not None,
-        "pair": pair, "place": place,
+        "pair": pair, "in_payload": ready and decision == "included",
     }
 
 
@@ -486,12 +483,15 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
 @dashboard_page
 def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
     """One item's submitted content with its identity (the inspector loads it when asked); with
-    `part=excerpts`, the before/after excerpts of the transforms that touched it."""
+    `part=excerpts`, the before/after excerpts of the transforms that touched it; with
+    `part=payload`, where it sits in the serialized payload."""
     job = _job_or_404(request, job_id)
     manifest = _manifest_of(job)
     item_id = request.GET.get("item_id", "")
     if manifest is None or not item_id:
         raise Http404("no such item")
+    if request.GET.get("part") == "payload":
+        return _item_payload(request, job, manifest, item_id)
     if request.GET.get("part") == "excerpts":
         transforms = [t for t in sel.manifest_sections(manifest.pk, ("transforms",)).get("transforms") or []
                       if t.get("output_item_id") == item_id or item_id in (t.get("input_item_ids") or [])]
@@ -505,6 +505,23 @@ def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
     if record is None:
         raise Http404("no such item")
     return render(request, "manifests/partials/item_detail.html", {"job": job, "record": record, "body": sel.item_body(job, item_id)})
+
+
+def _item_payload(request: HttpRequest, job: AssemblyJob, manifest: Any, item_id: str) -> HttpResponse:
+    """The item's place in the payload: the payload (a read of its own) and, for a tool result, its pair."""
+    found = sel.item_record(manifest_id=manifest.pk, item_id=item_id) if manifest.sections is not None else None
+    sections = manifest.sections if found is not None else sel.manifest_sections(manifest.pk, ("included", "tool_pairs"))
+    record = found[1] if found is not None else next(
+        (r for r in sections.get("included") or [] if r.get("item_id") == item_id), None)
+    if record is None or manifest.status != "ready" or (found is not None and found[0] != "included"):
+        raise Http404("not in the payload")
+    pairs = sections.get("tool_pairs") or []
+    if found is not None and len(pairs) < (sections.get("tool_pairs_total") or 0):
+        pairs = sel.manifest_sections(manifest.pk, ("tool_pairs",)).get("tool_pairs") or []
+    pair = next((p for p in pairs if p.get("result_item_id") == item_id), None)
+    place = _payload_place(payload_rows(sel.provider_input(manifest.pk)), item_id, pair)
+    return render(request, "manifests/partials/item_payload.html",
+                  {"job": job, "item_id": item_id, "zone": record.get("zone"), "place": place})
 
 
 @require_GET

@@ -60,19 +60,31 @@ def test_an_excluded_items_sentence_names_its_reason_the_failing_gate_and_the_re
     assert "no partition" in body and re.search(r'class="tokens">\d+', body)
 
 
+def _text(body: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", body))
+
+
 def test_an_included_item_shows_its_partition_share_and_its_place_in_the_payload(owner_client, example):
-    body = _inspector(_get(owner_client, f"/assemblies/{example['ready'].id}/?item=result-call-a"))
-    text = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", body))
-    assert "Included in partition recent_tool_pairs" in text
-    assert re.search(r"\d+% of the \d+ used in recent_tool_pairs", text)
+    job = example["ready"]
+    body = _inspector(_get(owner_client, f"/assemblies/{job.id}/?item=result-call-a"))
+    assert "Included in partition recent_tool_pairs" in _text(body)
+    assert re.search(r"\d+% of the \d+ used in recent_tool_pairs", _text(body))
+    assert "read_source" in _text(body)
+    assert f'hx-get="/assemblies/{job.id}/item/?item_id=result-call-a&amp;part=payload"' in body
     # an OpenAI payload: system, user, the assistant turn of calls, then one tool message per result
-    assert "message 4 (tool)" in text and "call in message 3 (assistant)" in text
-    assert "read_source" in text
+    place = _text(_get(owner_client, f"/assemblies/{job.id}/item/?item_id=result-call-a&part=payload"))
+    assert "message 4 (tool)" in place and "call in message 3 (assistant)" in place and "result in message 4" in place
 
 
 def test_a_control_item_is_placed_in_the_system_message(owner_client, example):
-    body = _inspector(_get(owner_client, f"/assemblies/{example['ready'].id}/?item=policy-system"))
+    body = _get(owner_client, f"/assemblies/{example['ready'].id}/item/?item_id=policy-system&part=payload")
     assert "control text is the system message" in body
+
+
+def test_an_excluded_item_has_no_place_in_the_payload(owner_client, example):
+    body = _inspector(_get(owner_client, f"/assemblies/{example['ready'].id}/?item=plan-42-r4"))
+    assert "Not in the payload (excluded)" in body and "part=payload" not in body
+    assert owner_client.get(f"/assemblies/{example['ready'].id}/item/?item_id=plan-42-r4&part=payload").status_code == 404
 
 
 @pytest.mark.parametrize("query,message", [

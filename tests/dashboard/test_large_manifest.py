@@ -67,7 +67,13 @@ def _inspector_urls(big) -> list[str]:
     document = Manifest.objects.get(job=big).document
     last_excluded = document["excluded"][-1]["item_id"]
     transformed = next(t["output_item_id"] for t in document["transforms"] if t["status"] == "applied")
+    evicted = [r["item_id"] for r in document["excluded"] if r["reason"] == "budget_evicted"]
+    included = [r["item_id"] for r in document["included"]]
     return [
+        f"/assemblies/{big.id}/?item={evicted[len(evicted) // 2]}",
+        f"/assemblies/{big.id}/?reason=budget_evicted&item={evicted[-1]}",
+        f"/assemblies/{big.id}/?decision=included&item={included[-1]}",
+        f"/assemblies/{big.id}/?decision=excluded&item={included[-1]}",
         f"/assemblies/{big.id}/?item={last_excluded}",
         f"/assemblies/{big.id}/?item={transformed}",
         f"/assemblies/{big.id}/?q=item-1&group=partition&item={last_excluded}",
