@@ -70,6 +70,12 @@ def test_validate_shows_the_errors_of_bad_yaml(open_page, live_server, tmp_path)
     page.click("button[value=validate]")
     page.wait_for_selector("#validation p.ok")
     assert page.locator("#validation").inner_text().strip().endswith("The policy is valid.")
+    # any other failed request says so instead of doing nothing (static/ctxeng/request-errors.js)
+    assert page.locator("#request-error").is_hidden()
+    page.evaluate("htmx.ajax('GET', '/policies/source-research/revisions/99/edit/', '#validation')")
+    page.wait_for_selector("#request-error", state="visible")
+    assert "The server answered 404 (it is not there any more)" in page.locator("#request-error").inner_text()
+    assert page.locator("#validation p.ok").is_visible()  # the region kept its content
 
 
 def test_the_impact_of_the_unsaved_text_runs_and_its_tables_do_not_overlap(open_page, live_server, tmp_path):
