@@ -16,7 +16,8 @@ Real-component fixtures for live worker tests (use with `transactional_db`, so r
 committed and another process can see them):
 
 - `redis_url` (session): a Redis to use as broker. CTXENG_TEST_REDIS_URL (a dedicated database: it
-  is flushed), else a private `redis-server` on a free port; fails (never skips) without either.
+  is flushed; under pytest-xdist worker gwN takes database number + N), else a private
+  `redis-server` on a free port per test worker; fails (never skips) without either.
 - `celery_jobs`: switches this process to enqueue on that Redis (CTXENG_JOBS_INLINE off).
 - `start_worker(**env)`: starts `celery -A ctxeng worker` as a subprocess against the test
   database (SQLite file or the PostgreSQL test database) and waits until it is ready; returns a
@@ -35,7 +36,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit, urlunsplit
 
 import pytest
 
@@ -257,6 +258,7 @@ def redis_url():
     url = os.environ.get("CTXENG_TEST_REDIS_URL")
     private = None
     if url:
+        url = _per_test_worker(url)
         if not _redis_ping(url):
             pytest.fail(f"CTXENG_TEST_REDIS_URL={url} does not answer PING")
     else:
@@ -282,6 +284,17 @@ def redis_url():
     if private is not None:
         private.terminate()
         private.wait(10)
+
+
+def _per_test_worker(url: str) -> str:
+    """Under pytest-xdist each test worker flushes and uses its own database: the configured
+    number plus the worker's (gw0 -> +0, gw1 -> +1, ...)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not worker.startswith("gw"):
+        return url
+    parts = urlsplit(url)
+    base = int(parts.path.strip("/") or 0)
+    return urlunsplit(parts._replace(path=f"/{base + int(worker[2:])}"))
 
 
 def use_broker(url: str) -> None:
