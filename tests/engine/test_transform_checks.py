@@ -61,6 +61,7 @@ def asm_with_words() -> SimpleNamespace:
     [
         ("Goal: find x\nConstraints: y", "find x"),
         ("GOAL:   find x  ", "find x"),
+        ("Goal:x", "x"),
         ("intro line\n  goal: find x\nOpen Items: OI-1", "find x"),
         ("Goal:\n  first part\n  second part\nConstraints: y", "first part\n  second part"),
         ("Goal: a\nb", "a\nb"),
