@@ -99,9 +99,11 @@ def test_the_impact_of_the_unsaved_text_runs_and_its_tables_do_not_overlap(open_
 
 
 def test_an_anchor_lands_below_any_sticky_bar(open_page, live_server, tmp_path):
-    _, open_as = open_page
+    example, open_as = open_page
     page = open_as(height=600)
-    for url, target in (("/policies/source-research/#audit", "#audit"), ("/policies/source-research/#rev-3", "#rev-3")):
+    manifest = f"/assemblies/{example['ready'].id}/"
+    for url, target in (("/policies/source-research/#audit", "#audit"), ("/policies/source-research/#rev-3", "#rev-3"),
+                        (manifest + "#lineage", "#lineage"), (manifest + "#serialized-input", "#serialized-input")):
         page.goto(live_server.url + url)
         page.wait_for_load_state("networkidle")
         top = page.evaluate(f"() => document.querySelector('{target}').getBoundingClientRect().top")
