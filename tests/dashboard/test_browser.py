@@ -150,6 +150,8 @@ def test_the_inspector_shows_an_items_whole_story_without_scrolling(logged_in, l
         wanted = _expected_texts(document, item_id)
         assert len(wanted) > 9, wanted
         assert page.evaluate(OUT_OF_VIEW_JS, wanted) == [], item_id
+        page.wait_for_load_state("networkidle")  # the payload place and excerpts load on their own
+        assert page.evaluate(OUT_OF_VIEW_JS, wanted) == [], item_id
         assert page.evaluate(OVERFLOW_JS) == [], item_id
         shots(page, f"inspector-{item_id}-{width}x{height}.png")
     # the summary's lineage lists its three input turns, never "its own source"
@@ -263,6 +265,8 @@ def test_a_reviewer_sees_the_inspector_and_the_impact_preview_in_a_browser(logge
     example, open_page = logged_in
     page = open_page(1440, 900)
     page.goto(f"{live_server.url}/assemblies/{example['ready'].id}/?item=summary-checkpoint-19")
+    page.wait_for_selector("#item-payload .payload-place")  # the regions htmx loads
+    page.wait_for_selector("#item-excerpts pre")
     shots(page, "manifest.png")
     page.goto(f"{live_server.url}/policies/source-research/revisions/4/impact/")
     assert "budget.partitions.background.maximum" in page.locator("table.diff").inner_text()
