@@ -13,9 +13,9 @@ from django.shortcuts import render
 from django.template import loader
 from django.views.decorators.http import require_GET
 
+from ctxeng.accounts.pages import dashboard_page
 from manifests import dashboard_selectors
 from manifests.models import JobStatus
-from manifests.views import dashboard_page
 
 logger = logging.getLogger(__name__)
 

@@ -1,6 +1,7 @@
-"""Reads for the reviewer dashboard: tenancy context, runs, manifests, item search, comparison.
+"""Reads for the reviewer dashboard: runs, manifests, item search, comparison.
 
-Every function takes the tenant ids the acting user belongs to (from `memberships_of`), so an
+Every function takes the tenant ids the acting user belongs to (`request.tenancy`, from
+ctxeng.accounts.selectors.memberships_of), so an
 object in any other tenant is simply not found (the view turns that into 404). A sealed manifest
 can hold 20,000 items, so the manifest page's cost must not grow with it: a manifest sealed by
 the service carries `Manifest.sections` (the small sections, counts, the first page of tool pairs
@@ -21,12 +22,11 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Case, CharField, Count, F, IntegerField, Max, Q, QuerySet, TextField, Value, When
 from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
 from django.db.models.functions import Cast, NullIf
 
-from ctxeng.accounts.models import Membership, Role, Tenant
+from ctxeng.accounts.models import Tenant
 from ctxeng.engine import parse_request
 from ctxeng.engine.vocabulary import ExclusionReason
 
@@ -59,41 +59,6 @@ TRANSFORM_BRIEFS_LIMIT = 500
 # Transform excerpts are content: a content purge empties them in the document, so the page
 # loads them from there on demand and `sections` never holds a copy.
 TRANSFORM_BODY_FIELDS = ("before_excerpt", "after_excerpt")
-
-
-@dataclass(frozen=True)
-class Tenancy:
-    """The user's tenants with roles, and the one the session currently acts in."""
-
-    tenants: list[Tenant]
-    roles: dict[int, frozenset[str]]
-    current: Tenant | None
-
-    @property
-    def tenant_ids(self) -> list[int]:
-        return [tenant.id for tenant in self.tenants]
-
-    def has_role(self, tenant: Tenant, role: str) -> bool:
-        return role in self.roles.get(tenant.id, frozenset())
-
-    @property
-    def current_roles(self) -> frozenset[str]:
-        return self.roles.get(self.current.id, frozenset()) if self.current else frozenset()
-
-
-def memberships_of(user: AbstractBaseUser, *, preferred_slug: str | None) -> Tenancy:
-    """One query: the user's memberships; admin implies every role."""
-    tenants: dict[int, Tenant] = {}
-    roles: dict[int, set[str]] = {}
-    for membership in Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug"):
-        tenants[membership.tenant_id] = membership.tenant
-        roles.setdefault(membership.tenant_id, set()).add(membership.role)
-    for granted in roles.values():
-        if Role.ADMIN in granted:
-            granted |= set(Role.values)
-    ordered = list(tenants.values())
-    current = next((t for t in ordered if t.slug == preferred_slug), ordered[0] if ordered else None)
-    return Tenancy(tenants=ordered, roles={k: frozenset(v) for k, v in roles.items()}, current=current)
 
 
 # --------------------------------------------------------------------------- runs and jobs

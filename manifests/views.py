@@ -13,12 +13,9 @@ later pages of tool pairs and transforms load on demand with their region.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from datetime import date
 from typing import Any
 
-from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
@@ -26,6 +23,7 @@ from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
+from ctxeng.accounts.pages import SESSION_TENANT, dashboard_page
 from ctxeng.engine.vocabulary import AcquisitionOutcome
 
 from . import dashboard_selectors as sel
@@ -38,22 +36,6 @@ TRANSFORMS_PAGE_SIZE = sel.SECTION_HEADS["transforms"]
 # inspector: tool pairs page 25 at a time, and the lineage overview names the first 20 trees.
 TOOL_PAIRS_PAGE_SIZE = 25
 LINEAGE_SHOWN = 20
-SESSION_TENANT = "ctxeng_tenant"
-LOGIN_URL = "/login/"
-
-
-def dashboard_page(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Login required; attaches `request.tenancy` (the user's tenants and the current one)."""
-
-    @login_required(login_url=LOGIN_URL)
-    @functools.wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        request.tenancy = sel.memberships_of(request.user, preferred_slug=request.session.get(SESSION_TENANT))
-        return view(request, *args, **kwargs)
-
-    return wrapped
-
-
 def page_of(rows: Any, number: Any, per_page: int = PAGE_SIZE):
     return Paginator(rows, per_page).get_page(number)
 

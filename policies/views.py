@@ -23,12 +23,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ctxeng.accounts.models import Role
+from ctxeng.accounts.pages import dashboard_page
 from ctxeng.audit.selectors import audit_events_for_policy
 from ctxeng.engine import InvalidInput
 from ctxeng.engine.policy import policy_body
 from ctxeng.errors import ServiceError
 from manifests.models import Immutable
-from manifests.views import dashboard_page
 
 from . import dashboard_selectors as sel
 from . import services

@@ -1,4 +1,5 @@
-"""Reads for tenancy: a user's tenants and roles, the tenant a write acts in, and the people page.
+"""Reads for tenancy: a user's tenants and roles, the tenant a write acts in, what a dashboard page
+knows of its user (`memberships_of`, as `request.tenancy`), and the people page.
 
 Every selector that returns tenant data filters by the acting user's tenants, so another tenant's
 object is simply not found (404), never "forbidden" (which would confirm it exists).
@@ -56,6 +57,41 @@ def tenant_for_role(user: AbstractBaseUser, *, role: str, slug: str | None = Non
     if len(candidates) > 1:
         raise Forbidden(f"tenant: you hold {role} in several tenants; name one with tenant")
     return candidates[0]
+
+
+@dataclass(frozen=True)
+class Tenancy:
+    """The user's tenants with roles, and the one the session currently acts in."""
+
+    tenants: list[Tenant]
+    roles: dict[int, frozenset[str]]
+    current: Tenant | None
+
+    @property
+    def tenant_ids(self) -> list[int]:
+        return [tenant.id for tenant in self.tenants]
+
+    def has_role(self, tenant: Tenant, role: str) -> bool:
+        return role in self.roles.get(tenant.id, frozenset())
+
+    @property
+    def current_roles(self) -> frozenset[str]:
+        return self.roles.get(self.current.id, frozenset()) if self.current else frozenset()
+
+
+def memberships_of(user: AbstractBaseUser, *, preferred_slug: str | None) -> Tenancy:
+    """One query: the user's memberships; admin implies every role."""
+    tenants: dict[int, Tenant] = {}
+    roles: dict[int, set[str]] = {}
+    for membership in Membership.objects.filter(user=user).select_related("tenant").order_by("tenant__slug"):
+        tenants[membership.tenant_id] = membership.tenant
+        roles.setdefault(membership.tenant_id, set()).add(membership.role)
+    for granted in roles.values():
+        if Role.ADMIN in granted:
+            granted |= set(Role.values)
+    ordered = list(tenants.values())
+    current = next((t for t in ordered if t.slug == preferred_slug), ordered[0] if ordered else None)
+    return Tenancy(tenants=ordered, roles={k: frozenset(v) for k, v in roles.items()}, current=current)
 
 
 def token_fingerprint(key: str) -> str:

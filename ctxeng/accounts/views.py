@@ -21,10 +21,10 @@ from django.urls import reverse, reverse_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from ctxeng.errors import ServiceError
-from manifests.views import dashboard_page
 
 from . import selectors, services
 from .models import Role, Tenant
+from .pages import dashboard_page
 
 
 def _admin_tenant(request: HttpRequest) -> Tenant:
