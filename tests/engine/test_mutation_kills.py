@@ -370,3 +370,30 @@ def test_a_claims_source_label_leaves_out_lines_it_does_not_have():
         confirmed_claims=[{"claim": "pairs by id", "source_ref": {"repo": "pi", "commit": "c0ffee", "path": "a.ts"}}],
     )
     assert "Confirmed Claims: pairs by id [pi@c0ffee:a.ts:]" in render_checkpoint(state).split("\n")
+
+
+def test_an_item_truncation_cannot_shorten_enough_is_evicted_not_delivered():
+    # One ~2,000-token line: no whole turn fits the 900-token background maximum, so truncation
+    # gives up; the item must then be evicted like any other that does not fit.
+    pol, model = tight(3000, {"background": {"maximum": 900, "eviction": "first", "kinds": ["background"]}}, transforms=TRUNCATE)
+    one_line = item("blob", "editable_project_file", " ".join(f"w{i}" for i in range(900)), kind="background")
+    r = run(request([memo("bg0", 40, 0.9), one_line], model=model), pol)
+    assert reasons(r) == {"blob": "budget_evicted"}
+    assert "blob" not in delivered_blocks(r.serialized_input)
+
+
+def test_a_partitions_item_count_is_the_number_of_items_it_delivers():
+    pol, model = tight(3000, {"background": {"eviction": "first", "kinds": ["background"]}, "direct_evidence": {"eviction": "reduce_candidates", "kinds": ["evidence"]}})
+    r = run(request([memo("a", 5), memo("b", 5), memo("c", 5), ev("e", 5, 0.5)], model=model), pol)
+    parts = r.manifest.budget.partitions
+    assert (parts["background"].items, parts["direct_evidence"].items) == (3, 1)
+
+
+def test_a_malformed_policy_file_is_refused_as_a_policy():
+    import pytest
+
+    from ctxeng.engine.errors import InvalidInput, load_yaml_text
+
+    with pytest.raises(InvalidInput) as exc:
+        load_yaml_text("a: [1, 2", what="policy")
+    assert str(exc.value).startswith("invalid policy: body: malformed YAML (")

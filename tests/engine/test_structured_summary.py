@@ -109,3 +109,16 @@ def test_a_candidate_already_named_like_the_summary_keeps_its_id_and_the_summary
     assert record.output_item_id == f"{SUMMARY}-2"
     assert SUMMARY in r.manifest.included_ids() and f"{SUMMARY}-2" in r.manifest.included_ids()
     assert "plan-a" in text
+
+
+def test_the_record_hashes_the_evicted_items_contents_and_its_own_output():
+    from ctxeng.engine.hashing import sha256_json
+
+    from .builders import sha
+
+    plan = state_item("plan-a")
+    r, record, text = summarised([plan])
+    assert record.input_digest == sha256_json([["plan-a", sha(plan["content"])]])
+    assert record.output_digest == sha(text)
+    other = dict(plan, content=plan["content"] + " changed", content_hash=sha(plan["content"] + " changed"))
+    assert summarised([other])[1].input_digest != record.input_digest

@@ -283,6 +283,8 @@ def test_the_newest_draft_revision_compares_numbers_as_numbers_and_ignores_other
     assert latest_draft(drafts) == 10
     assert latest_draft([cand("d", kind="research_plan", revision=3)]) is None
     assert latest_draft([]) is None
+    dated = [cand("d", kind="article_draft", revision=r) for r in ("2026-01-02", "2026-01-10")]
+    assert latest_draft(dated) == "2026-01-10"  # text revisions compare as text
 
 
 def test_a_first_line_is_the_first_non_blank_line_shortened_to_the_limit_with_an_ellipsis():
