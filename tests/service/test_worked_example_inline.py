@@ -119,13 +119,22 @@ def test_item_decisions_list_every_manifest_where_the_item_appeared(
 def test_provider_usage_is_stored_beside_the_estimate_without_touching_the_manifest(
     published_policy, agent_api, submit, example_request
 ):
+    from manifests.models import Manifest
+
     job_id = submit(agent_api, example_request).json()["id"]
+    sealed = Manifest.objects.get(job_id=job_id).document
     before = agent_api.get(f"/api/v1/assemblies/{job_id}/manifest/").json()
+    assert before["budget"]["actual_input_tokens"] is None
     report = agent_api.post(f"/api/v1/assemblies/{job_id}/usage/",
                             {"input_tokens": 9000, "cached_tokens": 1000, "output_tokens": 300}, format="json")
     assert report.status_code == 200, report.json()
     assert report.json()["estimated_input_tokens"] == before["budget"]["estimated_used"]
-    assert agent_api.get(f"/api/v1/assemblies/{job_id}/manifest/").json() == before
+    after = agent_api.get(f"/api/v1/assemblies/{job_id}/manifest/").json()
+    # The served copy carries the provider's count; nothing else changes, and the sealed row not at all.
+    assert after["budget"].pop("actual_input_tokens") == 9000
+    before["budget"].pop("actual_input_tokens")
+    assert after == before
+    assert Manifest.objects.get(job_id=job_id).document == sealed
 
 
 def test_the_assembly_list_filters_by_run_status_and_policy(
