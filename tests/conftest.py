@@ -11,6 +11,18 @@ import pytest
 
 pytest_plugins = ["tests.service_fixtures"]
 
+# Django's production hasher (PBKDF2, a million rounds) costs ~0.3 s per password set or checked,
+# by design; the dashboard fixtures set three passwords per test and log in. The tests check who
+# may log in, not the hash's strength, so they use a fast hasher (a test of `check --deploy`
+# runs in a subprocess with the production settings).
+FAST_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    from django.conf import settings
+
+    settings.PASSWORD_HASHERS = FAST_HASHERS
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from django.conf import settings
