@@ -397,3 +397,151 @@ def test_a_malformed_policy_file_is_refused_as_a_policy():
     with pytest.raises(InvalidInput) as exc:
         load_yaml_text("a: [1, 2", what="policy")
     assert str(exc.value).startswith("invalid policy: body: malformed YAML (")
+
+
+# --------------------------------------------------------------------------- survivors of the fresh sample of 2026-11-30
+# Written after that sample was judged (docs/mutation.md): they do not count in its score.
+
+
+def test_a_successful_result_that_is_only_diagnostic_says_so_to_the_model():
+    from ctxeng.engine.adapters import result_status_line
+
+    assert result_status_line("success", "evidence") is None
+    assert result_status_line("success", "diagnostic_only") == "[ctxeng: tool result status: success; evidence_use: diagnostic_only]"
+    assert result_status_line("error", "evidence") == "[ctxeng: tool result status: error; evidence_use: evidence]"
+
+
+def test_a_system_message_written_as_text_parts_is_read_as_its_text():
+    from types import SimpleNamespace
+
+    from ctxeng.engine.checks import serialization_checks
+    from ctxeng.engine.render import DATA_BOUNDARY_NOTICE
+    from ctxeng.engine.vocabulary import SerializationPreserve, Zone
+
+    asm = SimpleNamespace(policy=SimpleNamespace(serialization=SimpleNamespace(preserve=[SerializationPreserve.INSTRUCTION_DATA_BOUNDARY])))
+    rules = SimpleNamespace(content="Be careful.", zone=Zone.CONTROL)
+    parts = [{"type": "text", "text": "Be careful.\n\n"}, {"type": "text", "text": DATA_BOUNDARY_NOTICE}]
+    payload = {"messages": [{"role": "system", "content": parts}], "tools": []}
+    assert serialization_checks(asm, [rules], payload) == {"instruction_data_boundary": "passed"}
+
+
+def test_a_text_body_with_a_lone_surrogate_is_read_like_its_bytes_not_a_crash():
+    from ctxeng.engine.errors import loads_bounded
+
+    assert loads_bounded('{"a": "\ud800"}') == {"a": "\ud800"}
+
+
+def test_an_artifact_that_could_not_be_loaded_is_named_with_its_revision():
+    ghost = item("plan", "editable_project_file", kind="research_plan", source_ref={"artifact_id": "plan-42", "revision": 5}, artifact_ref={"artifact_id": "plan-42", "revision": 5})
+    ghost["content"] = None
+    ghost["content_hash"] = sha("plan v5")
+    r = run(request([*request()["candidates"], ghost]))
+    assert next(e for e in r.manifest.excluded if e.item_id == "plan").detail == "artifact plan-42@5 could not be loaded"
+
+
+def test_a_role_refused_by_role_limits_names_the_roles_that_trust_may_take():
+    odd = item("ev", content="x", intended_role="state")
+    r = run(request([*request()["candidates"], odd]))
+    rec = next(e for e in r.manifest.excluded if e.item_id == "ev")
+    assert rec.detail == "trust 'repository_evidence' may not take role 'state' (allowed: untrusted_data)"
+
+
+def test_a_go_log_holding_only_a_build_failure_is_read_as_go_test():
+    from ctxeng.engine.logformats import read_failures
+
+    log = "# example.com/pkg\n./a.go:3:1: syntax error: unexpected }\nFAIL\texample.com/pkg [build failed]\n"
+    f = read_failures(log)
+    assert (f.format, f.needles) == ("go_test", ("FAIL\texample.com/pkg [build failed]",))
+
+
+def test_an_invalid_request_is_named_as_a_request():
+    import pytest
+
+    from ctxeng.engine import parse_request
+    from ctxeng.engine.errors import InvalidInput
+
+    bad = request()
+    del bad["run_id"]
+    with pytest.raises(InvalidInput) as exc:
+        parse_request(bad)
+    assert str(exc.value) == "invalid request: run_id: field required"
+
+
+def test_the_assembly_input_names_each_tool_results_item():
+    r = run(request(extra=[tool_result("r1", "c1")], tool_calls=[tool_call("c1", "r1"), tool_call("lost", None)]))
+    results = {p["call_id"]: p["result"] for p in r.assembly_input["tool_pairs"]}
+    assert (results["c1"]["item_id"], results["c1"]["synthetic"]) == ("r1", False)
+    assert (results["lost"]["item_id"], results["lost"]["synthetic"]) == (None, True)
+
+
+def test_a_synthetic_result_tells_the_model_why_the_call_has_no_result():
+    import json
+
+    r = run(request(tool_calls=[tool_call("lost", None)]))
+    (pair,) = r.assembly_input["tool_pairs"]
+    body = json.loads(pair["result"]["text"])
+    assert body["ctxeng_synthetic_result"] is True and body["call_id"] == "lost" and body["status"] == "unknown"
+    assert body["reason"]
+
+
+def test_the_budget_record_states_each_partitions_maximum_from_the_policy():
+    from .builders import policy
+
+    parts = run(request()).manifest.budget.partitions
+    want = {n: p.get("maximum") for n, p in policy()["budget"]["partitions"].items()}
+    assert {n: p.maximum for n, p in parts.items()} == want
+
+
+def test_a_code_excerpt_without_a_body_line_is_not_non_empty():
+    from ctxeng.engine.models import ContextItem
+    from ctxeng.engine.source_limits import check_code
+    from ctxeng.engine.working import Candidate
+
+    it = ContextItem.model_validate(item("ev", content="a\nb"))
+    c = Candidate(item=it, order=0, content="a\nb", trust=it.trust)
+    assert check_code(c, f"[excerpt {it.content_hash}]", {"lines": "1-1"})["non_empty"] == "failed"
+
+
+def test_a_source_limit_reduction_that_fails_says_which_assertions_failed():
+    pol = policy_with_log_limit()
+    log = item("log", "ci_log", "collected 1 item\ntests/t.py::test_x FAILED\n1 failed", source_ref={"path": "ci/run-7.txt"})
+    r = run(request([*request()["candidates"], log]), pol)
+    rec = next(e for e in r.manifest.excluded if e.item_id == "log")
+    assert (rec.reason, rec.detail) == ("transform_blocked", "preservation assertions failed: artifact_ref_present")
+
+
+def policy_with_log_limit() -> dict:
+    from .builders import policy
+
+    pol = policy()
+    pol["source_limits"] = {"ci_log": {"default": "failures_plus_artifact_ref"}}
+    return pol
+
+
+def test_the_structured_summary_check_fails_a_text_missing_an_evicted_artifact():
+    from types import SimpleNamespace
+
+    from ctxeng.engine.models import ContextItem
+    from ctxeng.engine.transforms import check_structured_summary
+    from ctxeng.engine.working import Candidate
+
+    it = ContextItem.model_validate(item("plan", "runtime_state", "p", kind="research_plan", source_ref={"object_id": "plan", "artifact_id": "plan-42", "revision": 5}))
+    c = Candidate(item=it, order=0, content="p", trust=it.trust)
+    asm = SimpleNamespace(request=SimpleNamespace(checkpoint=None, runtime_state=None), pairs=[])
+    text = f"Goal: g\nCurrent Stage: s\nReplaced Items: plan ({it.content_hash})"
+    assert check_structured_summary(asm, text, [c], ["plan"])["artifact_refs"] == "failed"
+    assert check_structured_summary(asm, text + " plan-42@5", [c], ["plan"])["artifact_refs"] == "passed"
+
+
+def test_a_summary_of_two_inputs_is_checked_and_hashed_against_both():
+    from ctxeng.engine.hashing import sha256_json
+
+    one = item("ev1", content="first", source_ref={"repo": "pi", "commit": "c0ffee", "path": "src/one.ts", "lines": "1-20"})
+    two = item("ev2", content="second", source_ref={"repo": "pi", "commit": "c0ffee", "path": "src/two.ts", "lines": "1-20"})
+    s = item("sum", "model_summary", "Goal: g\nOpen Items: OI-1", input_item_ids=["ev1", "ev2"], producer="agent/v2",
+             source_refs=[{"repo": "pi", "commit": "c0ffee", "path": "src/two.ts", "lines": "3-4"}], preserves={"open_item_ids": ["OI-1"]})
+    r = run(request(extra=[one, two, s]))
+    assert "sum" in r.manifest.included_ids()
+    t = next(t for t in r.manifest.transforms if t.output_item_id == "sum")
+    assert t.preservation_assertions["source_refs_within_inputs"] == "passed"
+    assert t.input_digest == sha256_json([["ev1", sha("first")], ["ev2", sha("second")]])
