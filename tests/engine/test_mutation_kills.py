@@ -545,3 +545,15 @@ def test_a_summary_of_two_inputs_is_checked_and_hashed_against_both():
     t = next(t for t in r.manifest.transforms if t.output_item_id == "sum")
     assert t.preservation_assertions["source_refs_within_inputs"] == "passed"
     assert t.input_digest == sha256_json([["ev1", sha("first")], ["ev2", sha("second")]])
+
+
+def test_a_code_excerpt_of_a_file_without_a_declared_range_says_it_is_cut_from_the_whole_file():
+    from .builders import policy
+
+    pol = policy()
+    pol["source_limits"] = {"ci_code": {"default": "excerpt_with_line_range", "max_tokens": 100}}
+    body = "\n".join(f"line {i} pairing calls" for i in range(200))
+    r = run(request(extra=[item("cc", "ci_code", body, source_ref={"path": "x.py"})]), pol)
+    head = delivered_blocks(r.serialized_input)["cc"].split("\n", 1)[0]
+    kept = next(i for i in r.manifest.included if i.item_id == "cc").source_ref["lines"]
+    assert head.startswith(f"[excerpt at source: lines {kept} of 1-200 (")
