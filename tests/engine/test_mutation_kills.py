@@ -557,3 +557,120 @@ def test_a_code_excerpt_of_a_file_without_a_declared_range_says_it_is_cut_from_t
     head = delivered_blocks(r.serialized_input)["cc"].split("\n", 1)[0]
     kept = next(i for i in r.manifest.included if i.item_id == "cc").source_ref["lines"]
     assert head.startswith(f"[excerpt at source: lines {kept} of 1-200 (")
+
+
+# --------------------------------------------------------------------------- survivors of fresh sample B of 2026-11-30
+# Written after sample B was judged: they do not count in its score.
+
+
+def test_an_openai_assistant_message_carrying_calls_has_null_content():
+    r = run(request(extra=[tool_result("r1", "c1")], tool_calls=[tool_call("c1", "r1")]))
+    (msg,) = [m for m in r.serialized_input["messages"] if m.get("tool_calls")]
+    assert msg["role"] == "assistant" and "content" in msg and msg["content"] is None
+
+
+def test_a_developer_message_first_is_read_as_the_system_text():
+    from types import SimpleNamespace
+
+    from ctxeng.engine.checks import serialization_checks
+    from ctxeng.engine.render import DATA_BOUNDARY_NOTICE
+    from ctxeng.engine.vocabulary import SerializationPreserve, Zone
+
+    asm = SimpleNamespace(policy=SimpleNamespace(serialization=SimpleNamespace(preserve=list(SerializationPreserve))))
+    rules = SimpleNamespace(content="Be careful.", zone=Zone.CONTROL)
+    payload = {"messages": [{"role": "developer", "content": "Be careful.\n\n" + DATA_BOUNDARY_NOTICE}, {"role": "user", "content": "x"}], "tools": []}
+    assert set(serialization_checks(asm, [rules], payload).values()) == {"passed"}
+
+
+def test_a_source_type_without_ref_rules_needs_some_source_ref():
+    from ctxeng.engine.gates import _ref_complete
+
+    assert _ref_complete("something_new", {}) == (False, "source_ref is empty")
+
+
+def test_without_a_given_time_the_manifest_is_stamped_in_utc_seconds():
+    import re
+
+    from ctxeng.engine import assemble, parse_policy, parse_request
+
+    from .builders import policy
+
+    m = assemble(parse_request(request()), parse_policy(policy())).manifest
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", str(m.assembly.created_at).replace("+00:00", "Z"))
+
+
+def test_a_budget_evicted_record_states_the_tokens_it_would_have_cost():
+    pol, model = tight(400, {"direct_evidence": {"eviction": "reduce_candidates", "kinds": ["evidence"]}})
+    r = run(request([ev("big", 300, 0.9)], model=model), pol)
+    rec = next(e for e in r.manifest.excluded if e.item_id == "big")
+    assert rec.reason == "budget_evicted" and rec.tokens and rec.tokens > 400
+
+
+def test_a_blocked_source_limit_reduction_records_no_output():
+    pol = policy_with_log_limit()
+    log = item("log", "ci_log", "collected 1 item\ntests/t.py::test_x FAILED\n1 failed", source_ref={"path": "ci/run-7.txt"})
+    r = run(request([*request()["candidates"], log]), pol)
+    (t,) = [t for t in r.manifest.transforms if t.output_item_id == "log"]
+    assert (t.status, t.output_digest, t.token_estimate_after, t.after_excerpt) == ("blocked", None, None, "")
+
+
+def test_the_decision_compression_check_reads_refs_on_the_first_kept_line_too():
+    from ctxeng.engine.models import ContextItem
+    from ctxeng.engine.transforms import check_decision_compression, decision_compress
+    from ctxeng.engine.working import Candidate
+
+    text = "intro\nDecision: use B (https://x.example/b)\nReason: faster"
+    it = ContextItem.model_validate(item("plan", "runtime_state", text, kind="research_plan"))
+    c = Candidate(item=it, order=0, content=text, trust=it.trust)
+    out, _ = decision_compress(c)
+    assert check_decision_compression(c, out)["source_refs_kept"] == "passed"
+    assert check_decision_compression(c, out.replace(" (https://x.example/b)", ""))["source_refs_kept"] == "failed"
+
+
+def test_summarising_state_of_equal_trust_does_not_raise_it():
+    from .test_eviction import budget_policy, partitions, words
+
+    notes = item("notes-a", "editable_project_file", words(300, "n"), kind="research_plan", relevance=0.3)
+    r = run(request(extra=[notes]), budget_policy(16000, partitions(state={"maximum": 700})))
+    (t,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
+    assert t.preservation_assertions["trust_not_raised"] == "passed" and t.status == "applied"
+
+
+def test_a_go_log_with_only_run_lines_and_a_panic_is_read_as_go_test():
+    from ctxeng.engine.logformats import read_failures
+
+    f = read_failures("=== RUN   TestPairs\npanic: runtime error: index out of range\n")
+    assert (f.format, f.needles) == ("go_test", ("panic: runtime error: index out of range",))
+
+
+def test_a_jest_log_known_only_by_its_summary_line_is_read_as_jest():
+    from ctxeng.engine.logformats import read_failures
+
+    assert read_failures("Tests:       1 failed, 2 passed, 3 total\n").format == "jest"
+
+
+def test_an_items_artifact_revision_comes_from_its_artifact_ref_first():
+    from ctxeng.engine.lifecycle import named_artifact
+    from ctxeng.engine.models import ContextItem
+
+    it = ContextItem.model_validate(item("plan", "editable_project_file", "p", source_ref={"artifact_id": "plan-42", "revision": 5},
+                                         artifact_ref={"artifact_id": "plan-42", "revision": 6}, revision=4))
+    assert named_artifact(it) == ("plan-42", "6")
+    it = ContextItem.model_validate(item("plan", "editable_project_file", "p", source_ref={"artifact_id": "plan-42", "revision": 5}, revision=4))
+    assert named_artifact(it) == ("plan-42", "5")
+    it = ContextItem.model_validate(item("plan", "editable_project_file", "p", source_ref={"artifact_id": "plan-42"}, revision=4))
+    assert named_artifact(it) == ("plan-42", "4")
+
+
+def test_a_request_with_exactly_the_candidate_limit_is_read(monkeypatch):
+    import pytest
+
+    from ctxeng.engine import parse_request
+    from ctxeng.engine import policy as policy_module
+    from ctxeng.engine.errors import InvalidInput
+
+    monkeypatch.setattr(policy_module, "MAX_CANDIDATES", 5)
+    assert len(parse_request(request()).candidates) == 5
+    with pytest.raises(InvalidInput) as exc:
+        parse_request(request(extra=[item("ev")]))
+    assert exc.value.errors == ["candidates: 6 candidates, more than the limit 5"]
