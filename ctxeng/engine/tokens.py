@@ -9,14 +9,18 @@ counting is the dominant cost of an assembly. A `SharedTokenCache` (Redis in the
 `ctxeng.token_cache`) extends the cache across worker processes and restarts: `count_many` asks it
 once per assembly for every digest the local cache lacks, and tells it every count it had to make.
 
-Counting is sequential on purpose: tiktoken's threaded batch encoder gained nothing on a shared
-2-core machine (and prefork workers already use the cores), and only the length is needed, so the
-token buffer is never turned into a list of Python ints.
+Only the length is needed, so the token buffer is never turned into a list of Python ints (which
+is also why tiktoken's `encode_ordinary_batch` is not used: it builds those lists). The buffer
+encoder releases the GIL, so a large batch of uncounted texts (a cold assembly: at least
+`PARALLEL_MIN_CHARS` characters) is counted on every core by a small thread pool; a small one (a
+service job, whose prefork worker already has a core of its own) stays on the calling thread.
+Counts are the same either way.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from typing import Protocol
@@ -38,6 +42,19 @@ class SharedTokenCache(Protocol):
 
 _ENCODINGS: dict[str, object] = {}
 _LOCK = threading.Lock()
+
+PARALLEL_MIN_CHARS = 1_000_000
+_POOL: dict[str, object] = {}
+
+
+def _pool():
+    """A process's thread pool for counting (rebuilt after a fork: threads do not survive one)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _LOCK:
+        if _POOL.get("pid") != os.getpid():
+            _POOL.update(pid=os.getpid(), pool=ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="count"))
+        return _POOL["pool"]
 
 
 def _encoding(name: str):
@@ -120,7 +137,7 @@ class TiktokenTokenizer:
                 missing.pop(key, None)
             self.hits += len(found)
         if missing:
-            fresh = {k: self.encode_count(text) for k, text in missing.items()}
+            fresh = self._encode_counts(missing)
             for k, n in fresh.items():
                 out[k] = n
                 self._remember(k, n)
@@ -128,6 +145,19 @@ class TiktokenTokenizer:
             if self.shared is not None:
                 self.shared.set_many(fresh)
         return out
+
+    def _encode_counts(self, texts: dict[str, str]) -> dict[str, int]:
+        workers = os.cpu_count() or 1
+        if workers < 2 or sum(map(len, texts.values())) < PARALLEL_MIN_CHARS:
+            return {k: self.encode_count(text) for k, text in texts.items()}
+        keys = list(texts)
+        # Interleaved shares: sizes in a request cluster by kind, so every thread gets a like mix.
+        shares = [keys[i::workers] for i in range(workers)]
+        counted = _pool().map(lambda share: [self.encode_count(texts[k]) for k in share], shares)
+        out: dict[str, int] = {}
+        for share, counts in zip(shares, counted, strict=True):
+            out.update(zip(share, counts, strict=True))
+        return {k: out[k] for k in keys}
 
     def _remember(self, key: str, n: int) -> None:
         self._cache[key] = n
