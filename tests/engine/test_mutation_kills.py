@@ -674,3 +674,38 @@ def test_a_request_with_exactly_the_candidate_limit_is_read(monkeypatch):
     with pytest.raises(InvalidInput) as exc:
         parse_request(request(extra=[item("ev")]))
     assert exc.value.errors == ["candidates: 6 candidates, more than the limit 5"]
+
+
+# --------------------------------------------------------------------------- survivors of fresh sample C of 2026-11-30
+# Written after sample C was judged: not measured by any sample.
+
+
+def test_a_blocked_structured_summary_is_recorded_as_excluded():
+    from .test_eviction import budget_policy, partitions, words
+
+    mem = item("mem-a", "memory_object", words(300, "m"), kind="research_plan", intended_role="state", relevance=0.3)
+    r = run(request(extra=[mem]), budget_policy(16000, partitions(state={"maximum": 700})))
+    (s,) = [s for s in r.manifest.summaries if s.item_id == "structured-summary-state"]
+    assert s.decision == "excluded"
+
+
+def test_a_supplied_summary_that_fails_records_no_size_after():
+    s = item("sum", "model_summary", "Goal: g", input_item_ids=["turn-1"], producer="", source_refs=[{"repo": "pi", "commit": "c"}],
+             input_range={"start_item_id": "turn-1", "end_item_id": "turn-1"}, preserves={"open_item_ids": ["OI-1"]})
+    r = run(request(extra=[s]))
+    t = next(t for t in r.manifest.transforms if t.output_item_id == "sum")
+    assert (t.status, t.output_digest, t.token_estimate_after) == ("blocked", None, None)
+    assert t.token_estimate_before and t.token_estimate_before > 0
+
+
+def test_a_part_present_twice_is_not_the_text_made_of_it_once():
+    from ctxeng.engine.checks import _only
+
+    assert not _only("A A", ["A"])
+
+
+def test_a_role_limit_detail_lists_every_allowed_role_comma_separated():
+    memo_in_control = item("mem", "memory_object", "remember this", intended_role="task_intent")
+    r = run(request([*request()["candidates"], memo_in_control]))
+    rec = next(e for e in r.manifest.excluded if e.item_id == "mem")
+    assert rec.detail.endswith("(allowed: state, untrusted_data, derived_context)")
