@@ -334,7 +334,7 @@ def render_checkpoint(state: CheckpointState) -> str:
     return "\n".join(
         [
             f"Goal: {state.goal}",
-            f"Constraints: {_lines(state.constraints)}",
+            f"Hard Constraints: {_lines(state.constraints)}",
             f"Current Stage: {state.current_stage}",
             f"Done / In Progress / Blocked: done: {_lines(state.done)} | in progress: {_lines(state.in_progress)} | blocked: {_lines(state.blocked)}",
             f"Confirmed Claims: {_lines(claims)}",
@@ -453,7 +453,7 @@ def structured_summary(asm: Assembly, evicted: list[Candidate], *, partition: st
     content = "\n".join(
         [
             f"Goal: {goal}",
-            f"Constraints: {_lines(cp.constraints) if cp else '(in the task items)'}",
+            f"Hard Constraints: {_lines(cp.constraints) if cp else '(in the task items)'}",
             f"Current Stage: {stage}",
             "Done / In Progress / Blocked: "
             + (f"done: {_lines(cp.done)} | in progress: {_lines(cp.in_progress)} | blocked: {_lines(cp.blocked)}" if cp else "none recorded"),

@@ -151,3 +151,21 @@ def test_an_items_tokens_do_not_depend_on_which_nonce_the_step_got():
         nonces.add(r.manifest.assembly.data_fence_nonce)
         counts.add(next(i.tokens for i in r.manifest.included if i.item_id == "ev"))
     assert len(nonces) == 12 and len(counts) == 1, counts
+
+
+def test_the_engines_own_checkpoint_satisfies_a_policy_preserving_hard_constraints():
+    """The runtime's constraints are the task's hard constraints: the checkpoint's heading says so,
+    so a policy preserving `hard_constraints` (or `constraints`) verifies the engine's own summary."""
+    checkpoint = {
+        "summary_id": "cp-1",
+        "goal": "map how tool calls are paired",
+        "constraints": ["fixed revisions"],
+        "current_stage": "drafting",
+        "open_item_ids": ["OI-1"],
+        "input_item_ids": ["turn-1"],
+        "input_range": {"start_item_id": "turn-1", "end_item_id": "turn-1"},
+    }
+    for key in ("hard_constraints", "constraints"):
+        r = run(request(checkpoint=checkpoint), preserving(key))
+        rec = next(t for t in r.manifest.transforms if t.output_item_id == "cp-1")
+        assert rec.preservation_assertions[key] == "passed", key

@@ -237,7 +237,7 @@ def test_the_checkpoint_summary_writes_every_section_and_none_for_an_empty_one()
     empty = CheckpointState(goal="Find how tool calls are paired.", current_stage="drafting", input_item_ids=["plan-a"])
     assert render_checkpoint(empty).split("\n") == [
         "Goal: Find how tool calls are paired.",
-        "Constraints: none",
+        "Hard Constraints: none",
         "Current Stage: drafting",
         "Done / In Progress / Blocked: done: none | in progress: none | blocked: none",
         "Confirmed Claims: none",
@@ -264,7 +264,7 @@ def test_the_checkpoint_summary_writes_every_section_and_none_for_an_empty_one()
         artifact_refs=["plan-42@5"],
     )
     lines = render_checkpoint(full).split("\n")
-    assert lines[1] == "Constraints: c1; c2"
+    assert lines[1] == "Hard Constraints: c1; c2"
     assert lines[3] == "Done / In Progress / Blocked: done: d | in progress: p | blocked: b"
     assert lines[4] == "Confirmed Claims: pairs by id [pi@c0ffee:a.ts:1-2]"
     assert lines[6:] == [
