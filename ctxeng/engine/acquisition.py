@@ -72,6 +72,12 @@ def candidate_set_digest(asm_request, items_content_hashes: list[tuple[str, str]
     )
 
 
+# Characters of uncounted text handed to the tokenizer at once: large enough for its all-core pool
+# (tokens.PARALLEL_MIN_CHARS), small enough that the block texts built for it stay a fraction of
+# the request.
+COUNT_BATCH_CHARS = 4_000_000
+
+
 def measure(asm: Assembly) -> None:
     """Count every candidate's tokens once: exactly what the payload would carry for it.
 
@@ -83,24 +89,41 @@ def measure(asm: Assembly) -> None:
     """
     expected_result_headers(asm)
     split = splits_fences(asm)
-    texts: dict[str, str] = {}
+    cached = getattr(asm.tokenizer, "cached", None)
+    counts: dict[str, int] = {}
+    pending: dict[str, tuple[Candidate, str | None]] = {}  # key -> the candidate and header to count
     keys: list[str | None] = []
     for cand in asm.candidates:
+        header = None
         if cand.role == Role.CONTROL:
-            key = cand.digest
-            texts[key] = cand.content
+            key: str | None = cand.digest
         else:
             cand.zone = ROLE_ZONE[cand.role]
             header = header_json(cand)
-            if split:
-                key = middle_key(cand, header)
-                texts[key] = block_middle(cand, header)
-            else:
-                key = None
+            key = middle_key(cand, header) if split else None
             # Only sizes reductions (source limits, truncation); never what is recorded.
             cand.header_tokens = len(header) // 3 + 16
         keys.append(key)
-    counts = _count_many(asm, texts)
+        if key is None or key in counts or key in pending:
+            continue
+        hit = cached(key) if cached is not None else None
+        if hit is not None:
+            counts[key] = hit
+        else:
+            pending[key] = (cand, header)
+    # What this process has not counted is built into block texts one batch at a time (bounded in
+    # characters), so a large request never holds a second copy of all its content at once.
+    batch: dict[str, str] = {}
+    size = 0
+    for key, (cand, header) in pending.items():
+        text = cand.content if header is None else block_middle(cand, header)
+        batch[key] = text
+        size += len(text)
+        if size >= COUNT_BATCH_CHARS:
+            counts.update(_count_many(asm, batch))
+            batch, size = {}, 0
+    if batch:
+        counts.update(_count_many(asm, batch))
     fence = fence_tokens(asm) if split else 0
     for cand, key in zip(asm.candidates, keys, strict=True):
         if key is None:

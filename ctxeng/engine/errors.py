@@ -91,9 +91,8 @@ def load_json_text(text: str | bytes, *, what: str) -> Any:
 
 NUL = "\x00"
 
-# The depth scan: drop escape pairs (an escaped `\"` is no quote), keep only brackets and quotes, and
-# every other quote-separated piece is outside a string.
-_ESCAPE_PAIR = re.compile(rb"\\.", re.DOTALL)
+# The depth scan: drop escaped backslashes and quotes (an escaped `\"` is no quote), keep only
+# brackets and quotes, and every other quote-separated piece is outside a string.
 _NOT_STRUCTURAL = bytes(sorted(set(range(256)) - set(b'[]{}"')))
 _DEPTH_STEP = [0] * 256
 _DEPTH_STEP[ord("[")] = _DEPTH_STEP[ord("{")] = 1
@@ -112,7 +111,10 @@ def json_nesting(raw: bytes) -> int:
     opened = raw.count(b"[") + raw.count(b"{")
     if opened <= MAX_JSON_DEPTH:
         return opened
-    unescaped = _ESCAPE_PAIR.sub(b"", raw) if b"\\" in raw else raw
+    # Escaped backslashes first, then escaped quotes: left to right, as JSON reads escapes. Two
+    # C-level replaces build one buffer each, where a regex substitution over a body full of `\n`
+    # escapes held a piece per escape (~60 MB for an 8 MB request).
+    unescaped = raw.replace(b"\\\\", b"").replace(b'\\"', b"") if b"\\" in raw else raw
     brackets = b"".join(unescaped.translate(None, _NOT_STRUCTURAL).split(b'"')[::2])
     return max(accumulate(map(_DEPTH_STEP.__getitem__, brackets)), default=0)
 
@@ -183,7 +185,7 @@ def loads_bounded(raw: bytes | str, *, what: str = "input") -> Any:
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise InvalidInput([f"body: malformed JSON ({exc})"], what=what) from None
     # JSON can carry NUL only as an escape; PostgreSQL cannot store it (text or jsonb).
-    if refused or b"\\u0000" in raw.lower():
+    if refused or b"\\u0000" in raw:  # JSON's escape is a lower-case \u; no lowered copy of the body
         problem = _problem(data, "")
         if problem is not None:
             raise InvalidInput([problem], what=what)

@@ -116,6 +116,14 @@ class TiktokenTokenizer:
         self._remember(key, n)
         return n
 
+    def cached(self, key: str) -> int | None:
+        """The count this process already holds for `key`, if any (a hit), without the text."""
+        n = self._cache.get(key)
+        if n is not None:
+            self.hits += 1
+            self._cache.move_to_end(key)
+        return n
+
     def count_many(self, texts: dict[str, str]) -> dict[str, int]:
         """Count several texts keyed by a caller-chosen digest, consulting the shared cache once."""
         out: dict[str, int] = {}
