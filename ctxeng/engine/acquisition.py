@@ -10,7 +10,7 @@ state), and each candidate's actual content digest and token count are measured 
 from __future__ import annotations
 
 from .hashing import sha256_json, sha256_text
-from .render import block_middle, block_tokens, fence_tokens, header_json, middle_key, splits_fences
+from .render import block_tokens, count_key, count_offset, count_text, header_json
 from .structure import expected_result_headers
 from .transforms import checkpoint_item
 from .vocabulary import ROLE_ZONE, Role
@@ -88,21 +88,18 @@ def measure(asm: Assembly) -> None:
     payload to prove it. Without that tokenizer guarantee each whole block is counted.
     """
     expected_result_headers(asm)
-    split = splits_fences(asm)
     cached = getattr(asm.tokenizer, "cached", None)
     counts: dict[str, int] = {}
     pending: dict[str, tuple[Candidate, str | None]] = {}  # key -> the candidate and header to count
     keys: list[str | None] = []
     for cand in asm.candidates:
         header = None
-        if cand.role == Role.CONTROL:
-            key: str | None = cand.digest
-        else:
+        if cand.role != Role.CONTROL:
             cand.zone = ROLE_ZONE[cand.role]
             header = header_json(cand)
-            key = middle_key(cand, header) if split else None
             # Only sizes reductions (source limits, truncation); never what is recorded.
             cand.header_tokens = len(header) // 3 + 16
+        key = count_key(asm, cand, header)
         keys.append(key)
         if key is None or key in counts or key in pending:
             continue
@@ -116,7 +113,7 @@ def measure(asm: Assembly) -> None:
     batch: dict[str, str] = {}
     size = 0
     for key, (cand, header) in pending.items():
-        text = cand.content if header is None else block_middle(cand, header)
+        text = count_text(asm, cand, header)
         batch[key] = text
         size += len(text)
         if size >= COUNT_BATCH_CHARS:
@@ -124,12 +121,8 @@ def measure(asm: Assembly) -> None:
             batch, size = {}, 0
     if batch:
         counts.update(_count_many(asm, batch))
-    fence = fence_tokens(asm) if split else 0
     for cand, key in zip(asm.candidates, keys, strict=True):
-        if key is None:
-            cand.original_tokens = block_tokens(asm, cand)
-        else:
-            cand.original_tokens = counts[key] + (0 if cand.role == Role.CONTROL else fence)
+        cand.original_tokens = block_tokens(asm, cand) if key is None else counts[key] + count_offset(asm, cand)
         cand.tokens = cand.original_tokens
 
 

@@ -34,7 +34,6 @@ from .vocabulary import Role, Zone
 from .working import Assembly, Candidate
 
 FENCE = "<<<ctxeng:"
-ESCAPED_FENCE = "<<<ctxeng-escaped:"
 ZONE_ORDER = (Zone.CONTROL, Zone.TASK, Zone.STATE, Zone.UNTRUSTED_DATA)
 
 DATA_BOUNDARY_NOTICE = (
@@ -141,18 +140,43 @@ def middle_key(cand: Candidate, header: str) -> str:
     return f"{hashlib.blake2b(header.encode('utf-8'), digest_size=16).hexdigest()}:{cand.content_digest}"
 
 
+# Counting an item is: the text `count_text` gives, cached under `count_key`, plus `count_offset`.
+# `block_tokens` does it for one item, `acquisition.measure` for all of them in batches.
+
+
+def count_key(asm: Assembly, cand: Candidate, header: str | None = None) -> str | None:
+    """The cache key of `count_text`: a control item's content digest, a block's `middle_key`;
+    None when the tokenizer gives no piece boundaries and the whole block (nonce included) is counted."""
+    if cand.role == Role.CONTROL:
+        return cand.content_digest
+    if not splits_fences(asm):
+        return None
+    return middle_key(cand, header if header is not None else header_json(cand))
+
+
+def count_text(asm: Assembly, cand: Candidate, header: str | None = None) -> str:
+    """What is counted for `cand`: a control item's text, else its block's nonce-free middle (or
+    the whole block when the tokenizer gives no piece boundaries)."""
+    if cand.role == Role.CONTROL:
+        return cand.content
+    if not splits_fences(asm):
+        return fenced(cand, asm.nonce)
+    return block_middle(cand, header)
+
+
+def count_offset(asm: Assembly, cand: Candidate) -> int:
+    """Tokens added to `count_text`'s count: the nonce prefix and footer of a block counted in parts."""
+    return fence_tokens(asm) if cand.role != Role.CONTROL and splits_fences(asm) else 0
+
+
 def block_tokens(asm: Assembly, cand: Candidate) -> int:
     """The exact token count of what the payload carries for `cand`: its text for a control item,
     else its whole fenced block."""
-    if cand.role == Role.CONTROL:
-        return asm.tokenizer.count(cand.content)
-    if not splits_fences(asm):
-        return asm.tokenizer.count(fenced(cand, asm.nonce))
-    header = header_json(cand)
-    middle = block_middle(cand, header)
+    header = None if cand.role == Role.CONTROL else header_json(cand)
+    key, text = count_key(asm, cand, header), count_text(asm, cand, header)
     keyed = getattr(asm.tokenizer, "count_keyed", None)
-    n = keyed(middle_key(cand, header), middle) if keyed is not None else asm.tokenizer.count(middle)
-    return n + fence_tokens(asm)
+    n = keyed(key, text) if keyed is not None and key is not None else asm.tokenizer.count(text)
+    return n + count_offset(asm, cand)
 
 
 def placement_key(cand: Candidate) -> tuple[int, str]:

@@ -375,21 +375,9 @@ def check_sections(asm: Assembly, cand: Candidate, out: str, ref: dict) -> dict[
 # --------------------------------------------------------------------------- the stage
 
 
-def mark_result_status(asm: Assembly) -> None:
-    """Tool results carry their call's status and evidence use into their fence header; recount it."""
-    for pair in asm.pairs:
-        result = pair.result
-        if result is None or not result.alive:
-            continue
-        if result.result_status == pair.call.status and result.evidence_use == pair.evidence_use:
-            continue  # counted with this header at acquisition (structure.expected_result_headers)
-        result.result_status = pair.call.status
-        result.evidence_use = pair.evidence_use
-        result.tokens = block_tokens(asm, result)
-
-
 def apply_source_limits(asm: Assembly) -> None:
-    mark_result_status(asm)
+    # Tool results already carry their call's status and evidence use in their fence header, and
+    # were counted with it, since acquisition (`structure.expected_result_headers`).
     transforms = asm.policy.transforms
     for cand in asm.alive():
         key, limit = _limit_for(asm, cand.item.source_type)

@@ -162,9 +162,9 @@ PLANTS: tuple[Plant, ...] = (
     ),
     Plant(
         "fence_header_tokens_not_counted",
-        "ctxeng/engine/acquisition.py",
-        "                texts[key] = block_middle(cand, header)\n",
-        "                texts[key] = cand.content\n",
+        "ctxeng/engine/render.py",
+        "    return block_middle(cand, header)\n",
+        "    return cand.content\n",
         "tokens add up: each fenced block's identity header is counted",
     ),
     Plant(
@@ -191,9 +191,9 @@ PLANTS: tuple[Plant, ...] = (
     ),
     Plant(
         "fence_prefix_and_footer_not_counted",
-        "ctxeng/engine/acquisition.py",
-        "            cand.original_tokens = counts[key] + (0 if cand.role == Role.CONTROL else fence)\n",
-        "            cand.original_tokens = counts[key]\n",
+        "ctxeng/engine/render.py",
+        "    return fence_tokens(asm) if cand.role != Role.CONTROL and splits_fences(asm) else 0\n",
+        "    return 0\n",
         "tokens add up: each fenced block's nonce line and footer are counted",
     ),
     Plant(
