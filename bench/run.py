@@ -1,4 +1,5 @@
-"""`make bench` (`python -m bench.run [--quick] [--only 1,2]`): all five benchmarks of issue 5.
+"""`make bench` (`python -m bench.run [--quick] [--only 1,2]`): the five benchmarks of issue 5 and
+issue 14's database growth (6).
 
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
@@ -27,6 +28,7 @@ SECTIONS = (
     ("3", "3 growth", "bench.growth"),
     ("4", "4 service", "bench.service"),
     ("5", "5 dashboard", "bench.dashboard"),
+    ("6", "6 storage", "bench.storage"),
 )
 
 
@@ -54,7 +56,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
-    parser.add_argument("--only", default="1,2,3,4,5", help="comma-separated section numbers")
+    parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated section numbers")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(","))
     started = time.monotonic()

@@ -10,7 +10,8 @@ relevance below the floor). `make_policy(context_limit)` is the worked example's
 numbers scaled to the context limit, so any request of a few MB is under heavy budget pressure:
 ranking orders, the budget evicts, and every test log goes through the `failures_plus_artifact_ref`
 source-limit transform. `next_step(request)` is the agent's next step: the same candidates with a
-small fraction replaced or added, and a new step id.
+small fraction replaced or added, and a new step id; `step_run(request, steps)` chains such steps
+into an agent run.
 
 Everything is a pure function of its arguments: the same seed gives byte-identical requests.
 """
@@ -22,6 +23,7 @@ import hashlib
 import json
 import random
 import string
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -295,6 +297,20 @@ def next_step(request: dict[str, Any], *, changed: float = 0.03, seed: int = 6) 
         cands.append(item)
     nxt["candidates"] = cands
     return nxt
+
+
+def step_run(request: dict[str, Any], steps: int, *, changed: float = 0.10) -> Iterator[dict[str, Any]]:
+    """An agent run of `steps` steps: `request`, then each step `next_step` of the one before.
+
+    Step k (k >= 1) re-fetches `changed` of the synthetic non-tool items with new content (the
+    changes accumulate from step to step); its step id is the first step's with `-k` appended.
+    """
+    current = request
+    for k in range(steps):
+        if k:
+            current = next_step(current, changed=changed, seed=k)
+            current["step_id"] = f"{request['step_id']}-{k}"
+        yield current
 
 
 def make_policy(context_limit: int = 128_000) -> dict[str, Any]:
