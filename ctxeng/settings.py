@@ -17,6 +17,8 @@ from pathlib import Path
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 
+from ctxeng.content.objectstore import parse_content_store
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -75,6 +77,7 @@ INSTALLED_APPS = [
     "policies",
     "ctxeng.audit",
     "ctxeng.accounts",
+    "ctxeng.content",
 ]
 
 MIDDLEWARE = [
@@ -131,6 +134,21 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] != ":memory:":
         Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --------------------------------------------------------------------------- content store
+
+# Where content bodies live (ctxeng.content): "db" keeps them in the database; "s3://bucket/prefix"
+# puts them in an S3-compatible object store, each tenant's under <prefix>/tenant-<pk>/.
+# CTXENG_S3_ENDPOINT_URL points at a store other than AWS (MinIO, a local server). The AWS_* keys
+# left empty fall back to boto3's own chain (instance role, ~/.aws).
+CTXENG_CONTENT_STORE = os.environ.get("CTXENG_CONTENT_STORE", "db").strip() or "db"
+parse_content_store(CTXENG_CONTENT_STORE)  # a malformed value stops the process here
+CTXENG_S3_ENDPOINT_URL = os.environ.get("CTXENG_S3_ENDPOINT_URL", "").strip()
+if CTXENG_S3_ENDPOINT_URL and not re.fullmatch(r"https?://[^/\s]+/?", CTXENG_S3_ENDPOINT_URL):
+    raise ImproperlyConfigured(f"CTXENG_S3_ENDPOINT_URL: expected http(s)://host[:port], got {CTXENG_S3_ENDPOINT_URL!r}")
+AWS_ACCESS_KEY_ID = os.environ.get("AWS_ACCESS_KEY_ID", "")
+AWS_SECRET_ACCESS_KEY = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
+AWS_DEFAULT_REGION = os.environ.get("AWS_DEFAULT_REGION", "")
 
 # --------------------------------------------------------------------------- auth, i18n, static
 
