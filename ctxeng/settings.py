@@ -129,7 +129,7 @@ DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=envint(
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Web requests, the in-process runner and worker heartbeats write concurrently: wait, don't fail.
     DATABASES["default"].setdefault("OPTIONS", {}).update(
-        {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+        {"timeout": 30, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA page_size=16384; PRAGMA journal_mode=WAL;"}
     )
     if DATABASES["default"]["NAME"] != ":memory:":
         Path(DATABASES["default"]["NAME"]).parent.mkdir(parents=True, exist_ok=True)

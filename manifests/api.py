@@ -136,7 +136,7 @@ class AssemblyManifestApi(APIView):
                    summary="The sealed manifest")
     def get(self, request: Request, job_id: str) -> Response:
         manifest = _sealed_manifest(selectors.job_get(request.user, job_id))
-        document = manifest.document
+        document = selectors.manifest_document(manifest)
         usage = UsageReport.objects.filter(manifest=manifest).only("input_tokens").first()
         if usage is not None and isinstance(document.get("budget"), dict):
             # The sealed row never changes; the served copy carries the provider's reported count.
@@ -154,10 +154,18 @@ class AssemblyInputApi(APIView):
         if manifest.content_purged_at is not None:
             raise ApiError(status.HTTP_410_GONE, f"assembly {job.id}: content purged at "
                            f"{manifest.content_purged_at.isoformat()} (retention); the manifest keeps its hashes")
-        if manifest.provider_input is None:
-            reason = manifest.document.get("assembly", {}).get("blocked_reason")
+        if manifest.payload_packed is None:
+            reason = (selectors.manifest_document(manifest, sections=("assembly",)).get("assembly") or {}).get("blocked_reason")
             raise Conflict(f"assembly {job.id} is {manifest.status} ({reason}); there is no model input")
-        return Response(manifest.provider_input)
+        return Response(selectors.manifest_payload(manifest))
+
+
+class AssemblyRequestApi(APIView):
+    @extend_schema(parameters=[JOB_ID], responses={200: AssemblyRequest},
+                   summary="The request as submitted (rebuilt from the content store; candidates lose their "
+                           "content once the manifest's content is purged)")
+    def get(self, request: Request, job_id: str) -> Response:
+        return Response(selectors.job_request(selectors.job_get(request.user, job_id)))
 
 
 class UsageBody(BaseModel):
@@ -259,7 +267,7 @@ def artifact_json(artifact: Artifact, *, with_content: bool = False) -> dict[str
         "created_at": artifact.created_at,
     }
     if with_content:
-        data["content"] = artifact.content
+        data["content"] = selectors.artifact_content(artifact)
     return data
 
 

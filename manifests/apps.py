@@ -15,7 +15,9 @@ class ManifestsConfig(AppConfig):
     def ready(self) -> None:
         from celery.signals import worker_init, worker_ready, worker_shutting_down
 
-        from . import worker_startup
+        from . import content_holders, worker_startup
+
+        content_holders.register()
 
         worker_init.connect(worker_startup.on_worker_init, dispatch_uid="ctxeng.worker_checks")
         worker_ready.connect(worker_startup.on_worker_ready, dispatch_uid="ctxeng.sweeper_start")

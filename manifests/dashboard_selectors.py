@@ -6,10 +6,11 @@ object in any other tenant is simply not found (the view turns that into 404). A
 can hold 20,000 items, so the manifest page's cost must not grow with it: a manifest sealed by
 the service carries `Manifest.sections` (the small sections, counts, the first page of tool pairs
 and transforms, the first lineage trees; see `page_sections`), and the inspector's item list is
-paged in SQL from ManifestItem rows, whose `record` is the item's full record. The stored request (item
-bodies), the provider payload and transform excerpts load only for the one item or region that
-asks. A manifest without `sections` (written before they existed, or directly by a test) is read
-the old way: the sections it shows pulled from the document with JSON key transforms.
+paged in SQL from ManifestItem rows (the ItemDecision columns), each page's full records read
+from the content store by their digests. The stored request (item bodies), the provider payload
+and transform excerpts load only for the one item or region that asks. A manifest without
+`sections` (written directly by a test) is read the old way: the sections it shows read from the
+document's skeleton, named section by named section.
 """
 
 from __future__ import annotations
@@ -23,15 +24,16 @@ from datetime import date
 from typing import Any
 
 from django.db.models import Case, CharField, Count, F, IntegerField, Max, Q, QuerySet, TextField, Value, When
-from django.db.models.fields.json import KT, KeyTextTransform, KeyTransform
-from django.db.models.functions import Cast, NullIf
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
+from django.db.models.functions import NullIf
 
 from ctxeng.accounts.models import Tenant
+from ctxeng.content.store import content_read, content_read_many
 from ctxeng.engine import parse_request
 from ctxeng.engine.vocabulary import ExclusionReason
 
 from .models import AssemblyJob, Decision, JobStatus, Manifest, ManifestItem, Run
-from .selectors import artifact_for_ref
+from .selectors import artifact_content, artifact_for_ref, job_request
 
 # The sections a manifest page shows; candidate_items (the largest part) is never fetched.
 PAGE_SECTIONS = (
@@ -49,7 +51,7 @@ PAGE_SECTIONS = (
     "lifecycle_events",
 )
 REASON_ORDER = [reason.value for reason in ExclusionReason]
-_HEAVY_JOB_FIELDS = ("request", "manifest__document", "manifest__provider_input", "manifest__sections")
+_HEAVY_JOB_FIELDS = ("request_packed", "manifest__document_packed", "manifest__payload_packed", "manifest__sections")
 # What `Manifest.sections` keeps of the long lists: one page of each, and the first lineage trees.
 SECTION_HEADS = {"tool_pairs": 100, "transforms": 20}
 LINEAGE_LIMIT = 50
@@ -74,9 +76,10 @@ def light_jobs(tenant_ids: list[int], *, with_sections: bool = False) -> QuerySe
 
 
 def _doc_text(section: str, key: str) -> NullIf:
-    """One scalar of a job's sealed manifest document, read in SQL (the document stays unloaded).
-    SQLite reads a JSON null as the text 'null' (PostgreSQL as NULL): both are None here."""
-    return NullIf(KeyTextTransform(key, KeyTransform(section, "manifest__document")), Value("null"),
+    """One scalar of a job's sealed manifest, read in SQL from `Manifest.sections` (which holds the
+    assembly and budget sections). SQLite reads a JSON null as the text 'null' (PostgreSQL as
+    NULL): both are None here."""
+    return NullIf(KeyTextTransform(key, KeyTransform(section, "manifest__sections")), Value("null"),
                   output_field=TextField())
 
 
@@ -153,12 +156,13 @@ def assembly_get(*, tenant_ids: list[int], job_id: str) -> AssemblyJob | None:
 
 
 def manifest_sections(manifest_id: int, sections: tuple[str, ...] = PAGE_SECTIONS) -> dict[str, Any]:
-    """The named top-level sections of a sealed manifest, in one query, without candidate_items."""
-    row = Manifest.objects.filter(pk=manifest_id).values(**{name: KT(f"document__{name}") for name in sections}).first()
-    if row is None:
+    """The named top-level sections of a sealed manifest, read from the content store alone
+    (candidate_items, the largest part, is never fetched unless named)."""
+    found = Manifest.objects.filter(pk=manifest_id).values_list("document_packed", "job__tenant_id").first()
+    if found is None:
         return {}
-    # KT returns the section as JSON text on every backend; decode once here.
-    return {name: (json.loads(value) if isinstance(value, str) else value) for name, value in row.items()}
+    document = content_read(tenant_id=found[1], skeleton=found[0], keys=sections)
+    return {name: document.get(name) for name in sections}
 
 
 def page_sections(document: dict[str, Any]) -> dict[str, Any]:
@@ -201,15 +205,32 @@ def page_sections(document: dict[str, Any]) -> dict[str, Any]:
 
 
 def item_record(*, manifest_id: int, item_id: str) -> tuple[str, dict[str, Any]] | None:
-    """(decision, full record) of one item of a sealed manifest: one indexed query."""
-    row = ManifestItem.objects.filter(manifest_id=manifest_id, item_id=item_id).values_list("decision", "record").first()
-    if row is None or row[1] is None:
+    """(decision, full record) of one item of a sealed manifest: one indexed query, one blob read."""
+    row = ManifestItem.objects.filter(manifest_id=manifest_id, item_id=item_id).values_list(
+        "decision", "record_digest", "entry__tenant_id").first()
+    if row is None:
         return None
-    return row
+    return row[0], content_read_many(tenant_id=row[2], digests=[row[1]])[row[1]]
+
+
+def records_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`rows` (dicts with `record_digest` and `tenant_id`) with each one's full `record` added."""
+    by_tenant: dict[int, list[str]] = {}
+    for row in rows:
+        by_tenant.setdefault(row["tenant_id"], []).append(row["record_digest"])
+    records: dict[str, Any] = {}
+    for tenant_id, digests in by_tenant.items():
+        records.update(content_read_many(tenant_id=tenant_id, digests=sorted(set(digests))))
+    for row in rows:
+        row["record"] = records[row["record_digest"]]
+    return rows
 
 
 def provider_input(manifest_id: int) -> Any:
-    return Manifest.objects.filter(pk=manifest_id).values_list("provider_input", flat=True).first()
+    found = Manifest.objects.filter(pk=manifest_id).values_list("payload_packed", "job__tenant_id").first()
+    if found is None or found[0] is None:
+        return None
+    return content_read(tenant_id=found[1], skeleton=found[0])
 
 
 def reason_counts(excluded: list[dict[str, Any]]) -> list[tuple[str, int]]:
@@ -233,7 +254,7 @@ BODY_LIMIT = 20_000
 
 def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
     """The candidate as the agent submitted it (one query for the stored request)."""
-    raw = AssemblyJob.objects.filter(pk=job.pk).values_list("request", flat=True).first() or {}
+    raw = job_request(job)
     candidate = next((c for c in raw.get("candidates", []) if c.get("item_id") == item_id), None)
     if candidate is None:
         return None
@@ -243,7 +264,7 @@ def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
         ref = candidate["artifact_ref"]
         artifact = artifact_for_ref(tenant=job.tenant, artifact_id=ref.get("artifact_id"), revision=ref.get("revision"))
         from_artifact = f"{ref.get('artifact_id')}@{ref.get('revision')}"
-        content = artifact.content if artifact else None
+        content = artifact_content(artifact) if artifact else None
     total = len(content or "")
     shown = (content or "")[:BODY_LIMIT] if content is not None else None
     meta = {k: v for k, v in candidate.items() if k != "content"}
@@ -253,8 +274,7 @@ def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
 
 def request_of(job: AssemblyJob):
     """The stored request parsed by the engine (used by replays)."""
-    raw = AssemblyJob.objects.filter(pk=job.pk).values_list("request", flat=True).first()
-    return parse_request(raw)
+    return parse_request(job_request(job))
 
 
 # --------------------------------------------------------------------------- "why excluded?"
@@ -264,7 +284,7 @@ def item_search(
     *, tenant_ids: list[int], q: str = "", reason: str = "", decision: str = "excluded"
 ) -> QuerySet[ManifestItem]:
     """Item decisions across manifests: exact or partial item_id, or text inside source_ref."""
-    rows = ManifestItem.objects.filter(manifest__job__tenant_id__in=tenant_ids)
+    rows = ManifestItem.objects.filter(entry__tenant_id__in=tenant_ids)
     if decision:
         rows = rows.filter(decision=decision)
     if reason:
@@ -273,7 +293,7 @@ def item_search(
         rows = rows.filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q))
     return (
         rows.select_related("manifest__job__run", "manifest__job__tenant")
-        .defer("manifest__document", "manifest__provider_input", "manifest__job__request")
+        .defer("manifest__document_packed", "manifest__payload_packed", "manifest__job__request_packed", "manifest__sections")
         .order_by("-manifest__created_at", "id")
     )
 
@@ -469,9 +489,7 @@ def _ordered_items(rows: QuerySet[ManifestItem], group: str) -> QuerySet[Manifes
                              group_label=F("partition")).order_by("sort_key", "partition", "id")
     if group == "zone":
         # Cast: an exact match on a JSON key reads its right side as JSON on SQLite ('control' is not).
-        return (rows.annotate(zone=Cast(KT("record__zone"), output_field=CharField()))
-                .annotate(sort_key=_zone_rank(), group_label=F("zone"))
-                .order_by("sort_key", "id"))
+        return rows.annotate(sort_key=_zone_rank(), group_label=F("zone")).order_by("sort_key", "id")
     if group == "none":
         return rows.annotate(sort_key=_decision_rank(), group_label=F("decision")).order_by("sort_key", "id")
     rank = Case(When(decision=Decision.INCLUDED, then=Value(-1)),
@@ -508,9 +526,9 @@ class InspectorItems:
     def __getitem__(self, index: slice) -> list[dict[str, Any]]:
         if not isinstance(index, slice):
             raise TypeError("InspectorItems pages by slice")
-        heads = list(self.queryset().values_list("id", "decision", "group_label")[index])
-        records = dict(ManifestItem.objects.filter(id__in=[h[0] for h in heads]).values_list("id", "record"))
-        return [{"decision": decision, "group": label or "", "record": records[pk]} for pk, decision, label in heads]
+        heads = list(self.queryset().values("decision", "group_label", "record_digest", tenant_id=F("entry__tenant_id"))[index])
+        return [{"decision": row["decision"], "group": row["group_label"] or "", "record": row["record"]}
+                for row in records_of(heads)]
 
     def locate(self, selected: dict[str, Any]) -> int | None:
         """The 0-based index of the selected row (as `item_rows_by_id` gives it) in this list, or
@@ -609,20 +627,27 @@ def inspector_document_parts(manifest_id: int, *, sections: tuple[str, ...], wit
     """What the selected item's story needs that `sections` does not hold, in one query: the named
     sections of the sealed document (each one a parse of the whole document on SQLite, so only
     when needed) and, for a ready manifest, the payload."""
-    wanted: dict[str, Any] = {name: KT(f"document__{name}") for name in sections}
-    if with_payload:
-        wanted["payload"] = F("provider_input")
-    if not wanted:
+    if not sections and not with_payload:
         return {}
-    row = Manifest.objects.filter(pk=manifest_id).values(**wanted).first() or {}
-    return {name: (json.loads(value) if isinstance(value, str) and name != "payload" else value)
-            for name, value in row.items()}
+    found = Manifest.objects.filter(pk=manifest_id).values_list("document_packed", "payload_packed", "job__tenant_id").first()
+    if found is None:
+        return {}
+    document_packed, payload_packed, tenant_id = found
+    parts: dict[str, Any] = {}
+    if sections:
+        document = content_read(tenant_id=tenant_id, skeleton=document_packed, keys=sections)
+        parts.update((name, document.get(name)) for name in sections)
+    if with_payload:
+        parts["payload"] = None if payload_packed is None else content_read(tenant_id=tenant_id, skeleton=payload_packed)
+    return parts
 
 
 def item_rows_by_id(manifest_id: int, item_ids: set[str]) -> dict[str, dict[str, Any]]:
     """decision, reason and record of each named item of one manifest (one indexed query)."""
     rows = ManifestItem.objects.filter(manifest_id=manifest_id, item_id__in=sorted(item_ids))
-    return {row["item_id"]: row for row in rows.values("id", "item_id", "decision", "reason", "partition", "record")}
+    found = records_of(list(rows.values("id", "item_id", "decision", "reason", "partition", "record_digest",
+                                        tenant_id=F("entry__tenant_id"))))
+    return {row["item_id"]: row for row in found}
 
 
 # --------------------------------------------------------------------------- run timeline

@@ -3,12 +3,19 @@
 - Run / AssemblyJob: the job row is the source of truth for an assembly; it is saved first,
   enqueued on commit, claimed with a guarded status change and ends `ready | blocked | failed`.
 - Manifest: the sealed ContextAssemblyManifest document and the provider input, one per job
-  (a unique constraint), immutable once written; ManifestItem rows index every decision by
-  item_id so "every manifest where X was excluded, and why" is one indexed query. The manifest
-  page reads `Manifest.sections` (the small sections, derived at seal time) and pages the item
-  tables from ManifestItem rows (`record` holds each item's full record), so its cost does not
-  grow with the manifest.
+  (a unique constraint), immutable once written. The manifest page reads `Manifest.sections` (the
+  small sections, derived at seal time) and pages the item tables from ManifestItem rows, so its
+  cost does not grow with the manifest.
+- ItemDecision / ManifestItem: one item's sealed decision, stored once per tenant (keyed by the
+  digest of its record) with the columns the dashboard filters and searches on; a ManifestItem
+  row places a decision in a manifest. "Every manifest where X was excluded, and why" is one
+  indexed query, and a step that repeats the last step's decisions adds three integers per item.
 - Artifact: an externalized object a candidate may name with `artifact_ref` for re-injection.
+
+Content is stored by reference (ctxeng.content): the job's request, the manifest's document and
+payload are *skeletons* (`*_packed`, JSON text) naming blobs kept once per tenant by sha256, and an
+artifact's body is the blob its `content_hash` names. Read them with manifests.selectors
+(`job_request`, `manifest_document`, `manifest_payload`, `artifact_content`).
 - UsageReport: the provider's actual token usage, stored beside the estimate; it never changes
   the sealed manifest.
 """
@@ -60,7 +67,7 @@ class AssemblyJob(models.Model):
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="jobs")
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="jobs")
     step_id = models.CharField(max_length=MAX_ID)
-    request = models.JSONField(help_text="the AssemblyRequest as submitted")
+    request_packed = models.TextField(help_text="the AssemblyRequest as submitted, packed (ctxeng.content)")
     request_digest = models.CharField(max_length=80)
     idempotency_key = models.CharField(max_length=MAX_ID, null=True, blank=True)
     policy_revision = models.ForeignKey(
@@ -113,8 +120,10 @@ class Manifest(models.Model):
     job = models.OneToOneField(AssemblyJob, on_delete=models.CASCADE, related_name="manifest")
     assembly_id = models.CharField(max_length=MAX_ID)
     status = models.CharField(max_length=10)
-    document = models.JSONField(help_text="the sealed ContextAssemblyManifest")
-    provider_input = models.JSONField(null=True, blank=True, help_text="the serialized model input; null when blocked")
+    document_packed = models.TextField(help_text="the sealed ContextAssemblyManifest, packed (ctxeng.content)")
+    payload_packed = models.TextField(
+        null=True, blank=True, help_text="the serialized model input, packed; null when blocked or purged"
+    )
     assembly_input_hash = models.CharField(max_length=80, blank=True)
     serialized_model_input_hash = models.CharField(max_length=80, blank=True)
     estimated_input_tokens = models.PositiveIntegerField(default=0)
@@ -135,19 +144,22 @@ class Manifest(models.Model):
     def __str__(self) -> str:
         return self.assembly_id
 
-    _PURGED_FIELDS = ("document", "provider_input", "content_purged_at")
+    _PURGED_FIELDS = ("document_packed", "payload_packed", "content_purged_at")
 
     def save(self, *args, **kwargs) -> None:
         # The one change a sealed manifest accepts is the content purge of manifests.retention,
         # done once (manifests.services.manifest_purge_content); anything else is refused.
         if not self._state.adding:
-            stored = type(self).objects.filter(pk=self.pk).first()
+            stored = type(self).objects.filter(pk=self.pk).select_related("job").first()
             if stored is None or not self._is_content_purge_of(stored):
                 raise Immutable(f"manifest {self.assembly_id} is sealed and cannot be changed")
             kwargs["update_fields"] = self._PURGED_FIELDS
         super().save(*args, **kwargs)
 
     def _is_content_purge_of(self, stored: Manifest) -> bool:
+        from ctxeng.content.packing import UnpackError
+        from ctxeng.content.store import content_read
+
         from .retention import purged_document
 
         unchanged = all(
@@ -155,13 +167,15 @@ class Manifest(models.Model):
             for field in self._meta.concrete_fields
             if field.name not in self._PURGED_FIELDS
         )
-        return (
-            unchanged
-            and stored.content_purged_at is None
-            and self.content_purged_at is not None
-            and self.provider_input is None
-            and self.document == purged_document(stored.document)
-        )
+        if not (unchanged and stored.content_purged_at is None and self.content_purged_at is not None
+                and self.payload_packed is None):
+            return False
+        tenant_id = stored.job.tenant_id
+        try:
+            written = content_read(tenant_id=tenant_id, skeleton=self.document_packed)
+        except UnpackError:  # names content the store does not hold: not the purge's document
+            return False
+        return written == purged_document(content_read(tenant_id=tenant_id, skeleton=stored.document_packed))
 
     def delete(self, *args, **kwargs):
         raise Immutable(f"manifest {self.assembly_id} is sealed and cannot be deleted")
@@ -172,9 +186,14 @@ class Decision(models.TextChoices):
     EXCLUDED = "excluded"
 
 
-class ManifestItem(models.Model):
-    manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="items")
-    item_id = models.CharField(max_length=MAX_ITEM_ID, db_index=True)
+class ItemDecision(models.Model):
+    """One item's sealed decision, once per tenant: keyed by the digest of its record (the JSON blob
+    in the content store the manifest document names), with the columns the dashboard filters,
+    groups and searches on. Never changed; the content purge deletes the ones no manifest uses."""
+
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    digest = models.CharField(max_length=80, help_text="sha256 of the packed record (its content blob)")
+    item_id = models.CharField(max_length=MAX_ITEM_ID)
     decision = models.CharField(max_length=10, choices=Decision.choices)
     # Text, not a bounded column: an admission reason is written by the engine and may quote a
     # policy's partition name (escaped, so longer than the name), never refused at submit.
@@ -182,24 +201,57 @@ class ManifestItem(models.Model):
     hard_gate = models.CharField(max_length=60, blank=True)
     detail = models.TextField(blank=True)
     partition = models.CharField(max_length=MAX_NAME, blank=True)
+    zone = models.CharField(max_length=60, blank=True)
     tokens = models.PositiveIntegerField(null=True, blank=True)
     trust = models.CharField(max_length=60, blank=True)
     role = models.CharField(max_length=60, blank=True)
     kind = models.CharField(max_length=MAX_NAME)
     source_type = models.CharField(max_length=MAX_NAME)
     source_ref = models.JSONField(default=dict)
-    record = models.JSONField(null=True, blank=True, help_text="the item's full included/excluded record")
+    epoch = models.PositiveBigIntegerField(default=0, help_text="the content purge epoch of its last use")
 
     class Meta:
-        ordering = ["manifest_id", "id"]
-        indexes = [
-            models.Index(fields=["item_id", "decision"], name="item_decision"),
-            # The manifest page's item tables: count, group by reason and page without a table scan.
-            models.Index(fields=["manifest", "decision", "reason"], name="item_manifest_decision"),
-        ]
+        constraints = [models.UniqueConstraint(fields=["tenant", "digest"], name="item_decision_unique_per_tenant")]
+        indexes = [models.Index(fields=["tenant", "item_id", "decision"], name="item_decision_lookup")]
 
     def __str__(self) -> str:
         return f"{self.item_id}: {self.decision}"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self._state.adding:
+            raise Immutable("item decisions are sealed with their manifests")
+        super().save(*args, **kwargs)
+
+
+# The decision's columns, read through a ManifestItem row as if they were its own.
+ITEM_COLUMNS = ("item_id", "decision", "reason", "hard_gate", "detail", "partition", "zone", "tokens", "trust",
+                "role", "kind", "source_type", "source_ref")
+
+
+class ManifestItemQuerySet(models.QuerySet):
+    def with_columns(self) -> ManifestItemQuerySet:
+        return self.annotate(**{name: models.F(f"entry__{name}") for name in ITEM_COLUMNS},
+                             record_digest=models.F("entry__digest"))
+
+
+class ManifestItemManager(models.Manager.from_queryset(ManifestItemQuerySet)):
+    def get_queryset(self) -> ManifestItemQuerySet:
+        return super().get_queryset().with_columns()
+
+
+class ManifestItem(models.Model):
+    """A decision in a manifest, in manifest order (included first, then excluded)."""
+
+    manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="items")
+    entry = models.ForeignKey(ItemDecision, on_delete=models.PROTECT, related_name="+")
+
+    objects = ManifestItemManager()
+
+    class Meta:
+        ordering = ["manifest_id", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.manifest_id}/{self.entry_id}"
 
     def save(self, *args, **kwargs) -> None:
         if not self._state.adding:
@@ -212,8 +264,7 @@ class Artifact(models.Model):
     artifact_id = models.CharField(max_length=MAX_ITEM_ID)
     revision = models.CharField(max_length=MAX_NAME)
     kind = models.CharField(max_length=MAX_NAME)
-    content = models.TextField()
-    content_hash = models.CharField(max_length=80)
+    content_hash = models.CharField(max_length=80, help_text="sha256 of the body, the blob in the content store")
     writer = models.CharField(max_length=MAX_ID)
     scope = models.CharField(max_length=MAX_ITEM_ID)
     created_by = models.ForeignKey(

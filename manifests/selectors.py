@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import QuerySet
 
 from ctxeng.accounts.models import Membership, Tenant
 from ctxeng.accounts.selectors import tenants_for
+from ctxeng.content.store import content_fetch, content_read
 from ctxeng.engine import (
     AssemblyRequest,
     ContextPolicy,
@@ -38,8 +40,8 @@ def jobs_for(
     jobs = (
         AssemblyJob.objects.filter(tenant__in=tenants_for(user))
         .select_related("run", "tenant", "policy_revision__policy", "manifest")
-        # Listing jobs must not load sealed documents (megabytes each); they are fetched one by one.
-        .defer("request", "policy_revision__body", "manifest__document", "manifest__provider_input")
+        # Listing jobs loads no skeletons; documents are fetched one by one.
+        .defer("request_packed", "policy_revision__body", "manifest__document_packed", "manifest__payload_packed")
     )
     if run_id:
         jobs = jobs.filter(run__run_id=run_id)
@@ -65,10 +67,48 @@ def job_manifest(job: AssemblyJob) -> Manifest | None:
     return Manifest.objects.filter(job=job).first()
 
 
+# --------------------------------------------------------------------------- documents by reference
+
+
+def job_request(job: AssemblyJob) -> dict[str, Any]:
+    """The request as the agent submitted it, rebuilt from the content store."""
+    skeleton = AssemblyJob.objects.filter(pk=job.pk).values_list("request_packed", flat=True).first()
+    return content_read(tenant_id=job.tenant_id, skeleton=skeleton or "{}")
+
+
+def manifest_document(manifest: Manifest, *, sections: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """The sealed manifest document (or only its named top-level `sections`)."""
+    skeleton, tenant_id = Manifest.objects.filter(pk=manifest.pk).values_list(
+        "document_packed", "job__tenant_id").first() or ("{}", None)
+    return content_read(tenant_id=tenant_id, skeleton=skeleton, keys=sections)
+
+
+def manifest_payload(manifest: Manifest) -> Any:
+    """The serialized model input; None when blocked or purged."""
+    skeleton, tenant_id = Manifest.objects.filter(pk=manifest.pk).values_list(
+        "payload_packed", "job__tenant_id").first() or (None, None)
+    return None if skeleton is None else content_read(tenant_id=tenant_id, skeleton=skeleton)
+
+
+def item_record_of(row: ManifestItem) -> dict[str, Any]:
+    """The full sealed record of one ManifestItem row (its decision's record blob)."""
+    from ctxeng.content.store import content_read_many
+
+    entry = row.entry
+    return content_read_many(tenant_id=entry.tenant_id, digests=[entry.digest])[entry.digest]
+
+
+def artifact_content(artifact: Artifact) -> str | None:
+    """An artifact's body: the blob its content_hash names in its tenant's store."""
+    found = content_fetch(tenant_id=artifact.tenant_id, digests=[artifact.content_hash])
+    data = found.get(artifact.content_hash)
+    return None if data is None else data.decode("utf-8", "surrogatepass")
+
+
 def item_decisions(user: AbstractBaseUser, item_id: str) -> QuerySet[ManifestItem]:
     """Every manifest where `item_id` appeared, newest first: one indexed query on item_id."""
     return (
-        ManifestItem.objects.filter(item_id=item_id, manifest__job__tenant__in=tenants_for(user))
+        ManifestItem.objects.filter(entry__tenant__in=tenants_for(user), entry__item_id=item_id)
         .select_related("manifest__job__run")
         .order_by("-manifest__created_at", "id")
     )
@@ -101,7 +141,7 @@ def artifact_lookup(tenant: Tenant) -> Callable[[str, int | str | None], StoredA
         if key not in loaded:
             row = artifact_for_ref(tenant=tenant, artifact_id=artifact_id, revision=revision)
             loaded[key] = None if row is None else StoredArtifact(
-                artifact_id=row.artifact_id, revision=row.revision, kind=row.kind, content=row.content,
+                artifact_id=row.artifact_id, revision=row.revision, kind=row.kind, content=artifact_content(row) or "",
                 content_hash=row.content_hash, writer=row.writer, scope=row.scope,
             )
         return loaded[key]

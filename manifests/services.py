@@ -27,6 +27,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -39,6 +40,8 @@ from django.utils import timezone
 from ctxeng import telemetry
 from ctxeng.accounts.models import Role, Tenant
 from ctxeng.accounts.selectors import roles_in, tenants_for
+from ctxeng.content.packing import Packer, pack_document
+from ctxeng.content.store import content_read, content_save
 from ctxeng.engine import (
     ContextPolicy,
     InvalidInput,
@@ -58,13 +61,14 @@ from .models import (
     Artifact,
     AssemblyJob,
     Decision,
+    ItemDecision,
     JobStatus,
     Manifest,
     ManifestItem,
     Run,
     UsageReport,
 )
-from .selectors import artifact_lookup, request_as_assembled
+from .selectors import artifact_lookup, job_request, request_as_assembled
 
 logger = logging.getLogger(__name__)
 
@@ -127,14 +131,17 @@ def assembly_job_submit(
         existing = _idempotent_match(tenant=tenant, key=key, digest=digest)
         if existing is not None:
             return existing, False
+    # Packed before the transaction, which then holds the write lock (SQLite) for the writes alone.
+    skeleton, packer = pack_document(data)
     try:
         with transaction.atomic():
+            content_save(tenant=tenant, packer=packer)
             run, _ = Run.objects.get_or_create(tenant=tenant, run_id=request.run_id)
             job = AssemblyJob.objects.create(
                 tenant=tenant,
                 run=run,
                 step_id=request.step_id,
-                request=data,
+                request_packed=skeleton,
                 request_digest=digest,
                 idempotency_key=key,
                 policy_revision=revision,
@@ -292,12 +299,12 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int, traceparent:
         _crash_point("claimed", job=job, attempt=attempt)
         step = "assemble"
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
-        request = request_as_assembled(job=job, request=parse_request(job.request), policy=policy)
+        request = request_as_assembled(job=job, request=parse_request(job_request(job)), policy=policy)
         result = assemble(request, policy, artifacts=artifact_lookup(job.tenant))
         _crash_point("assembled", job=job, attempt=attempt)
         step = "seal"
         sealed_ns = time.perf_counter_ns()
-        status = _seal(job=job, attempt=attempt, result=result)
+        status = _seal(job=job, attempt=attempt, result=result, request=request)
         if telemetry.enabled():
             telemetry.record_assembly(job_id=str(job.id), result=result, traceparent=traceparent,
                                       dashboard_url=f"{settings.CTXENG_PUBLIC_URL}/assemblies/{job.id}/",
@@ -339,15 +346,14 @@ def _fail(*, job_id: uuid.UUID, attempt: int, error: str) -> str:
     return JobStatus.FAILED
 
 
-def _seal(*, job: AssemblyJob, attempt: int, result: Any) -> str:
-    manifest = result.manifest
-    document = result.manifest_dict()
+def _seal(*, job: AssemblyJob, attempt: int, result: Any, request: Any) -> str:
     status = result.status
     now = timezone.now()
-    # Derived before the transaction, which then holds the write lock (SQLite) or the row locks
-    # (PostgreSQL) for the inserts alone.
-    sections = page_sections(document)
-    rows = _item_rows(document)
+    # Derived and packed before the transaction, which then holds the write lock (SQLite) or the
+    # row locks (PostgreSQL) for the writes alone. Transform excerpts begin the candidates'
+    # contents, which the job's request already stored.
+    prepared = _prepare_manifest(result.manifest_dict(), result.serialized_input,
+                                 known=(item.content for item in request.candidates if item.content))
     with transaction.atomic():
         won = AssemblyJob.objects.filter(id=job.id, status=JobStatus.RUNNING, attempts=attempt).update(
             status=status, finished_at=now, heartbeat_at=now, updated_at=now, error=""
@@ -357,62 +363,140 @@ def _seal(*, job: AssemblyJob, attempt: int, result: Any) -> str:
             logger.warning("job %s attempt %s lost its claim; result discarded", job.id, attempt)
             return AssemblyJob.objects.filter(id=job.id).values_list("status", flat=True).first()
         _crash_point("status_written", job=job, attempt=attempt)
-        sealed = Manifest.objects.create(
-            job=job,
-            assembly_id=manifest.assembly.id,
-            status=status,
-            document=document,
-            provider_input=result.serialized_input,
-            assembly_input_hash=manifest.assembly.assembly_input_hash or "",
-            serialized_model_input_hash=manifest.assembly.serialized_model_input_hash or "",
-            estimated_input_tokens=manifest.budget.estimated_used,
-            sections=sections,
-        )
-        _crash_point("manifest_written", job=job, attempt=attempt)
-        for row in rows:
-            row.manifest = sealed
-        ManifestItem.objects.bulk_create(rows, batch_size=500)
+        _write_manifest(job=job, prepared=prepared, on_manifest=lambda: _crash_point("manifest_written", job=job, attempt=attempt))
     _crash_point("committed", job=job, attempt=attempt)
     return status
 
 
-def _item_rows(document: dict[str, Any]) -> list[ManifestItem]:
-    """One row per decision, in manifest order, from the sealed document (the JSON form)."""
-    rows = [
-        ManifestItem(
-            item_id=item["item_id"],
-            decision=Decision.INCLUDED,
-            reason=item["admission_reason"],
-            partition=item["partition"],
-            tokens=item["tokens"],
-            trust=item["trust"],
-            role=item["intended_role"],
-            kind=item["kind"],
-            source_type=item["source_type"],
-            source_ref=item["source_ref"],
-            record=item,
-        )
+@dataclass
+class _Prepared:
+    document: dict[str, Any]
+    sections: dict[str, Any]
+    packer: Packer
+    entries: list[tuple[str, dict[str, Any]]]
+    document_packed: str
+    payload_packed: str | None
+
+
+def _prepare_manifest(document: dict[str, Any], payload: Any, *, known: Any = ()) -> _Prepared:
+    packer = Packer()
+    packer.know(known)
+    entries = _item_entries(document, packer)
+    return _Prepared(
+        document=document,
+        sections=page_sections(document),
+        packer=packer,
+        entries=entries,
+        document_packed=pack_document(document, packer)[0],
+        payload_packed=None if payload is None else pack_document(payload, packer)[0],
+    )
+
+
+def _write_manifest(*, job: AssemblyJob, prepared: _Prepared, on_manifest: Any = None) -> Manifest:
+    """Store a sealed manifest by reference: its blobs, the row, its item decisions and rows (inside
+    the caller's transaction)."""
+    document = prepared.document
+    assembly, budget = document.get("assembly") or {}, document.get("budget") or {}
+    content_save(tenant=job.tenant, packer=prepared.packer)
+    sealed = Manifest.objects.create(
+        job=job,
+        assembly_id=assembly["id"],
+        status=assembly["status"],
+        document_packed=prepared.document_packed,
+        payload_packed=prepared.payload_packed,
+        assembly_input_hash=assembly.get("assembly_input_hash") or "",
+        serialized_model_input_hash=assembly.get("serialized_model_input_hash") or "",
+        estimated_input_tokens=budget.get("estimated_used") or 0,
+        sections=prepared.sections,
+    )
+    if on_manifest is not None:
+        on_manifest()
+    ids = item_decisions_save(tenant=job.tenant, entries=prepared.entries)
+    ManifestItem.objects.bulk_create(
+        [ManifestItem(manifest=sealed, entry_id=ids[digest]) for digest, _ in prepared.entries], batch_size=1000
+    )
+    return sealed
+
+
+def manifest_create(*, job: AssemblyJob, document: dict[str, Any], payload: Any = None) -> Manifest:
+    """Seal `document` (a ContextAssemblyManifest as JSON) for `job` outside the worker: fixtures,
+    imports. The same storage path as a worker's seal; the job's status is left as it is."""
+    prepared = _prepare_manifest(document, payload)
+    with transaction.atomic():
+        return _write_manifest(job=job, prepared=prepared)
+
+
+def _item_entries(document: dict[str, Any], packer: Packer) -> list[tuple[str, dict[str, Any]]]:
+    """(record digest, decision columns) per decision, in manifest order, from the sealed document
+    (the JSON form); each record is packed here, once, and reused when the document is packed."""
+    entries = [
+        (packer.ref_of(item), {
+            "item_id": item["item_id"],
+            "decision": Decision.INCLUDED,
+            "reason": item["admission_reason"],
+            "partition": item["partition"],
+            "zone": item.get("zone") or "",
+            "tokens": item["tokens"],
+            "trust": item["trust"],
+            "role": item["intended_role"],
+            "kind": item["kind"],
+            "source_type": item["source_type"],
+            "source_ref": item["source_ref"],
+        })
         for item in document["included"]
     ]
-    rows += [
-        ManifestItem(
-            item_id=item["item_id"],
-            decision=Decision.EXCLUDED,
-            reason=item["reason"],
-            hard_gate=item.get("hard_gate") or "",
-            detail=item["detail"],
-            partition=item.get("partition") or "",
-            tokens=item.get("tokens"),
-            trust=item.get("trust") or "",
-            role=item["intended_role"],
-            kind=item["kind"],
-            source_type=item["source_type"],
-            source_ref=item["source_ref"],
-            record=item,
-        )
+    entries += [
+        (packer.ref_of(item), {
+            "item_id": item["item_id"],
+            "decision": Decision.EXCLUDED,
+            "reason": item["reason"],
+            "hard_gate": item.get("hard_gate") or "",
+            "detail": item["detail"],
+            "partition": item.get("partition") or "",
+            "tokens": item.get("tokens"),
+            "trust": item.get("trust") or "",
+            "role": item["intended_role"],
+            "kind": item["kind"],
+            "source_type": item["source_type"],
+            "source_ref": item["source_ref"],
+        })
         for item in document["excluded"]
     ]
-    return rows
+    return entries
+
+
+def item_decisions_save(*, tenant: Tenant, entries: list[tuple[str, dict[str, Any]]]) -> dict[str, int]:
+    """The ItemDecision id of each entry's digest, inserting the missing ones, all brought to the
+    current content epoch (inside the manifest's transaction; the purge's race guard, as for
+    content in ctxeng.content.store)."""
+    from ctxeng.content.store import BATCH, _write_epoch
+
+    epoch = _write_epoch()
+    wanted = {digest: columns for digest, columns in entries}
+    ids: dict[str, int] = {}
+    digests = sorted(wanted)
+    for start in range(0, len(digests), BATCH):
+        chunk = digests[start:start + BATCH]
+        for _ in range(5):
+            have = dict(ItemDecision.objects.filter(tenant=tenant, digest__in=chunk).values_list("digest", "epoch"))
+            stale = [digest for digest, at in have.items() if at < epoch]
+            if stale:
+                ItemDecision.objects.filter(tenant=tenant, digest__in=stale, epoch__lt=epoch).update(epoch=epoch)
+            missing = [digest for digest in chunk if digest not in have]
+            if missing:
+                ItemDecision.objects.bulk_create(
+                    [ItemDecision(tenant=tenant, digest=digest, epoch=epoch, **wanted[digest]) for digest in missing],
+                    ignore_conflicts=True, batch_size=500,
+                )
+            settled = dict(ItemDecision.objects.filter(tenant=tenant, digest__in=chunk, epoch__gte=epoch)
+                           .values_list("digest", "pk"))
+            ids.update(settled)
+            chunk = [digest for digest in chunk if digest not in settled]
+            if not chunk:
+                break
+        else:
+            raise OperationalError(f"could not store {len(chunk)} item decision(s) for tenant {tenant.pk}")
+    return ids
 
 
 # --------------------------------------------------------------------------- recovery
@@ -483,14 +567,16 @@ def artifact_create(
         if existing.content_hash != actual:
             raise Conflict(f"artifact {artifact_id} revision {revision} exists with other content; write a new revision")
         return existing, False
+    packer = Packer()
+    packer.add_text(content)
     try:
         with transaction.atomic():
+            content_save(tenant=tenant, packer=packer)
             return Artifact.objects.create(
                 tenant=tenant,
                 artifact_id=artifact_id,
                 revision=str(revision),
                 kind=kind,
-                content=content,
                 content_hash=actual,
                 writer=writer,
                 scope=scope,
@@ -525,27 +611,32 @@ def manifest_purge_content(*, manifest: Manifest, now: Any = None) -> bool:
 
     The provider input and the transforms' excerpts go; the job's stored request loses each
     candidate's content. Hashes, decisions, reasons and lineage stay, and `content_purged_at`
-    records when. The only path that changes a sealed manifest (Manifest.save permits exactly
-    this). Already purged: False, nothing changes.
+    records when. The skeletons are rewritten to name only what is kept; the bodies themselves
+    leave the store when no other holder refers to them (`content_purge`). The only path that
+    changes a sealed manifest (Manifest.save permits exactly this). Already purged: False.
     """
     from .retention import purged_document, purged_request
 
     now = now or timezone.now()
     with transaction.atomic():
         locked = (
-            Manifest.objects.select_for_update().filter(pk=manifest.pk, content_purged_at__isnull=True).first()
+            Manifest.objects.select_for_update().select_related("job__tenant")
+            .filter(pk=manifest.pk, content_purged_at__isnull=True).first()
         )
         if locked is None:
             return False
-        locked.document = purged_document(locked.document)
-        locked.provider_input = None
+        tenant = locked.job.tenant
+        packer = Packer()
+        document, _ = pack_document(purged_document(content_read(tenant_id=tenant.pk, skeleton=locked.document_packed)), packer)
+        request_skeleton = AssemblyJob.objects.filter(pk=locked.job_id).values_list("request_packed", flat=True).first()
+        request, _ = pack_document(purged_request(content_read(tenant_id=tenant.pk, skeleton=request_skeleton or "{}")), packer)
+        content_save(tenant=tenant, packer=packer)
+        locked.document_packed = document
+        locked.payload_packed = None
         locked.content_purged_at = now
         locked.save()
-        request = AssemblyJob.objects.filter(pk=locked.job_id).values_list("request", flat=True).first()
-        AssemblyJob.objects.filter(pk=locked.job_id).update(request=purged_request(request or {}))
-    manifest.document, manifest.provider_input, manifest.content_purged_at = (
-        locked.document, None, now
-    )
+        AssemblyJob.objects.filter(pk=locked.job_id).update(request_packed=request)
+    manifest.document_packed, manifest.payload_packed, manifest.content_purged_at = document, None, now
     return True
 
 

@@ -9,6 +9,7 @@ urlpatterns = [
     path("assemblies/<str:job_id>/", api.AssemblyDetailApi.as_view(), name="api-assembly"),
     path("assemblies/<str:job_id>/manifest/", api.AssemblyManifestApi.as_view(), name="api-assembly-manifest"),
     path("assemblies/<str:job_id>/input/", api.AssemblyInputApi.as_view(), name="api-assembly-input"),
+    path("assemblies/<str:job_id>/request/", api.AssemblyRequestApi.as_view(), name="api-assembly-request"),
     path("assemblies/<str:job_id>/usage/", api.AssemblyUsageApi.as_view(), name="api-assembly-usage"),
     path("items/<path:item_id>/decisions/", api.ItemDecisionsApi.as_view(), name="api-item-decisions"),
     path("artifacts/", api.ArtifactListApi.as_view(), name="api-artifacts"),

@@ -118,6 +118,22 @@ def block_middle(cand: Candidate, header: str | None = None) -> str:
     return f" {header if header is not None else header_json(cand)}>>>\n{body}\n"
 
 
+# A whole fenced block within a payload string: whatever precedes it (a tool result's status
+# line), the nonce prefix and one-line header, the body, and the footer with the same nonce.
+_BLOCK = re.compile(r"(.*?<<<ctxeng:block nonce=(\d+) [^\n]*>>>\n)(.*)(\n<<<ctxeng:end nonce=\2>>>)", re.DOTALL)
+
+
+def split_block(text: str) -> tuple[str, str, str] | None:
+    """(head, body, tail) of a payload string that ends with one fenced block, `head + body + tail
+    == text`; None for any other string. The body is the item's (escaped) text, the same in every
+    assembly, while the head and tail carry the assembly's nonce (the content store keeps the body
+    once)."""
+    match = _BLOCK.fullmatch(text) if f"{FENCE}block nonce=" in text else None
+    if match is None or FENCE in match.group(3):
+        return None
+    return match.group(1), match.group(3), match.group(4)
+
+
 def fenced(cand: Candidate, nonce: str) -> str:
     return block_prefix(nonce) + block_middle(cand) + block_footer(nonce)
 

@@ -485,5 +485,8 @@ def record_transform(asm, cand, out, assertions, ttype, objective, transformer, 
     cand.tokens = after_tokens or 0
 
 
+EXCERPT_GAP = "\n…\n"  # between the head and the tail of a long excerpt
+
+
 def _excerpt(text: str, limit: int = 1200) -> str:
-    return text if len(text) <= limit else text[: limit // 2] + "\n…\n" + text[-limit // 2 :]
+    return text if len(text) <= limit else text[: limit // 2] + EXCERPT_GAP + text[-limit // 2 :]

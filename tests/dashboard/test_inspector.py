@@ -14,6 +14,7 @@ import pytest
 
 from manifests.examples import example_json
 from manifests.models import Manifest
+from manifests.selectors import manifest_document
 
 from .conftest import XSS_CONTENT, XSS_REF
 
@@ -167,6 +168,6 @@ def test_an_outsider_cannot_open_an_item(outsider_client, example):
 def test_a_blocked_assembly_marks_no_partition_as_an_error_for_being_below_its_minimum(owner_client, example):
     manifest = Manifest.objects.get(job=example["blocked"])
     body = _region(_get(owner_client, f"/assemblies/{example['blocked'].id}/"), 'id="overview"', 'id="items"')
-    below = [name for name, p in manifest.document["budget"]["partitions"].items() if p["used"] < p["minimum"]]
+    below = [name for name, p in manifest_document(manifest)["budget"]["partitions"].items() if p["used"] < p["minimum"]]
     assert below and body.count("below min</span>") == len(below)
     assert "legend-bad" not in body  # blocked for a missing resident part, not for a partition

@@ -1,22 +1,20 @@
 """The manifest page of a manifest the service sealed reads `sections` and one page of item rows.
 
-Its queries never touch the sealed document, so its cost does not grow with the item count; the
-page shows what the document-reading page showed, and the 0004 backfill gives a manifest sealed
-before `sections` existed the same page.
+Its queries never touch the sealed document, so its cost does not grow with the item count, and
+the page shows what the document-reading page (a manifest without `sections`) shows.
 """
 
 from __future__ import annotations
 
 import html
-import importlib
 import re
 
 import pytest
-from django.apps import apps
 from django.db.models import QuerySet
 
 from bench import workload
 from manifests.models import Manifest, ManifestItem
+from manifests.selectors import item_record_of, manifest_document
 
 from .conftest import run_job
 
@@ -40,31 +38,36 @@ def _region(body: str, start: str, end: str) -> str:
 
 
 def _forget_sections(job) -> None:
-    """Make the manifest look sealed before 0004 (Manifest's own queryset refuses bulk updates)."""
+    """Make the manifest look as if written without `sections` (Manifest's own queryset refuses
+    bulk updates)."""
     QuerySet(model=Manifest).filter(job=job).update(sections=None)
-    ManifestItem.objects.filter(manifest__job=job).update(record=None)
+
+
+def _document(job) -> dict:
+    return manifest_document(Manifest.objects.get(job=job))
 
 
 def test_sealing_stores_the_page_sections_and_each_items_record(big):
     manifest = Manifest.objects.get(job=big)
-    assert manifest.sections["included_total"] == len(manifest.document["included"])
-    assert manifest.sections["excluded_total"] == len(manifest.document["excluded"])
+    document = _document(big)
+    assert manifest.sections["included_total"] == len(document["included"])
+    assert manifest.sections["excluded_total"] == len(document["excluded"])
     assert all("before_excerpt" not in t for t in manifest.sections["transforms"])
     first = ManifestItem.objects.filter(manifest=manifest, decision="excluded").order_by("id").first()
-    assert first.record == manifest.document["excluded"][0]
+    assert item_record_of(first) == document["excluded"][0]
 
 
 def test_the_page_of_a_big_manifest_never_reads_its_document(owner_client, big, django_assert_max_num_queries):
     with django_assert_max_num_queries(10) as captured:
         body = owner_client.get(f"/assemblies/{big.id}/").content.decode()
-    assert not any('"document"' in query["sql"] for query in captured.captured_queries)
-    document = Manifest.objects.get(job=big).document
+    assert not any('"document_packed"' in query["sql"] for query in captured.captured_queries)
+    document = _document(big)
     assert f"{len(document['included']) + len(document['excluded'])} items · page 1 of" in body
     assert "Loading the transforms with their before/after excerpts" in body
 
 
 def _inspector_urls(big) -> list[str]:
-    document = Manifest.objects.get(job=big).document
+    document = _document(big)
     last_excluded = document["excluded"][-1]["item_id"]
     transformed = next(t["output_item_id"] for t in document["transforms"] if t["status"] == "applied")
     evicted = [r["item_id"] for r in document["excluded"] if r["reason"] == "budget_evicted"]
@@ -92,8 +95,7 @@ def test_the_inspector_and_its_filters_cost_a_bounded_number_of_queries(owner_cl
 
 
 def test_the_page_focuses_an_item_on_a_later_page(owner_client, big):
-    manifest = Manifest.objects.get(job=big)
-    last = manifest.document["excluded"][-1]["item_id"]
+    last = _document(big)["excluded"][-1]["item_id"]
     body = owner_client.get(f"/assemblies/{big.id}/?item={last}").content.decode()
     listed = _region(body, 'id="items"', 'id="inspector"')
     assert f"<code>{last}</code>" in listed and 'class="focus"' in listed
@@ -120,37 +122,16 @@ def test_the_page_shows_what_the_document_shows(owner_client, big):
 
 
 def test_the_selected_items_excerpts_load_on_demand(owner_client, big, django_assert_max_num_queries):
-    manifest = Manifest.objects.get(job=big)
-    record = next(t for t in manifest.document["transforms"] if t.get("after_excerpt"))
+    record = next(t for t in _document(big)["transforms"] if t.get("after_excerpt"))
     with django_assert_max_num_queries(10) as captured:
         page = owner_client.get(f"/assemblies/{big.id}/?item={record['output_item_id']}").content.decode()
-    assert not any('"document"' in query["sql"] for query in captured.captured_queries)
+    assert not any('"document_packed"' in query["sql"] for query in captured.captured_queries)
     assert "Loading the before/after excerpts" in page and record["after_excerpt"][:30] not in page
     excerpts = owner_client.get(f"/assemblies/{big.id}/item/?item_id={record['output_item_id']}&part=excerpts").content.decode()
     assert html.escape(record["after_excerpt"].splitlines()[0][:40]) in excerpts
 
 
 def test_the_transform_excerpts_load_on_demand(owner_client, big):
-    manifest = Manifest.objects.get(job=big)
-    excerpt = next(t["after_excerpt"] for t in manifest.document["transforms"] if t.get("after_excerpt"))
+    excerpt = next(t["after_excerpt"] for t in _document(big)["transforms"] if t.get("after_excerpt"))
     body = owner_client.get(f"/assemblies/{big.id}/transforms/?page=1").content.decode()
     assert excerpt.splitlines()[0][:40] in body.replace("&#x27;", "'").replace("&quot;", '"')
-
-
-def test_the_backfill_gives_an_older_manifest_the_same_page(owner_client, big):
-    url = f"/assemblies/{big.id}/?page=2&reason=budget_evicted"
-    before = _page(owner_client, url)
-    _forget_sections(big)
-    migration = importlib.import_module("manifests.migrations.0004_manifest_sections_item_record")
-    migration.backfill(apps, None)
-    assert Manifest.objects.get(job=big).sections is not None
-    assert _page(owner_client, url) == before
-
-
-def test_the_backfill_leaves_a_manifest_without_item_rows_to_the_document(example):
-    job = example["ready"]
-    ManifestItem.objects.filter(manifest__job=job).delete()
-    _forget_sections(job)
-    migration = importlib.import_module("manifests.migrations.0004_manifest_sections_item_record")
-    migration.backfill(apps, None)
-    assert Manifest.objects.get(job=job).sections is None

@@ -9,6 +9,8 @@ import pytest
 
 from manifests.examples import example_json
 from manifests.models import Manifest
+from manifests.selectors import manifest_document, manifest_payload
+from manifests.services import manifest_create
 from policies.models import PolicyRevision, RevisionStatus
 from tests.golden import load_example
 
@@ -130,10 +132,10 @@ def test_the_manifest_page_shows_every_section_side_by_side(owner_client, exampl
 
 
 def test_the_manifest_page_of_a_blocked_assembly_shows_the_reason_and_missing_parts(owner_client, example):
-    manifest = Manifest.objects.get(job=example["blocked"])
+    assembly = manifest_document(Manifest.objects.get(job=example["blocked"]))["assembly"]
     body = owner_client.get(f"/assemblies/{example['blocked'].id}/").content.decode()
-    assert manifest.document["assembly"]["blocked_reason"] in body
-    for part in manifest.document["assembly"]["missing"]:
+    assert assembly["blocked_reason"] in body
+    for part in assembly["missing"]:
         assert part in body
     assert "No model input was produced" in body
 
@@ -275,14 +277,14 @@ def test_untrusted_content_is_shown_escaped(owner_client, example, url_name):
 def test_a_manifest_with_10000_items_renders_one_page_in_few_queries(owner_client, example, django_assert_max_num_queries):
     job = example["ready"]
     sealed = Manifest.objects.get(job=job)
-    document = copy.deepcopy(sealed.document)
+    document = copy.deepcopy(manifest_document(sealed))
     first_included, first_excluded = document["included"][0], document["excluded"][0]
     document["included"] = [{**first_included, "item_id": f"inc-{i}"} for i in range(5000)]
     document["excluded"] = [{**first_excluded, "item_id": f"exc-{i}"} for i in range(5000)]
-    big_job = type(job).objects.create(tenant=job.tenant, run=job.run, step_id="step-big", request=job.request,
+    document["assembly"]["id"] = "assembly-big"
+    big_job = type(job).objects.create(tenant=job.tenant, run=job.run, step_id="step-big", request_packed=job.request_packed,
                                        request_digest="x", policy_revision=job.policy_revision, status="ready")
-    Manifest.objects.create(job=big_job, assembly_id="assembly-big", status="ready", document=document,
-                            provider_input=sealed.provider_input)
+    manifest_create(job=big_job, document=document, payload=manifest_payload(sealed))
     with django_assert_max_num_queries(10):
         response = owner_client.get(f"/assemblies/{big_job.id}/")
     body = response.content.decode()

@@ -15,6 +15,7 @@ from django.utils import timezone
 
 from ctxeng.engine import ContextAssemblyManifest
 from manifests.models import AssemblyJob, Immutable, Manifest, ManifestItem
+from manifests.selectors import job_request, manifest_document
 from manifests.services import manifest_purge_content
 
 
@@ -47,24 +48,26 @@ def test_purge_content_leaves_recent_manifests_alone(sealed, capsys):
 def test_purge_content_removes_bodies_and_keeps_hashes_decisions_and_lineage(sealed, monkeypatch, capsys):
     ready, blocked = sealed
     before = Manifest.objects.get(pk=ready.pk)
-    request_before = AssemblyJob.objects.get(pk=ready.job_id).request
+    document_before = manifest_document(before)
+    request_before = job_request(AssemblyJob.objects.get(pk=ready.job_id))
     rows_before = list(ManifestItem.objects.filter(manifest=ready).values())
-    assert any(t["before_excerpt"] for t in before.document["transforms"])
+    assert any(t["before_excerpt"] for t in document_before["transforms"])
 
     _later(monkeypatch, 31)
     call_command("purge_content", "--older-than", "30d")
     assert "purged content of 2 manifest(s)" in capsys.readouterr().out
 
     after = Manifest.objects.get(pk=ready.pk)
-    assert after.content_purged_at is not None and after.provider_input is None
-    assert all(t["before_excerpt"] == t["after_excerpt"] == "" for t in after.document["transforms"])
-    assert _explains(after.document) == _explains(before.document)
-    assert after.document["assembly"]["serialized_model_input_hash"] == before.serialized_model_input_hash
+    document_after = manifest_document(after)
+    assert after.content_purged_at is not None and after.payload_packed is None
+    assert all(t["before_excerpt"] == t["after_excerpt"] == "" for t in document_after["transforms"])
+    assert _explains(document_after) == _explains(document_before)
+    assert document_after["assembly"]["serialized_model_input_hash"] == before.serialized_model_input_hash
     assert after.assembly_input_hash == before.assembly_input_hash
-    ContextAssemblyManifest.model_validate(after.document)  # still a valid manifest
+    ContextAssemblyManifest.model_validate(document_after)  # still a valid manifest
     assert list(ManifestItem.objects.filter(manifest=ready).values()) == rows_before
 
-    request_after = AssemblyJob.objects.get(pk=ready.job_id).request
+    request_after = job_request(AssemblyJob.objects.get(pk=ready.job_id))
     assert all(c.get("content") is None for c in request_after["candidates"])
     assert [c["content_hash"] for c in request_after["candidates"]] == [
         c["content_hash"] for c in request_before["candidates"]
@@ -118,11 +121,12 @@ def test_saving_any_other_change_is_refused(sealed):
 
 
 def test_a_purge_that_also_changes_something_else_is_refused(sealed):
+    from ctxeng.content.packing import pack_document
     from manifests.retention import purged_document
 
     manifest = Manifest.objects.get(pk=ready_pk(sealed))
-    manifest.document = purged_document(manifest.document)
-    manifest.provider_input = None
+    manifest.document_packed, _ = pack_document(purged_document(manifest_document(manifest)))
+    manifest.payload_packed = None
     manifest.content_purged_at = timezone.now()
     manifest.estimated_input_tokens += 1
     with pytest.raises(Immutable):
@@ -130,9 +134,11 @@ def test_a_purge_that_also_changes_something_else_is_refused(sealed):
 
 
 def test_a_fake_purge_that_rewrites_the_document_is_refused(sealed):
+    from ctxeng.content.packing import pack_document
+
     manifest = Manifest.objects.get(pk=ready_pk(sealed))
-    manifest.document = {**manifest.document, "excluded": []}
-    manifest.provider_input = None
+    manifest.document_packed, _ = pack_document({**manifest_document(manifest), "excluded": []})
+    manifest.payload_packed = None
     manifest.content_purged_at = timezone.now()
     with pytest.raises(Immutable):
         manifest.save()
@@ -141,13 +147,13 @@ def test_a_fake_purge_that_rewrites_the_document_is_refused(sealed):
 def test_bulk_updates_and_deletes_are_refused(sealed):
     manifest = Manifest.objects.get(pk=ready_pk(sealed))
     with pytest.raises(Immutable):
-        Manifest.objects.filter(pk=manifest.pk).update(provider_input=None)
+        Manifest.objects.filter(pk=manifest.pk).update(payload_packed=None)
     with pytest.raises(Immutable):
         Manifest.objects.bulk_update([manifest], ["status"])
     with pytest.raises(Immutable):
         manifest.delete()
     item = ManifestItem.objects.filter(manifest=manifest).first()
-    item.reason = "ranking_lost"
+    item.manifest_id = manifest.pk
     with pytest.raises(Immutable):
         item.save()
     assert Manifest.objects.get(pk=manifest.pk).content_purged_at is None

@@ -59,7 +59,7 @@ def test_a_storage_constraint_in_the_save_fails_the_job_at_once_with_the_real_er
     from manifests.services import assembly_jobs_recover
     from manifests.tasks import run_assembly_job
 
-    Manifest.objects.create(job_id=queued_job, assembly_id="squatter", status="ready", document={})
+    Manifest.objects.create(job_id=queued_job, assembly_id="squatter", status="ready", document_packed="{}")
 
     assert run_assembly_job(queued_job) == "failed"
 

@@ -209,15 +209,25 @@ COLUMNS: dict[str, list[str] | str] = {
     "manifests.Manifest.assembly_input_hash": "a sha256: digest",
     "manifests.Manifest.serialized_model_input_hash": "a sha256: digest",
     "manifests.Manifest.estimated_input_tokens": "counted by the engine, bounded by the body size",
-    "manifests.ManifestItem.item_id": ["ContextItem.item_id", "CheckpointState.summary_id"],
-    "manifests.ManifestItem.decision": "included or excluded",
-    "manifests.ManifestItem.hard_gate": "a HardGate value",
-    "manifests.ManifestItem.partition": ["BudgetPolicy.partitions"],
-    "manifests.ManifestItem.tokens": "counted by the engine, bounded by the body size",
-    "manifests.ManifestItem.trust": "a Trust value",
-    "manifests.ManifestItem.role": "a Role value",
-    "manifests.ManifestItem.kind": ["ContextItem.kind"],
-    "manifests.ManifestItem.source_type": ["ContextItem.source_type"],
+    "manifests.ItemDecision.digest": "a sha256: digest of the packed record",
+    "manifests.ItemDecision.item_id": ["ContextItem.item_id", "CheckpointState.summary_id"],
+    "manifests.ItemDecision.decision": "included or excluded",
+    "manifests.ItemDecision.hard_gate": "a HardGate value",
+    "manifests.ItemDecision.partition": ["BudgetPolicy.partitions"],
+    "manifests.ItemDecision.zone": "a Zone value",
+    "manifests.ItemDecision.tokens": "counted by the engine, bounded by the body size",
+    "manifests.ItemDecision.trust": "a Trust value",
+    "manifests.ItemDecision.role": "a Role value",
+    "manifests.ItemDecision.kind": ["ContextItem.kind"],
+    "manifests.ItemDecision.source_type": ["ContextItem.source_type"],
+    "manifests.ItemDecision.epoch": "the content purge epoch, counted by the purge",
+    "content.Content.digest": "a sha256: digest of the blob",
+    "content.Content.kind": "text or json",
+    "content.Content.size": "the blob's bytes, bounded by the body size",
+    "content.Content.location": "db or s3",
+    "content.Content.encoding": "'', zlib or zlib-r1",
+    "content.Content.epoch": "the content purge epoch, counted by the purge",
+    "content.ContentEpoch.value": "counted by the purge",
     "manifests.Artifact.artifact_id": ["ArtifactBody.artifact_id"],
     "manifests.Artifact.revision": ["ArtifactBody.revision"],
     "manifests.Artifact.kind": ["ArtifactBody.kind"],
@@ -253,7 +263,7 @@ def _size_limited_columns() -> dict[str, int | None]:
     from django.db import models
 
     columns = {}
-    for label in ("accounts", "manifests", "policies", "audit"):
+    for label in ("accounts", "manifests", "policies", "audit", "content"):
         for model in apps.get_app_config(label).get_models():
             for field in model._meta.concrete_fields:
                 if isinstance(field, models.CharField):

@@ -122,7 +122,7 @@ def test_provider_usage_is_stored_beside_the_estimate_without_touching_the_manif
     from manifests.models import Manifest
 
     job_id = submit(agent_api, example_request).json()["id"]
-    sealed = Manifest.objects.get(job_id=job_id).document
+    sealed = Manifest.objects.get(job_id=job_id).document_packed
     before = agent_api.get(f"/api/v1/assemblies/{job_id}/manifest/").json()
     assert before["budget"]["actual_input_tokens"] is None
     report = agent_api.post(f"/api/v1/assemblies/{job_id}/usage/",
@@ -134,7 +134,7 @@ def test_provider_usage_is_stored_beside_the_estimate_without_touching_the_manif
     assert after["budget"].pop("actual_input_tokens") == 9000
     before["budget"].pop("actual_input_tokens")
     assert after == before
-    assert Manifest.objects.get(job_id=job_id).document == sealed
+    assert Manifest.objects.get(job_id=job_id).document_packed == sealed
 
 
 def test_the_assembly_list_filters_by_run_status_and_policy(
