@@ -72,7 +72,9 @@ def job_manifest(job: AssemblyJob) -> Manifest | None:
 
 def job_request(job: AssemblyJob) -> dict[str, Any]:
     """The request as the agent submitted it, rebuilt from the content store."""
-    skeleton = AssemblyJob.objects.filter(pk=job.pk).values_list("request_packed", flat=True).first()
+    skeleton = job.__dict__.get("request_packed")  # loaded with the job unless deferred
+    if skeleton is None:
+        skeleton = AssemblyJob.objects.filter(pk=job.pk).values_list("request_packed", flat=True).first()
     return content_read(tenant_id=job.tenant_id, skeleton=skeleton or "{}")
 
 

@@ -41,7 +41,7 @@ from ctxeng import telemetry
 from ctxeng.accounts.models import Role, Tenant
 from ctxeng.accounts.selectors import roles_in, tenants_for
 from ctxeng.content.packing import Packer, pack_document
-from ctxeng.content.store import content_read, content_save
+from ctxeng.content.store import content_read, content_save, write_epoch
 from ctxeng.engine import (
     ContextPolicy,
     InvalidInput,
@@ -397,7 +397,8 @@ def _write_manifest(*, job: AssemblyJob, prepared: _Prepared, on_manifest: Any =
     the caller's transaction)."""
     document = prepared.document
     assembly, budget = document.get("assembly") or {}, document.get("budget") or {}
-    content_save(tenant=job.tenant, packer=prepared.packer)
+    epoch = write_epoch()
+    content_save(tenant=job.tenant, packer=prepared.packer, epoch=epoch)
     sealed = Manifest.objects.create(
         job=job,
         assembly_id=assembly["id"],
@@ -411,7 +412,7 @@ def _write_manifest(*, job: AssemblyJob, prepared: _Prepared, on_manifest: Any =
     )
     if on_manifest is not None:
         on_manifest()
-    ids = item_decisions_save(tenant=job.tenant, entries=prepared.entries)
+    ids = item_decisions_save(tenant=job.tenant, entries=prepared.entries, epoch=epoch)
     ManifestItem.objects.bulk_create(
         [ManifestItem(manifest=sealed, entry_id=ids[digest]) for digest, _ in prepared.entries], batch_size=1000
     )
@@ -465,37 +466,47 @@ def _item_entries(document: dict[str, Any], packer: Packer) -> list[tuple[str, d
     return entries
 
 
-def item_decisions_save(*, tenant: Tenant, entries: list[tuple[str, dict[str, Any]]]) -> dict[str, int]:
-    """The ItemDecision id of each entry's digest, inserting the missing ones, all brought to the
-    current content epoch (inside the manifest's transaction; the purge's race guard, as for
-    content in ctxeng.content.store)."""
-    from ctxeng.content.store import BATCH, _write_epoch
+def _item_decision_rows(tenant_id: int, digests: list[str]) -> list[tuple[str, int, int]]:
+    """(digest, id, epoch) of the tenant's item decisions named (at most BATCH), in plain SQL: the
+    seal's hot read (the ORM's query building cost more than the query)."""
+    marks = ", ".join(["%s"] * len(digests))
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT digest, id, epoch FROM {ItemDecision._meta.db_table} "
+                       f"WHERE tenant_id = %s AND digest IN ({marks})", [tenant_id, *digests])
+        return cursor.fetchall()
 
-    epoch = _write_epoch()
+
+def item_decisions_save(*, tenant: Tenant, entries: list[tuple[str, dict[str, Any]]], epoch: int) -> dict[str, int]:
+    """The ItemDecision id of each entry's digest, inserting the missing ones, all brought to the
+    content epoch `epoch` (inside the manifest's transaction; the purge's race guard, as for
+    content in ctxeng.content.store)."""
+    from ctxeng.content.store import BATCH
+
     wanted = {digest: columns for digest, columns in entries}
     ids: dict[str, int] = {}
     digests = sorted(wanted)
     for start in range(0, len(digests), BATCH):
-        chunk = digests[start:start + BATCH]
+        pending = digests[start:start + BATCH]
         for _ in range(5):
-            have = dict(ItemDecision.objects.filter(tenant=tenant, digest__in=chunk).values_list("digest", "epoch"))
-            stale = [digest for digest, at in have.items() if at < epoch]
+            have = {digest: (pk, at) for digest, pk, at in _item_decision_rows(tenant.pk, pending)}
+            ids.update((digest, pk) for digest, (pk, at) in have.items() if at >= epoch)
+            stale = [digest for digest, (_, at) in have.items() if at < epoch]
+            missing = [digest for digest in pending if digest not in have]
+            if not stale and not missing:
+                break
             if stale:
                 ItemDecision.objects.filter(tenant=tenant, digest__in=stale, epoch__lt=epoch).update(epoch=epoch)
-            missing = [digest for digest in chunk if digest not in have]
             if missing:
                 ItemDecision.objects.bulk_create(
                     [ItemDecision(tenant=tenant, digest=digest, epoch=epoch, **wanted[digest]) for digest in missing],
                     ignore_conflicts=True, batch_size=500,
                 )
-            settled = dict(ItemDecision.objects.filter(tenant=tenant, digest__in=chunk, epoch__gte=epoch)
-                           .values_list("digest", "pk"))
-            ids.update(settled)
-            chunk = [digest for digest in chunk if digest not in settled]
-            if not chunk:
+            pending = stale + missing
+            if connection.vendor == "sqlite":  # serial under the write lock: read back the ids only
+                ids.update((digest, pk) for digest, pk, _ in _item_decision_rows(tenant.pk, pending))
                 break
         else:
-            raise OperationalError(f"could not store {len(chunk)} item decision(s) for tenant {tenant.pk}")
+            raise OperationalError(f"could not store {len(pending)} item decision(s) for tenant {tenant.pk}")
     return ids
 
 

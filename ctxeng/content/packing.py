@@ -12,9 +12,10 @@ keeps trees and blobs:
   of (`know`: the job's candidate contents, when a manifest is sealed) is `{"$pre": [digest,
   length]}`, and an excerpt of one (its head, the engine's EXCERPT_GAP, its tail) is a `$cat` of a
   `$pre` and a `{"$suf": [digest, length]}`, so a transform's `before_excerpt` costs no bytes;
-- an object or array that is an element of an array (an item record, a candidate, a transform)
-  becomes a JSON blob, `{"$j": digest}`, when its packed form is NODE_MIN bytes or more;
-- an array becomes a JSON blob when its packed form is TREE_MIN bytes or more.
+- an object or array that is an element of a top-level array of the document (an item record, a
+  candidate, a transform, a message) becomes a JSON blob, `{"$j": digest}`, when its packed form
+  is NODE_MIN bytes or more (what is nested inside it stays in it);
+- a top-level array becomes a JSON blob when its packed form is TREE_MIN bytes or more.
 
 The same record in the next step packs to the same bytes, so a step that repeats the last step's
 candidates adds only its skeleton and the few containers that changed. An object of the agent's
@@ -92,8 +93,7 @@ class Packer:
             packed = {key: self.pack(item) for key, item in value.items()}
             return {LITERAL: packed} if len(packed) == 1 and next(iter(packed)) in MARKERS else packed
         if isinstance(value, list):
-            packed_list = [self.element(item) for item in value]
-            return packed_list
+            return [self.pack(item) for item in value]
         return value
 
     def element(self, value: Any) -> Any:
@@ -120,8 +120,8 @@ class Packer:
         return digest
 
     def tree(self, value: list) -> Any:
-        """A top-level array of a document: a blob once TREE_MIN bytes."""
-        packed = self.pack(value)
+        """A top-level array of a document: its elements as blobs, itself a blob once TREE_MIN bytes."""
+        packed = [self.element(item) for item in value]
         text = dumps(packed)
         return {REF_JSON: self._blob(encode(text), JSON)} if len(text) >= TREE_MIN else packed
 

@@ -19,6 +19,7 @@ import pytest
 
 from manifests.examples import example_json
 from manifests.models import Manifest
+from manifests.selectors import manifest_document
 
 from .conftest import PASSWORD, build_example
 
@@ -143,7 +144,7 @@ def test_the_inspector_shows_an_items_whole_story_without_scrolling(logged_in, l
     example, open_page = logged_in
     page = open_page(width, height)
     job = example["ready"]
-    document = Manifest.objects.get(job=job).document
+    document = manifest_document(Manifest.objects.get(job=job))
     for item_id in CONTRACT_ITEMS:
         page.goto(f"{live_server.url}/assemblies/{job.id}/?item={item_id}")
         assert page.evaluate("window.scrollY") == 0
