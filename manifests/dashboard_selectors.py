@@ -24,15 +24,18 @@ from datetime import date
 from typing import Any
 
 from django.db.models import Case, CharField, Count, F, IntegerField, Max, Q, QuerySet, TextField, Value, When
+from django.db.models.aggregates import Avg, Sum
+from django.db.models.expressions import ExpressionWrapper, Window
+from django.db.models.fields import FloatField
 from django.db.models.fields.json import KeyTextTransform, KeyTransform
-from django.db.models.functions import NullIf
+from django.db.models.functions import Abs, Cast, NullIf, RowNumber
 
 from ctxeng.accounts.models import Tenant
 from ctxeng.content.store import content_read, content_read_many
 from ctxeng.engine import parse_request
 from ctxeng.engine.vocabulary import ExclusionReason
 
-from .models import AssemblyJob, Decision, JobStatus, Manifest, ManifestItem, Run
+from .models import AssemblyJob, Decision, JobStatus, Manifest, ManifestItem, Run, UsageReport
 from .selectors import artifact_content, artifact_for_ref, job_request
 
 # The sections a manifest page shows; candidate_items (the largest part) is never fetched.
@@ -671,3 +674,86 @@ def run_item_cells(run: Run, item_ids: list[str]) -> dict[tuple[str, str], dict[
     rows = ManifestItem.objects.filter(manifest__job__run=run, item_id__in=item_ids).values(
         "item_id", "decision", "reason", "hard_gate", "partition", "tokens", job_id=F("manifest__job_id"))
     return {(row["item_id"], str(row["job_id"])): row for row in rows}
+
+
+# --------------------------------------------------------------------------- token estimates vs provider usage
+
+
+def _assembly_model(key: str) -> NullIf:
+    """`assembly.model.<key>` of the reported manifest, read in SQL from `Manifest.sections` (a JSON
+    null, or a manifest without sections, is None)."""
+    return NullIf(KeyTextTransform(key, KeyTransform("model", KeyTransform("assembly", "manifest__sections"))),
+                  Value("null"), output_field=TextField())
+
+
+def _usage_reports(tenant: Tenant) -> QuerySet[UsageReport]:
+    """One tenant's usage reports, each with its model and its error: `error` is the estimate
+    minus the provider's count (positive: the engine over-estimated), `error_pct` that as a
+    percentage of the provider's count (None when the provider reported 0 input tokens)."""
+    error = ExpressionWrapper(F("estimated_input_tokens") - F("input_tokens"), output_field=IntegerField())
+    return (
+        UsageReport.objects.filter(manifest__job__tenant=tenant)
+        .annotate(provider=_assembly_model("provider"), model_name=_assembly_model("name"), error=error)
+        .annotate(error_pct=ExpressionWrapper(
+            Cast(F("error"), FloatField()) * Value(100.0) / Cast(NullIf(F("input_tokens"), Value(0)), FloatField()),
+            output_field=FloatField()))
+    )
+
+
+def usage_by_model(*, tenant: Tenant) -> list[dict[str, Any]]:
+    """Estimate vs provider-reported input tokens per model (provider and name), most reported first.
+
+    Two queries whatever the number of reports: the figures grouped in SQL, then each model's
+    worst over- and under-estimate (the reports ranking first by error, either way, within their
+    model). Means of percentages are per report (a report with 0 actual tokens has none).
+    """
+    reports = _usage_reports(tenant)
+    rows = list(
+        reports.values("provider", "model_name")
+        .annotate(
+            calls=Count("id"),
+            estimated_sum=Sum("estimated_input_tokens"),
+            actual_sum=Sum("input_tokens"),
+            estimated_mean=Avg("estimated_input_tokens"),
+            actual_mean=Avg("input_tokens"),
+            error_mean=Avg("error"),
+            error_pct_mean=Avg("error_pct"),
+            abs_error_pct_mean=Avg(Abs("error_pct")),
+            last_reported_at=Max("reported_at"),
+        )
+        .order_by("-calls", F("provider").asc(nulls_last=True), F("model_name").asc(nulls_last=True))
+    )
+    if not rows:
+        return rows
+    by_model = [F("provider"), F("model_name")]
+    extremes = (
+        reports.annotate(
+            over_rank=Window(RowNumber(), partition_by=by_model, order_by=[F("error").desc(), F("id").desc()]),
+            under_rank=Window(RowNumber(), partition_by=by_model, order_by=[F("error").asc(), F("id").desc()]),
+        )
+        .filter(Q(over_rank=1) | Q(under_rank=1))
+        .values("provider", "model_name", "error", "error_pct", "estimated_input_tokens", "input_tokens",
+                "over_rank", "under_rank", job_id=F("manifest__job_id"))
+    )
+    worst: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for row in extremes:
+        found = worst.setdefault((row["provider"], row["model_name"]), {})
+        if row["over_rank"] == 1 and row["error"] > 0:
+            found["worst_over"] = row
+        if row["under_rank"] == 1 and row["error"] < 0:
+            found["worst_under"] = row
+    for row in rows:
+        found = worst.get((row["provider"], row["model_name"]), {})
+        row["worst_over"], row["worst_under"] = found.get("worst_over"), found.get("worst_under")
+    return rows
+
+
+def usage_reports_latest(*, tenant: Tenant) -> QuerySet[UsageReport]:
+    """One tenant's usage reports, most recently reported first, as display rows (for paging)."""
+    return (
+        _usage_reports(tenant)
+        .order_by("-reported_at", "-id")
+        .values("provider", "model_name", "estimated_input_tokens", "input_tokens", "cached_tokens", "output_tokens",
+                "error", "error_pct", "reported_at", job_id=F("manifest__job_id"),
+                run_id=F("manifest__job__run__run_id"), step_id=F("manifest__job__step_id"))
+    )

@@ -14,4 +14,5 @@ urlpatterns = [
     path("assemblies/<str:job_id>/<str:section>/", views.assembly_section, name="assembly-section"),
     path("why/", views.why, name="why"),
     path("compare/", views.compare, name="compare"),
+    path("usage/", views.usage, name="usage"),
 ]

@@ -561,3 +561,22 @@ def compare(request: HttpRequest) -> HttpResponse:
                                            sel.manifest_sections(job_b.manifest.pk, wanted)),
         })
     return render(request, "manifests/compare.html", context)
+
+
+# --------------------------------------------------------------------------- token estimates vs provider usage
+
+USAGE_PAGE_SIZE = 50
+
+
+@require_GET
+@dashboard_page
+def usage(request: HttpRequest) -> HttpResponse:
+    """The engine's input-token estimates against what providers reported (`usage/`), for the
+    current tenant: per model, then the latest reports a page at a time."""
+    tenant = request.tenancy.current
+    if tenant is None:
+        models, page = [], page_of([], 1)
+    else:
+        models = sel.usage_by_model(tenant=tenant)
+        page = page_of(sel.usage_reports_latest(tenant=tenant) if models else [], request.GET.get("page"), USAGE_PAGE_SIZE)
+    return render(request, "manifests/usage.html", {"models": models, "page": page, "tenant": tenant})
