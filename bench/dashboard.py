@@ -76,6 +76,7 @@ def _child(quick: bool) -> None:
 
     from bench import workload
     from manifests.models import Manifest
+    from manifests.selectors import manifest_document
     from manifests.services import assembly_job_submit
 
     call_command("migrate", verbosity=0, interactive=False)
@@ -90,7 +91,7 @@ def _child(quick: bool) -> None:
         body["policy"] = {"id": body["policy"]["id"]}
         job, _ = assembly_job_submit(user=user, data=body, idempotency_key=None)
         job.refresh_from_db()
-        document = Manifest.objects.filter(job=job).values_list("document", flat=True).get()
+        document = manifest_document(Manifest.objects.get(job=job))
         transformed = {t["output_item_id"] for t in document["transforms"]}
         selected = [row["item_id"] for row in document["included"] if row["item_id"] in transformed][-1]
         base = f"/assemblies/{job.id}/"

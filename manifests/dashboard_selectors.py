@@ -23,11 +23,23 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from django.db.models import Case, CharField, Count, F, IntegerField, Max, Q, QuerySet, TextField, Value, When
+from django.db.models import (
+    Case,
+    CharField,
+    Count,
+    F,
+    IntegerField,
+    Max,
+    Q,
+    QuerySet,
+    Subquery,
+    TextField,
+    Value,
+    When,
+)
 from django.db.models.aggregates import Avg, Sum
 from django.db.models.expressions import ExpressionWrapper, Window
 from django.db.models.fields import FloatField
-from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Abs, Cast, NullIf, RowNumber
 
 from ctxeng.accounts.models import Tenant
@@ -35,7 +47,7 @@ from ctxeng.content.store import content_read, content_read_many
 from ctxeng.engine import parse_request
 from ctxeng.engine.vocabulary import ExclusionReason
 
-from .models import AssemblyJob, Decision, JobStatus, Manifest, ManifestItem, Run, UsageReport
+from .models import AssemblyJob, Decision, ItemDecision, JobStatus, Manifest, ManifestItem, Run, UsageReport
 from .selectors import artifact_content, artifact_for_ref, job_request
 
 # The sections a manifest page shows; candidate_items (the largest part) is never fetched.
@@ -78,12 +90,9 @@ def light_jobs(tenant_ids: list[int], *, with_sections: bool = False) -> QuerySe
     )
 
 
-def _doc_text(section: str, key: str) -> NullIf:
-    """One scalar of a job's sealed manifest, read in SQL from `Manifest.sections` (which holds the
-    assembly and budget sections). SQLite reads a JSON null as the text 'null' (PostgreSQL as
-    NULL): both are None here."""
-    return NullIf(KeyTextTransform(key, KeyTransform(section, "manifest__sections")), Value("null"),
-                  output_field=TextField())
+def _blocked_reason() -> NullIf:
+    """A job's blocked reason (None when it has none), from its manifest's column."""
+    return NullIf(F("manifest__blocked_reason"), Value(""), output_field=TextField())
 
 
 def runs_list(
@@ -125,8 +134,8 @@ def run_timeline(run: Run) -> list[AssemblyJob]:
         light_jobs([run.tenant_id])
         .filter(run=run)
         .annotate(
-            usable_input=_doc_text("budget", "usable_input"),
-            blocked_reason=_doc_text("assembly", "blocked_reason"),
+            usable_input=F("manifest__usable_input"),
+            blocked_reason=_blocked_reason(),
         )
         .order_by("created_at", "id")
     )
@@ -143,7 +152,7 @@ def recent_jobs(*, tenant: Tenant, status: str = "", limit: int = 10) -> list[As
     if status:
         jobs = jobs.filter(status=status)
     return list(
-        jobs.annotate(blocked_reason=_doc_text("assembly", "blocked_reason")).order_by("-created_at")[:limit]
+        jobs.annotate(blocked_reason=_blocked_reason()).order_by("-created_at")[:limit]
     )
 
 
@@ -209,8 +218,7 @@ def page_sections(document: dict[str, Any]) -> dict[str, Any]:
 
 def item_record(*, manifest_id: int, item_id: str) -> tuple[str, dict[str, Any]] | None:
     """(decision, full record) of one item of a sealed manifest: one indexed query, one blob read."""
-    row = ManifestItem.objects.filter(manifest_id=manifest_id, item_id=item_id).values_list(
-        "decision", "record_digest", "entry__tenant_id").first()
+    row = _rows_of_items(manifest_id, [item_id]).values_list("decision", "record_digest", "entry__tenant_id").first()
     if row is None:
         return None
     return row[0], content_read_many(tenant_id=row[2], digests=[row[1]])[row[1]]
@@ -485,21 +493,31 @@ def _filtered_items(manifest_id: int, item_filter: ItemFilter) -> QuerySet[Manif
     return rows
 
 
+def reason_rank(decision: str, reason: str) -> int:
+    """The default list's group rank: included first, then REASON_ORDER, then anything else."""
+    if decision == Decision.INCLUDED:
+        return -1
+    return REASON_ORDER.index(reason) if reason in REASON_ORDER else len(REASON_ORDER)
+
+
 def _ordered_items(rows: QuerySet[ManifestItem], group: str) -> QuerySet[ManifestItem]:
-    """Rows in display order with a `sort_key` (the group rank) and `group_label` annotation."""
+    """Rows in display order with a `sort_key` (the group rank) and `group_label` annotation.
+
+    A manifest's rows are written in the default list's order (reason rank, then document
+    position), so that list is in `id` order and pages by the index alone; the other groupings
+    order within a group by `position`, the item's place in the sealed document."""
     if group == "partition":
         return rows.annotate(sort_key=Case(When(partition="", then=Value(1)), default=Value(0), output_field=IntegerField()),
-                             group_label=F("partition")).order_by("sort_key", "partition", "id")
+                             group_label=F("partition")).order_by("sort_key", "partition", "position")
     if group == "zone":
-        # Cast: an exact match on a JSON key reads its right side as JSON on SQLite ('control' is not).
-        return rows.annotate(sort_key=_zone_rank(), group_label=F("zone")).order_by("sort_key", "id")
+        return rows.annotate(sort_key=_zone_rank(), group_label=F("zone")).order_by("sort_key", "position")
     if group == "none":
-        return rows.annotate(sort_key=_decision_rank(), group_label=F("decision")).order_by("sort_key", "id")
+        return rows.annotate(sort_key=_decision_rank(), group_label=F("decision")).order_by("position")
     rank = Case(When(decision=Decision.INCLUDED, then=Value(-1)),
                 *(When(reason=name, then=Value(index)) for index, name in enumerate(REASON_ORDER)),
                 default=Value(len(REASON_ORDER)), output_field=IntegerField())
     label = Case(When(decision=Decision.INCLUDED, then=Value("included")), default=F("reason"), output_field=CharField())
-    return rows.annotate(sort_key=rank, group_label=label).order_by("sort_key", "id")
+    return rows.annotate(sort_key=rank, group_label=label).order_by("id")
 
 
 class InspectorItems:
@@ -526,10 +544,35 @@ class InspectorItems:
     def __len__(self) -> int:
         return self.count()
 
+    def _default_offset(self) -> int | None:
+        """Where the filtered list starts in the manifest's rows (written in the default list's
+        order), when it is one run of them whose place `sections` counts tell: the default
+        grouping filtered by decision or by an exclusion reason at most. None otherwise."""
+        f, sections = self.item_filter, self.sections
+        if f.group != "reason" or f.narrows_counts or "reason_counts" not in sections:
+            return None
+        if f.reason and f.reason not in REASON_ORDER:
+            return None
+        if not f.reason:
+            return (sections.get("included_total") or 0) if f.decision == Decision.EXCLUDED else 0
+        own = REASON_ORDER.index(f.reason)
+        return (sections.get("included_total") or 0) + sum(
+            count for name, count in sections["reason_counts"] if name in REASON_ORDER and REASON_ORDER.index(name) < own)
+
     def __getitem__(self, index: slice) -> list[dict[str, Any]]:
         if not isinstance(index, slice):
             raise TypeError("InspectorItems pages by slice")
-        heads = list(self.queryset().values("decision", "group_label", "record_digest", tenant_id=F("entry__tenant_id"))[index])
+        offset = self._default_offset()
+        columns = ("decision", "reason", "record_digest")
+        if offset is not None:
+            # One run of the manifest's rows in id order: the index pages it, no join filters it.
+            start, stop = offset + (index.start or 0), offset + min(index.stop or self.count(), self.count())
+            heads = list(ManifestItem.objects.filter(manifest_id=self.manifest_id).order_by("id")
+                         .values(*columns, tenant_id=F("entry__tenant_id"))[start:stop])
+            for row in heads:
+                row["group_label"] = "included" if row["decision"] == Decision.INCLUDED else row["reason"]
+        else:
+            heads = list(self.queryset().values(*columns, "group_label", tenant_id=F("entry__tenant_id"))[index])
         return [{"decision": row["decision"], "group": row["group_label"] or "", "record": row["record"]}
                 for row in records_of(heads)]
 
@@ -538,24 +581,21 @@ class InspectorItems:
         None when the filter leaves it out; one aggregate query, which also counts the list."""
         group, decision = self.item_filter.group, selected["decision"]
         record = selected.get("record") or {}
-        if (group == "reason" and not self.item_filter.narrows_counts and "reason_counts" in self.sections
+        if (self._default_offset() is not None
                 and (decision == Decision.INCLUDED or selected["reason"] in REASON_ORDER)):
             return self._locate_by_counts(selected)
         if group == "partition":
             partition = selected.get("partition") or ""
             key = 0 if partition else 1
             earlier = (Q(sort_key__lt=key) | Q(sort_key=key, partition__lt=partition)
-                       | Q(sort_key=key, partition=partition, id__lt=selected["id"]))
+                       | Q(sort_key=key, partition=partition, position__lt=selected["position"]))
+        elif group == "none":
+            earlier = Q(position__lt=selected["position"])
+        elif group == "zone":
+            key = ZONE_ORDER.index(record["zone"]) if record.get("zone") in ZONE_ORDER else len(ZONE_ORDER)
+            earlier = Q(sort_key__lt=key) | Q(sort_key=key, position__lt=selected["position"])
         else:
-            if group == "zone":
-                key = ZONE_ORDER.index(record["zone"]) if record.get("zone") in ZONE_ORDER else len(ZONE_ORDER)
-            elif group == "none":
-                key = 0 if decision == Decision.INCLUDED else 1
-            elif decision == Decision.INCLUDED:
-                key = -1
-            else:
-                key = REASON_ORDER.index(selected["reason"]) if selected["reason"] in REASON_ORDER else len(REASON_ORDER)
-            earlier = Q(sort_key__lt=key) | Q(sort_key=key, id__lt=selected["id"])
+            earlier = Q(id__lt=selected["id"])  # the default list is in id order
         found = self.queryset().order_by().aggregate(
             before=Count("id", filter=earlier), listed=Count("id", filter=Q(id=selected["id"])), total=Count("id"))
         if self._total is None:
@@ -564,22 +604,14 @@ class InspectorItems:
 
 
     def _locate_by_counts(self, selected: dict[str, Any]) -> int | None:
-        """`locate` for the default list (decision and reason groups, no search): the rows before it
-        are whole groups counted in `sections` plus one indexed count within its own group."""
+        """`locate` for the default list (decision and reason groups, no search): the manifest's
+        rows before it (one indexed count; they are in the list's order) less where the filtered
+        run starts."""
         f, decision, reason = self.item_filter, selected["decision"], selected["reason"]
         if (f.decision and f.decision != decision) or (f.reason and (decision != Decision.EXCLUDED or reason != f.reason)):
             return None
-        rows = ManifestItem.objects.filter(manifest_id=self.manifest_id, decision=decision, id__lt=selected["id"])
-        if decision == Decision.INCLUDED:
-            return rows.count()
-        before = 0
-        if not f.reason:
-            rank = {name: i for i, name in enumerate(REASON_ORDER)}
-            own = rank.get(reason, len(rank))
-            before = sum(count for name, count in self.sections.get("reason_counts") or [] if rank.get(name, len(rank)) < own)
-            if not f.decision:
-                before += self.sections.get("included_total") or 0
-        return before + rows.filter(reason=reason).count()
+        offset = self._default_offset() or 0
+        return ManifestItem.bare.filter(manifest_id=self.manifest_id, id__lt=selected["id"]).count() - offset
 
 
 def document_items_filtered(sections: dict[str, Any], item_filter: ItemFilter) -> list[dict[str, Any]]:
@@ -645,10 +677,18 @@ def inspector_document_parts(manifest_id: int, *, sections: tuple[str, ...], wit
     return parts
 
 
+def _rows_of_items(manifest_id: int, item_ids: list[str]) -> QuerySet[ManifestItem]:
+    """The manifest's rows of the named items: their decisions first (by tenant and item id), then
+    the rows by (manifest, decision), both indexed, whatever the manifest's size."""
+    tenant = Manifest.objects.filter(pk=manifest_id).values("job__tenant_id")[:1]
+    entries = ItemDecision.objects.filter(tenant_id=Subquery(tenant), item_id__in=item_ids).values("id")
+    return ManifestItem.objects.filter(manifest_id=manifest_id, entry__in=entries)
+
+
 def item_rows_by_id(manifest_id: int, item_ids: set[str]) -> dict[str, dict[str, Any]]:
     """decision, reason and record of each named item of one manifest (one indexed query)."""
-    rows = ManifestItem.objects.filter(manifest_id=manifest_id, item_id__in=sorted(item_ids))
-    found = records_of(list(rows.values("id", "item_id", "decision", "reason", "partition", "record_digest",
+    rows = _rows_of_items(manifest_id, sorted(item_ids))
+    found = records_of(list(rows.values("id", "position", "item_id", "decision", "reason", "partition", "record_digest",
                                         tenant_id=F("entry__tenant_id"))))
     return {row["item_id"]: row for row in found}
 
@@ -679,11 +719,9 @@ def run_item_cells(run: Run, item_ids: list[str]) -> dict[tuple[str, str], dict[
 # --------------------------------------------------------------------------- token estimates vs provider usage
 
 
-def _assembly_model(key: str) -> NullIf:
-    """`assembly.model.<key>` of the reported manifest, read in SQL from `Manifest.sections` (a JSON
-    null, or a manifest without sections, is None)."""
-    return NullIf(KeyTextTransform(key, KeyTransform("model", KeyTransform("assembly", "manifest__sections"))),
-                  Value("null"), output_field=TextField())
+def _assembly_model(column: str) -> NullIf:
+    """The reported manifest's model provider or name (None when unknown), from its column."""
+    return NullIf(F(f"manifest__{column}"), Value(""), output_field=TextField())
 
 
 def _usage_reports(tenant: Tenant) -> QuerySet[UsageReport]:
@@ -693,7 +731,7 @@ def _usage_reports(tenant: Tenant) -> QuerySet[UsageReport]:
     error = ExpressionWrapper(F("estimated_input_tokens") - F("input_tokens"), output_field=IntegerField())
     return (
         UsageReport.objects.filter(manifest__job__tenant=tenant)
-        .annotate(provider=_assembly_model("provider"), model_name=_assembly_model("name"), error=error)
+        .annotate(provider=_assembly_model("model_provider"), model_name=_assembly_model("model_name"), error=error)
         .annotate(error_pct=ExpressionWrapper(
             Cast(F("error"), FloatField()) * Value(100.0) / Cast(NullIf(F("input_tokens"), Value(0)), FloatField()),
             output_field=FloatField()))

@@ -22,7 +22,9 @@ artifact's body is the blob its `content_hash` names. Read them with manifests.s
 
 from __future__ import annotations
 
+import json
 import uuid
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -106,6 +108,21 @@ class AssemblyJob(models.Model):
         return self.status in FINAL_STATUSES
 
 
+class OrderedJSONField(models.TextField):
+    """JSON kept as its text, so a dict reads back in the order it was written on every database
+    (PostgreSQL's jsonb would sort the keys: the page would list a record's checks in another
+    order than the sealed manifest). Not queryable by key: what SQL filters on gets a column."""
+
+    def from_db_value(self, value: Any, expression: Any, connection: Any) -> Any:
+        return None if value is None else json.loads(value)
+
+    def to_python(self, value: Any) -> Any:
+        return json.loads(value) if isinstance(value, str) else value
+
+    def get_prep_value(self, value: Any) -> Any:
+        return None if value is None else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
 class ManifestQuerySet(models.QuerySet):
     """Bulk writes would bypass `Manifest.save`'s guard, so they are refused outright."""
 
@@ -131,10 +148,15 @@ class Manifest(models.Model):
     content_purged_at = models.DateTimeField(
         null=True, blank=True, help_text="when retention removed the content bodies (manifest_purge_content)"
     )
-    sections = models.JSONField(
+    sections = OrderedJSONField(
         null=True, blank=True,
         help_text="the small sections the manifest page shows, derived at seal time (no content bodies)",
     )
+    # What lists and groups of manifests filter, group and show, copied out of the document.
+    blocked_reason = models.TextField(blank=True)
+    usable_input = models.PositiveIntegerField(null=True, blank=True)
+    model_provider = models.TextField(blank=True)
+    model_name = models.TextField(blank=True)
 
     objects = ManifestQuerySet.as_manager()
 
@@ -240,15 +262,21 @@ class ManifestItemManager(models.Manager.from_queryset(ManifestItemQuerySet)):
 
 
 class ManifestItem(models.Model):
-    """A decision in a manifest, in manifest order (included first, then excluded)."""
+    """A decision in a manifest. A manifest's rows are written in the dashboard's default order
+    (included, then exclusion reasons in ExclusionReason order, each in document order), so that
+    list pages by id; `position` is the item's place in the document."""
 
     manifest = models.ForeignKey(Manifest, on_delete=models.CASCADE, related_name="items")
     entry = models.ForeignKey(ItemDecision, on_delete=models.PROTECT, related_name="+")
+    position = models.PositiveIntegerField(default=0, help_text="the item's place in the sealed document (included, then excluded)")
 
     objects = ManifestItemManager()
+    bare = models.Manager()  # the row alone: counts and id ranges without the decision's join
 
     class Meta:
         ordering = ["manifest_id", "id"]
+        # An item of one manifest by its decision (the inspector's rows by item id).
+        indexes = [models.Index(fields=["manifest", "entry"], name="item_manifest_entry")]
 
     def __str__(self) -> str:
         return f"{self.manifest_id}/{self.entry_id}"

@@ -56,7 +56,7 @@ from ctxeng.errors import Conflict, Forbidden, NotFound
 from policies.models import PolicyRevision
 from policies.selectors import revision_for_assembly
 
-from .dashboard_selectors import page_sections
+from .dashboard_selectors import page_sections, reason_rank
 from .models import (
     Artifact,
     AssemblyJob,
@@ -409,14 +409,30 @@ def _write_manifest(*, job: AssemblyJob, prepared: _Prepared, on_manifest: Any =
         serialized_model_input_hash=assembly.get("serialized_model_input_hash") or "",
         estimated_input_tokens=budget.get("estimated_used") or 0,
         sections=prepared.sections,
+        **summary_columns(document),
     )
     if on_manifest is not None:
         on_manifest()
     ids = item_decisions_save(tenant=job.tenant, entries=prepared.entries, epoch=epoch)
+    # Written in the default list's order, so the dashboard pages it by id (dashboard_selectors).
+    order = sorted(range(len(prepared.entries)), key=lambda n: (
+        reason_rank(prepared.entries[n][1]["decision"], prepared.entries[n][1]["reason"]), n))
     ManifestItem.objects.bulk_create(
-        [ManifestItem(manifest=sealed, entry_id=ids[digest]) for digest, _ in prepared.entries], batch_size=1000
+        [ManifestItem(manifest=sealed, entry_id=ids[prepared.entries[n][0]], position=n) for n in order], batch_size=1000
     )
     return sealed
+
+
+def summary_columns(document: dict[str, Any]) -> dict[str, Any]:
+    """The manifest columns lists of manifests filter and group on, from the sealed document."""
+    assembly, budget = document.get("assembly") or {}, document.get("budget") or {}
+    model = assembly.get("model") or {}
+    return {
+        "blocked_reason": assembly.get("blocked_reason") or "",
+        "usable_input": budget.get("usable_input"),
+        "model_provider": model.get("provider") or "",
+        "model_name": model.get("name") or "",
+    }
 
 
 def manifest_create(*, job: AssemblyJob, document: dict[str, Any], payload: Any = None) -> Manifest:

@@ -9,6 +9,8 @@ store configured, later writes put new bodies there.
 import django.db.models.deletion
 from django.db import migrations, models
 
+import manifests.models
+
 from ctxeng.engine.limits import MAX_ITEM_ID, MAX_NAME
 
 ITEM_FIELDS = ("item_id", "decision", "reason", "hard_gate", "detail", "partition", "tokens", "trust", "role",
@@ -29,6 +31,8 @@ def _save(Content, tenant_id, packer):
 
 def convert(apps, schema_editor):
     from ctxeng.content.packing import Packer, pack_document
+    from manifests.dashboard_selectors import reason_rank
+    from manifests.services import summary_columns
 
     Content = apps.get_model("content", "Content")
     Job = apps.get_model("manifests", "AssemblyJob")
@@ -50,19 +54,26 @@ def convert(apps, schema_editor):
         records.update({("excluded", r.get("item_id")): r for r in document.get("excluded") or []})
         packer = Packer()
         rows = list(Item.objects.filter(manifest_id=pk).order_by("id").values("pk", *ITEM_FIELDS))
-        for row in rows:
+        entries = []
+        for position, row in enumerate(rows):
             record = row["record"] or records.get((row["decision"], row["item_id"])) or {
                 "item_id": row["item_id"], "decision": row["decision"]}
             digest = packer.ref_of(record)
             columns = {name: row[name] for name in ITEM_FIELDS if name != "record"}
             columns["zone"] = record.get("zone") or ""
             entry, _ = ItemDecision.objects.get_or_create(tenant_id=tenant_id, digest=digest, defaults={**columns, "epoch": 1})
-            Item.objects.filter(pk=row["pk"]).update(entry=entry)
+            entries.append((reason_rank(row["decision"], row["reason"]), position, entry.pk))
+        # Rewritten in the dashboard's default order (as the seal writes them), keeping each
+        # item's document position.
+        Item.objects.filter(manifest_id=pk).delete()
+        Item.objects.bulk_create([Item(manifest_id=pk, entry_id=entry_id, position=position)
+                                  for _, position, entry_id in sorted(entries)], batch_size=1000)
         document_packed, _ = pack_document(document, packer)
         payload_packed = None if payload is None else pack_document(payload, packer)[0]
         _save(Content, tenant_id, packer)
         # The base manager: the app's own refuses updates of sealed manifests; this is a migration.
-        Manifest._base_manager.filter(pk=pk).update(document_packed=document_packed, payload_packed=payload_packed)
+        Manifest._base_manager.filter(pk=pk).update(document_packed=document_packed, payload_packed=payload_packed,
+                                                    **summary_columns(document))
 
     for pk, tenant_id, content in Artifact.objects.values_list("pk", "tenant_id", "content").iterator():
         packer = Packer()
@@ -124,16 +135,33 @@ class Migration(migrations.Migration):
             field=models.TextField(blank=True, help_text="the serialized model input, packed; null when blocked or purged", null=True),
         ),
         migrations.AddField(
+            model_name="manifestitem", name="position",
+            field=models.PositiveIntegerField(default=0, help_text="the item's place in the sealed document (included, then excluded)"),
+        ),
+        migrations.AddField(
             model_name="manifestitem", name="entry",
             field=models.ForeignKey(null=True, on_delete=django.db.models.deletion.PROTECT, related_name="+", to="manifests.itemdecision"),
         ),
+        migrations.AddField(model_name="manifest", name="blocked_reason", field=models.TextField(blank=True)),
+        migrations.AddField(model_name="manifest", name="usable_input", field=models.PositiveIntegerField(blank=True, null=True)),
+        migrations.AddField(model_name="manifest", name="model_provider", field=models.TextField(blank=True)),
+        migrations.AddField(model_name="manifest", name="model_name", field=models.TextField(blank=True)),
         migrations.RunPython(convert, irreversible),
+        migrations.AlterField(
+            model_name="manifest", name="sections",
+            field=manifests.models.OrderedJSONField(
+                blank=True, null=True,
+                help_text="the small sections the manifest page shows, derived at seal time (no content bodies)"),
+        ),
         migrations.RemoveIndex(model_name="manifestitem", name="item_decision"),
         migrations.RemoveIndex(model_name="manifestitem", name="item_manifest_decision"),
         *[migrations.RemoveField(model_name="manifestitem", name=name) for name in ITEM_FIELDS],
         migrations.AlterField(
             model_name="manifestitem", name="entry",
             field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name="+", to="manifests.itemdecision"),
+        ),
+        migrations.AddIndex(
+            model_name="manifestitem", index=models.Index(fields=["manifest", "entry"], name="item_manifest_entry"),
         ),
         migrations.RemoveField(model_name="assemblyjob", name="request"),
         migrations.RemoveField(model_name="manifest", name="document"),

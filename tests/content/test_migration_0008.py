@@ -157,7 +157,7 @@ def read_all(tag):
         verdict[f"{tag}job{index}.request_bytes"] = json.dumps(request) == json.dumps(want["request"])
         check(f"{tag}job{index}.document", manifest_document(manifest), want["document"])
         check(f"{tag}job{index}.payload", manifest_payload(manifest), want["payload"])
-        rows = ManifestItem.objects.filter(manifest=manifest)
+        rows = ManifestItem.objects.filter(manifest=manifest).order_by("position")  # document order
         check(f"{tag}job{index}.items", list(rows.values("item_id", "decision", "reason")), want["items"])
         check(f"{tag}job{index}.records", [item_record_of(row) for row in rows.select_related("entry")], want["records"])
     artifact = Artifact.objects.get(pk=expected["artifact"]["pk"])

@@ -13,6 +13,7 @@ import pytest
 from django.db.models import QuerySet
 
 from bench import workload
+from manifests.dashboard_selectors import REASON_ORDER
 from manifests.models import Manifest, ManifestItem
 from manifests.selectors import item_record_of, manifest_document
 
@@ -53,8 +54,12 @@ def test_sealing_stores_the_page_sections_and_each_items_record(big):
     assert manifest.sections["included_total"] == len(document["included"])
     assert manifest.sections["excluded_total"] == len(document["excluded"])
     assert all("before_excerpt" not in t for t in manifest.sections["transforms"])
-    first = ManifestItem.objects.filter(manifest=manifest, decision="excluded").order_by("id").first()
+    first = ManifestItem.objects.filter(manifest=manifest, decision="excluded").order_by("position").first()
     assert item_record_of(first) == document["excluded"][0]
+    # Rows are written in the default list's order: included, then by exclusion reason.
+    reasons = list(ManifestItem.objects.filter(manifest=manifest, decision="excluded").order_by("id").values_list("reason", flat=True))
+    ranks = [REASON_ORDER.index(reason) for reason in reasons]
+    assert ranks == sorted(ranks) and len(set(reasons)) > 1
 
 
 def test_the_page_of_a_big_manifest_never_reads_its_document(owner_client, big, django_assert_max_num_queries):

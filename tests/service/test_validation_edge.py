@@ -209,6 +209,8 @@ COLUMNS: dict[str, list[str] | str] = {
     "manifests.Manifest.assembly_input_hash": "a sha256: digest",
     "manifests.Manifest.serialized_model_input_hash": "a sha256: digest",
     "manifests.Manifest.estimated_input_tokens": "counted by the engine, bounded by the body size",
+    "manifests.Manifest.usable_input": "computed by the engine from the policy's budget (bounded integers)",
+    "manifests.ManifestItem.position": "the item's index in the manifest, bounded by the item count",
     "manifests.ItemDecision.digest": "a sha256: digest of the packed record",
     "manifests.ItemDecision.item_id": ["ContextItem.item_id", "CheckpointState.summary_id"],
     "manifests.ItemDecision.decision": "included or excluded",
