@@ -4,7 +4,7 @@ issue 14's database growth (6).
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
 A section that cannot run here (no redis-server, no service yet) reports `not run: <reason>` and
-the others still run. Sized to finish in well under ten minutes on a shared 2-core machine.
+the others still run. Sized to finish in about 4 minutes on a quiet 2-core machine (10 on a slow one).
 """
 
 from __future__ import annotations

@@ -149,6 +149,9 @@ if CTXENG_S3_ENDPOINT_URL and not re.fullmatch(r"https?://[^/\s]+/?", CTXENG_S3_
 AWS_ACCESS_KEY_ID = os.environ.get("AWS_ACCESS_KEY_ID", "")
 AWS_SECRET_ACCESS_KEY = os.environ.get("AWS_SECRET_ACCESS_KEY", "")
 AWS_DEFAULT_REGION = os.environ.get("AWS_DEFAULT_REGION", "")
+# An object no row names is deleted by purge_content once this old (a writer uploads before its
+# transaction commits; a younger orphan may still be committed).
+CTXENG_CONTENT_ORPHAN_GRACE_SECONDS = envint("CTXENG_CONTENT_ORPHAN_GRACE_SECONDS", "3600")
 
 # --------------------------------------------------------------------------- auth, i18n, static
 

@@ -22,9 +22,10 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from django.conf import settings
@@ -179,6 +180,14 @@ class ObjectStore:
                 )
 
         _in_parallel(delete, [keys[start : start + DELETE_BATCH] for start in range(0, len(keys), DELETE_BATCH)])
+
+    def listing(self, namespace: str) -> Iterator[tuple[str, datetime]]:
+        """(digest, last modified) of every body stored in `namespace`."""
+        prefix = self._key(self._name(namespace, "sha256:" + "0" * 64)).rsplit("/", 2)[0] + "/"
+        for summary in self._storage.bucket.objects.filter(Prefix=prefix):
+            hexdigest = summary.key.rsplit("/", 1)[-1]
+            if DIGEST.fullmatch("sha256:" + hexdigest):
+                yield "sha256:" + hexdigest, summary.last_modified
 
     def _name(self, namespace: str, digest: str) -> str:
         """The object's name under the store's prefix (S3Storage's `location`)."""

@@ -25,6 +25,7 @@ import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +245,7 @@ class PurgeReport:
     deleted: int
     deleted_bytes: int
     pruned: dict[str, int]
+    orphan_objects: int = 0
 
 
 def _bump_epoch() -> int:
@@ -310,6 +312,26 @@ def content_purge(*, tenant: Any, after_mark: Callable[[], None] | None = None) 
             Content.objects.filter(pk__in=[pk for pk, *_ in rows]).delete()
             deleted += len(rows)
             deleted_bytes += sum(size for _, _, size, _ in rows)
-    logger.info("content purge of tenant %s: epoch %s, %s referenced, %s deleted (%s bytes), pruned %s",
-                tenant.pk, epoch, len(marked), deleted, deleted_bytes, pruned)
-    return PurgeReport(epoch=epoch, referenced=len(marked), deleted=deleted, deleted_bytes=deleted_bytes, pruned=pruned)
+    orphans = _delete_orphan_objects(tenant, store) if store is not None else 0
+    logger.info("content purge of tenant %s: epoch %s, %s referenced, %s deleted (%s bytes), pruned %s, %s orphan objects",
+                tenant.pk, epoch, len(marked), deleted, deleted_bytes, pruned, orphans)
+    return PurgeReport(epoch=epoch, referenced=len(marked), deleted=deleted, deleted_bytes=deleted_bytes, pruned=pruned,
+                       orphan_objects=orphans)
+
+
+def _delete_orphan_objects(tenant: Any, store: Any) -> int:
+    """Objects of the tenant's namespace that no row names: a writer uploads before its
+    transaction commits, so one that rolled back leaves its objects behind. Only objects older
+    than CTXENG_CONTENT_ORPHAN_GRACE_SECONDS go: a younger one may belong to a writer in flight."""
+    from django.conf import settings
+    from django.utils import timezone
+
+    cutoff = timezone.now() - timedelta(seconds=settings.CTXENG_CONTENT_ORPHAN_GRACE_SECONDS)
+    listed = [digest for digest, modified in store.listing(namespace(tenant.pk)) if modified < cutoff]
+    orphans = []
+    for chunk in _chunks(listed):
+        named = {digest for (digest,) in _rows("digest", tenant.pk, chunk)}
+        orphans += [digest for digest in chunk if digest not in named]
+    if orphans:
+        store.delete_many(namespace(tenant.pk), orphans)
+    return len(orphans)

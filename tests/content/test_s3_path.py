@@ -282,3 +282,29 @@ def test_two_tenants_with_the_same_content_get_an_object_each_in_their_own_names
     assert {key: data for key, data in after.items() if key.startswith(f"{prefix}/tenant-{tenant_z.pk}/")} == z_objects
     assert not any(key.startswith(f"{prefix}/tenant-{tenant_x.pk}/") for key in after)
     assert outsider_api.get(f"/api/v1/assemblies/{job_z}/input/").status_code == 200
+
+
+def test_the_purge_deletes_objects_no_row_names_once_older_than_the_grace(
+    s3_store: S3Server, prefix: str, tenant_x: Tenant, published_policy, agent_api, submit, example_request, settings
+):
+    """A writer uploads before its transaction commits: one that rolled back leaves objects with no
+    row. The purge deletes those once older than CTXENG_CONTENT_ORPHAN_GRACE_SECONDS, never an
+    object a row names, and never a young one (its writer may still commit)."""
+    _submit_ok(submit, agent_api, example_request)
+    client = s3_store.client()
+    orphan_body = b"uploaded by a writer whose transaction rolled back"
+    orphan = key_of(prefix, tenant_x, "sha256:" + hashlib.sha256(orphan_body).hexdigest())
+    client.put_object(Bucket=s3_store.bucket, Key=orphan, Body=orphan_body)
+    kept = set(objects_under(s3_store, prefix)) - {orphan}
+    assert kept  # the submit's bodies, each named by a row
+
+    settings.CTXENG_CONTENT_ORPHAN_GRACE_SECONDS = 3600
+    assert content_purge(tenant=tenant_x).orphan_objects == 0
+    assert orphan in objects_under(s3_store, prefix)
+
+    settings.CTXENG_CONTENT_ORPHAN_GRACE_SECONDS = 0
+    report = content_purge(tenant=tenant_x)
+    assert report.orphan_objects == 1
+    assert set(objects_under(s3_store, prefix)) == kept
+    job = AssemblyJob.objects.get(tenant=tenant_x)
+    assert job_request(job) == example_request
