@@ -213,7 +213,8 @@ class ItemDecision(models.Model):
     in the content store the manifest document names), with the columns the dashboard filters,
     groups and searches on. Never changed; the content purge deletes the ones no manifest uses."""
 
-    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the unique (tenant, digest) index serves every lookup by tenant.
+    tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
     digest = models.CharField(max_length=80, help_text="sha256 of the packed record (its content blob)")
     item_id = models.CharField(max_length=MAX_ITEM_ID)
     decision = models.CharField(max_length=10, choices=Decision.choices)

@@ -113,7 +113,7 @@ class Migration(migrations.Migration):
                 ("source_type", models.CharField(max_length=MAX_NAME)),
                 ("source_ref", models.JSONField(default=dict)),
                 ("epoch", models.PositiveBigIntegerField(default=0, help_text="the content purge epoch of its last use")),
-                ("tenant", models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name="+", to="accounts.tenant")),
+                ("tenant", models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="accounts.tenant")),
             ],
             options={
                 "constraints": [models.UniqueConstraint(fields=("tenant", "digest"), name="item_decision_unique_per_tenant")],

@@ -105,6 +105,7 @@ def test_two_hundred_concurrent_jobs_on_two_workers_end_once_each_without_leakin
     from ctxeng.accounts.models import Tenant
     from ctxeng.accounts.services import tenant_member_add
     from manifests.models import FINAL_STATUSES, AssemblyJob, Manifest, ManifestItem
+    from manifests.selectors import job_request, manifest_document
     from manifests.tasks import run_assembly_job
     from policies.services import policy_import
 
@@ -152,11 +153,12 @@ def test_two_hundred_concurrent_jobs_on_two_workers_end_once_each_without_leakin
     assert Manifest.objects.filter(job_id__in=ids).count() == 200
     for job in jobs:
         manifest = job.manifest
-        assert job.request["principal"]["tenant"] == job.tenant.slug
+        assert job_request(job)["principal"]["tenant"] == job.tenant.slug
         # The example carries one foreign-scope candidate on purpose; nothing foreign is ever included.
-        scopes = {c["scope"] for c in manifest.document["included"] if c.get("scope")}
+        document = manifest_document(manifest)
+        scopes = {c["scope"] for c in document["included"] if c.get("scope")}
         assert scopes and all(scope.startswith(job.tenant.slug + "/") for scope in scopes), scopes
-        decided = len(manifest.document["included"]) + len(manifest.document["excluded"])
+        decided = len(document["included"]) + len(document["excluded"])
         assert ManifestItem.objects.filter(manifest=manifest).count() == decided
     assert len({job.claimed_by for job in jobs}) == 2, "both workers took jobs"
 
