@@ -48,7 +48,7 @@ from ctxeng.engine import parse_request
 from ctxeng.engine.vocabulary import ExclusionReason
 
 from .models import AssemblyJob, Decision, ItemDecision, JobStatus, Manifest, ManifestItem, Run, UsageReport
-from .selectors import artifact_content, artifact_for_ref, job_request
+from .selectors import artifact_content, artifact_for_ref, job_request, manifest_document, manifest_payload
 
 # The sections a manifest page shows; candidate_items (the largest part) is never fetched.
 PAGE_SECTIONS = (
@@ -170,10 +170,7 @@ def assembly_get(*, tenant_ids: list[int], job_id: str) -> AssemblyJob | None:
 def manifest_sections(manifest_id: int, sections: tuple[str, ...] = PAGE_SECTIONS) -> dict[str, Any]:
     """The named top-level sections of a sealed manifest, read from the content store alone
     (candidate_items, the largest part, is never fetched unless named)."""
-    found = Manifest.objects.filter(pk=manifest_id).values_list("document_packed", "job__tenant_id").first()
-    if found is None:
-        return {}
-    document = content_read(tenant_id=found[1], skeleton=found[0], keys=sections)
+    document = manifest_document(Manifest(pk=manifest_id), sections=sections)
     return {name: document.get(name) for name in sections}
 
 
@@ -238,10 +235,7 @@ def records_of(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def provider_input(manifest_id: int) -> Any:
-    found = Manifest.objects.filter(pk=manifest_id).values_list("payload_packed", "job__tenant_id").first()
-    if found is None or found[0] is None:
-        return None
-    return content_read(tenant_id=found[1], skeleton=found[0])
+    return manifest_payload(Manifest(pk=manifest_id))
 
 
 def reason_counts(excluded: list[dict[str, Any]]) -> list[tuple[str, int]]:
@@ -474,10 +468,6 @@ def _zone_rank() -> Case:
                 default=Value(len(ZONE_ORDER)), output_field=IntegerField())
 
 
-def _decision_rank() -> Case:
-    return Case(When(decision=Decision.INCLUDED, then=Value(0)), default=Value(1), output_field=IntegerField())
-
-
 def _filtered_items(manifest_id: int, item_filter: ItemFilter) -> QuerySet[ManifestItem]:
     rows = ManifestItem.objects.filter(manifest_id=manifest_id)
     if item_filter.decision:
@@ -501,7 +491,8 @@ def reason_rank(decision: str, reason: str) -> int:
 
 
 def _ordered_items(rows: QuerySet[ManifestItem], group: str) -> QuerySet[ManifestItem]:
-    """Rows in display order with a `sort_key` (the group rank) and `group_label` annotation.
+    """Rows in display order with a `group_label` annotation (and, grouped by partition or zone, a
+    `sort_key`: the group's rank).
 
     A manifest's rows are written in the default list's order (reason rank, then document
     position), so that list is in `id` order and pages by the index alone; the other groupings
@@ -512,12 +503,9 @@ def _ordered_items(rows: QuerySet[ManifestItem], group: str) -> QuerySet[Manifes
     if group == "zone":
         return rows.annotate(sort_key=_zone_rank(), group_label=F("zone")).order_by("sort_key", "position")
     if group == "none":
-        return rows.annotate(sort_key=_decision_rank(), group_label=F("decision")).order_by("position")
-    rank = Case(When(decision=Decision.INCLUDED, then=Value(-1)),
-                *(When(reason=name, then=Value(index)) for index, name in enumerate(REASON_ORDER)),
-                default=Value(len(REASON_ORDER)), output_field=IntegerField())
+        return rows.annotate(group_label=F("decision")).order_by("position")
     label = Case(When(decision=Decision.INCLUDED, then=Value("included")), default=F("reason"), output_field=CharField())
-    return rows.annotate(sort_key=rank, group_label=label).order_by("id")
+    return rows.annotate(group_label=label).order_by("id")
 
 
 class InspectorItems:
@@ -581,9 +569,9 @@ class InspectorItems:
         None when the filter leaves it out; one aggregate query, which also counts the list."""
         group, decision = self.item_filter.group, selected["decision"]
         record = selected.get("record") or {}
-        if (self._default_offset() is not None
-                and (decision == Decision.INCLUDED or selected["reason"] in REASON_ORDER)):
-            return self._locate_by_counts(selected)
+        offset = self._default_offset()
+        if offset is not None and (decision == Decision.INCLUDED or selected["reason"] in REASON_ORDER):
+            return self._locate_by_counts(selected, offset)
         if group == "partition":
             partition = selected.get("partition") or ""
             key = 0 if partition else 1
@@ -603,14 +591,13 @@ class InspectorItems:
         return found["before"] if found["listed"] else None
 
 
-    def _locate_by_counts(self, selected: dict[str, Any]) -> int | None:
+    def _locate_by_counts(self, selected: dict[str, Any], offset: int) -> int | None:
         """`locate` for the default list (decision and reason groups, no search): the manifest's
         rows before it (one indexed count; they are in the list's order) less where the filtered
         run starts."""
         f, decision, reason = self.item_filter, selected["decision"], selected["reason"]
         if (f.decision and f.decision != decision) or (f.reason and (decision != Decision.EXCLUDED or reason != f.reason)):
             return None
-        offset = self._default_offset() or 0
         return ManifestItem.bare.filter(manifest_id=self.manifest_id, id__lt=selected["id"]).count() - offset
 
 

@@ -18,7 +18,7 @@ from django.db.models import QuerySet
 
 from ctxeng.accounts.models import Membership, Tenant
 from ctxeng.accounts.selectors import tenants_for
-from ctxeng.content.store import content_fetch, content_read
+from ctxeng.content.store import content_fetch, content_read, content_read_many
 from ctxeng.engine import (
     AssemblyRequest,
     ContextPolicy,
@@ -94,8 +94,6 @@ def manifest_payload(manifest: Manifest) -> Any:
 
 def item_record_of(row: ManifestItem) -> dict[str, Any]:
     """The full sealed record of one ManifestItem row (its decision's record blob)."""
-    from ctxeng.content.store import content_read_many
-
     entry = row.entry
     return content_read_many(tenant_id=entry.tenant_id, digests=[entry.digest])[entry.digest]
 

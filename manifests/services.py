@@ -41,7 +41,7 @@ from ctxeng import telemetry
 from ctxeng.accounts.models import Role, Tenant
 from ctxeng.accounts.selectors import roles_in, tenants_for
 from ctxeng.content.packing import Packer, pack_document
-from ctxeng.content.store import content_read, content_save, write_epoch
+from ctxeng.content.store import content_read, content_save, settle, write_epoch
 from ctxeng.engine import (
     ContextPolicy,
     InvalidInput,
@@ -482,48 +482,19 @@ def _item_entries(document: dict[str, Any], packer: Packer) -> list[tuple[str, d
     return entries
 
 
-def _item_decision_rows(tenant_id: int, digests: list[str]) -> list[tuple[str, int, int]]:
-    """(digest, id, epoch) of the tenant's item decisions named (at most BATCH), in plain SQL: the
-    seal's hot read (the ORM's query building cost more than the query)."""
-    marks = ", ".join(["%s"] * len(digests))
-    with connection.cursor() as cursor:
-        cursor.execute(f"SELECT digest, id, epoch FROM {ItemDecision._meta.db_table} "
-                       f"WHERE tenant_id = %s AND digest IN ({marks})", [tenant_id, *digests])
-        return cursor.fetchall()
-
-
 def item_decisions_save(*, tenant: Tenant, entries: list[tuple[str, dict[str, Any]]], epoch: int) -> dict[str, int]:
     """The ItemDecision id of each entry's digest, inserting the missing ones, all brought to the
-    content epoch `epoch` (inside the manifest's transaction; the purge's race guard, as for
-    content in ctxeng.content.store)."""
-    from ctxeng.content.store import BATCH
+    content epoch `epoch` (inside the manifest's transaction; the purge's race guard, shared with
+    content: ctxeng.content.store.settle)."""
+    wanted = dict(entries)
 
-    wanted = {digest: columns for digest, columns in entries}
-    ids: dict[str, int] = {}
-    digests = sorted(wanted)
-    for start in range(0, len(digests), BATCH):
-        pending = digests[start:start + BATCH]
-        for _ in range(5):
-            have = {digest: (pk, at) for digest, pk, at in _item_decision_rows(tenant.pk, pending)}
-            ids.update((digest, pk) for digest, (pk, at) in have.items() if at >= epoch)
-            stale = [digest for digest, (_, at) in have.items() if at < epoch]
-            missing = [digest for digest in pending if digest not in have]
-            if not stale and not missing:
-                break
-            if stale:
-                ItemDecision.objects.filter(tenant=tenant, digest__in=stale, epoch__lt=epoch).update(epoch=epoch)
-            if missing:
-                ItemDecision.objects.bulk_create(
-                    [ItemDecision(tenant=tenant, digest=digest, epoch=epoch, **wanted[digest]) for digest in missing],
-                    ignore_conflicts=True, batch_size=500,
-                )
-            pending = stale + missing
-            if connection.vendor == "sqlite":  # serial under the write lock: read back the ids only
-                ids.update((digest, pk) for digest, pk, _ in _item_decision_rows(tenant.pk, pending))
-                break
-        else:
-            raise OperationalError(f"could not store {len(pending)} item decision(s) for tenant {tenant.pk}")
-    return ids
+    def insert(missing: list[str]) -> None:
+        ItemDecision.objects.bulk_create(
+            [ItemDecision(tenant=tenant, digest=digest, epoch=epoch, **wanted[digest]) for digest in missing],
+            ignore_conflicts=True, batch_size=500,
+        )
+
+    return settle(ItemDecision, tenant=tenant, digests=list(wanted), epoch=epoch, insert=insert)
 
 
 # --------------------------------------------------------------------------- recovery

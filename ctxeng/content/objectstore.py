@@ -183,7 +183,7 @@ class ObjectStore:
 
     def listing(self, namespace: str) -> Iterator[tuple[str, datetime]]:
         """(digest, last modified) of every body stored in `namespace`."""
-        prefix = self._key(self._name(namespace, "sha256:" + "0" * 64)).rsplit("/", 2)[0] + "/"
+        prefix = self._key(_checked(namespace)) + "/"
         for summary in self._storage.bucket.objects.filter(Prefix=prefix):
             hexdigest = summary.key.rsplit("/", 1)[-1]
             if DIGEST.fullmatch("sha256:" + hexdigest):
@@ -191,8 +191,7 @@ class ObjectStore:
 
     def _name(self, namespace: str, digest: str) -> str:
         """The object's name under the store's prefix (S3Storage's `location`)."""
-        if not NAMESPACE.fullmatch(namespace) or ".." in namespace:
-            raise ValueError(f"not a content namespace: {namespace!r}")
+        _checked(namespace)
         match = DIGEST.fullmatch(digest)
         if match is None:
             raise ValueError(f"not a content digest (sha256:<64 lowercase hex>): {digest!r}")
@@ -202,6 +201,13 @@ class ObjectStore:
     def _key(self, name: str) -> str:
         """The object's key in the bucket: the name under the prefix, as S3Storage joins them."""
         return f"{self.location.prefix}/{name}" if self.location.prefix else name
+
+
+def _checked(namespace: str) -> str:
+    """`namespace` if it is one (a single path segment, never `..`): content stays in its place."""
+    if not NAMESPACE.fullmatch(namespace) or ".." in namespace:
+        raise ValueError(f"not a content namespace: {namespace!r}")
+    return namespace
 
 
 def digest_of(data: bytes) -> str:

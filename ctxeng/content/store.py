@@ -21,6 +21,7 @@ lock. A purge racing a submit that reuses a blob therefore loses nothing.
 
 from __future__ import annotations
 
+import json
 import logging
 import zlib
 from collections.abc import Callable, Iterable, Iterator
@@ -29,7 +30,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import OperationalError, connection, models, transaction
 
 from . import packing
 from .models import Content, ContentEpoch, Location
@@ -55,25 +56,26 @@ def _records_dictionary() -> bytes:
 
 
 RECORDS_V1 = _records_dictionary()
-WRITE_ATTEMPTS = 5
+WRITE_ATTEMPTS = 5  # reads of one batch before `settle` gives up (each retry follows a racing purge)
 
 
 class ContentUnavailable(RuntimeError):
-    """The store could not settle a write (it kept racing purges) or a blob a holder names is gone."""
+    """A blob a holder names cannot be read or purged as configured (its body is in an object store
+    this process is not configured for, or stored in an encoding it does not know)."""
 
 
 def namespace(tenant_id: int) -> str:
     return f"tenant-{tenant_id}"
 
 
-def _rows(columns: str, tenant_id: int, digests: list[str]) -> list[tuple]:
-    """`columns` of the tenant's blobs named in `digests` (at most BATCH): the hot read of every
-    write and read, in plain SQL (the ORM's query building cost more than the query)."""
+def _rows(columns: str, tenant_id: int, digests: list[str], model: type[models.Model] = Content) -> list[tuple]:
+    """`columns` of the tenant's rows of `model` named in `digests` (at most BATCH): the hot read
+    of every write and read, in plain SQL (the ORM's query building cost more than the query)."""
     if not digests:
         return []
     marks = ", ".join(["%s"] * len(digests))
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {columns} FROM {Content._meta.db_table} WHERE tenant_id = %s AND digest IN ({marks})",
+        cursor.execute(f"SELECT {columns} FROM {model._meta.db_table} WHERE tenant_id = %s AND digest IN ({marks})",
                        [tenant_id, *digests])
         return cursor.fetchall()
 
@@ -98,6 +100,40 @@ def write_epoch() -> int:
     return int(row[0])
 
 
+def settle(model: type[models.Model], *, tenant: Any, digests: list[str], epoch: int,
+           insert: Callable[[list[str]], Any]) -> dict[str, int]:
+    """Make each of `digests` a row of `model` (digest-keyed per tenant, with an `epoch`) at
+    `epoch` or later, inside the caller's transaction: the writers' half of the purge's race guard
+    (module docstring), shared by content blobs and manifests' item decisions. `insert(missing)`
+    writes the rows that are missing (ignoring conflicts). Returns each digest's row id."""
+    ids: dict[str, int] = {}
+    for chunk in _chunks(sorted(digests)):
+        pending = chunk
+        for _ in range(WRITE_ATTEMPTS):
+            have = {digest: (pk, at) for digest, pk, at in _rows("digest, id, epoch", tenant.pk, pending, model)}
+            # Each one committed at this epoch or later: no purge can take it before we commit.
+            ids.update((digest, pk) for digest, (pk, at) in have.items() if at >= epoch)
+            stale = [digest for digest, (_, at) in have.items() if at < epoch]
+            missing = [digest for digest in pending if digest not in have]
+            if not stale and not missing:
+                break
+            if stale:
+                model.objects.filter(tenant=tenant, digest__in=stale, epoch__lt=epoch).update(epoch=epoch)
+            if missing:
+                insert(missing)
+            pending = stale + missing
+            if connection.vendor == "sqlite":
+                # The write lock makes the transaction serial: nothing changed since the read.
+                ids.update((digest, pk) for digest, pk, _ in _rows("digest, id, epoch", tenant.pk, pending, model))
+                break
+            # Otherwise whatever a purge deleted between the read and the update, or a concurrent
+            # writer inserted and then rolled back, is looked at again.
+        else:
+            raise OperationalError(
+                f"could not settle {len(pending)} {model._meta.verbose_name}(s) for tenant {tenant.pk}, e.g. {pending[0]}")
+    return ids
+
+
 def content_save(*, tenant: Any, packer: packing.Packer, epoch: int | None = None) -> int:
     """Make every blob `packer` collected exist for `tenant` at the current epoch. Call inside the
     transaction that writes the holder (`epoch`: the one `write_epoch` gave in it, if read).
@@ -106,27 +142,14 @@ def content_save(*, tenant: Any, packer: packing.Packer, epoch: int | None = Non
         raise RuntimeError("content_save must run inside the holder's transaction")
     if not packer.blobs:
         return 0
-    epoch = write_epoch() if epoch is None else epoch
     added = 0
-    for chunk in _chunks(sorted(packer.blobs)):
-        pending = chunk
-        for _ in range(WRITE_ATTEMPTS):
-            have = dict(_rows("digest, epoch", tenant.pk, pending))
-            stale = [digest for digest, at in have.items() if at < epoch]
-            missing = [digest for digest in pending if digest not in have]
-            if not stale and not missing:
-                break  # each one committed at this epoch: no purge can take it before we commit
-            if stale:
-                Content.objects.filter(tenant=tenant, digest__in=stale, epoch__lt=epoch).update(epoch=epoch)
-            if missing:
-                added += _insert(tenant, {digest: packer.blobs[digest] for digest in missing}, packer.kinds, epoch)
-            if connection.vendor == "sqlite":
-                break  # the write lock makes the transaction serial: nothing changed since the read
-            # Whatever a purge deleted between the read and the update, or a concurrent writer
-            # inserted and then rolled back, is looked at again.
-            pending = stale + missing
-        else:
-            raise ContentUnavailable(f"could not store {len(pending)} blob(s) for tenant {tenant.pk}, e.g. {pending[0]}")
+
+    def insert(missing: list[str]) -> None:
+        nonlocal added
+        added += _insert(tenant, {digest: packer.blobs[digest] for digest in missing}, packer.kinds, epoch)
+
+    epoch = write_epoch() if epoch is None else epoch
+    settle(Content, tenant=tenant, digests=list(packer.blobs), epoch=epoch, insert=insert)
     return added
 
 
@@ -235,7 +258,7 @@ def register_holder(holder: Holder) -> None:
 def skeleton_references(skeleton: str | None) -> Iterable[tuple[str, str]]:
     if not skeleton:
         return ()
-    return packing.references(packing.json.loads(skeleton))
+    return packing.references(json.loads(skeleton))
 
 
 @dataclass
@@ -274,7 +297,7 @@ def referenced_digests(tenant_id: int) -> set[str]:
         following: list[str] = []
         for chunk in _chunks(frontier):
             for body in content_fetch(tenant_id=tenant_id, digests=chunk).values():
-                for kind, digest in packing.references(packing.json.loads(packing.decode(body))):
+                for kind, digest in packing.references(json.loads(packing.decode(body))):
                     if digest not in marked:
                         marked.add(digest)
                         if kind == packing.JSON:
