@@ -31,3 +31,62 @@ def test_a_small_batch_stays_on_the_calling_thread(monkeypatch):
     assert tokens.TiktokenTokenizer().count_many(texts) == {
         k: tokens.TiktokenTokenizer().encode_count(t) for k, t in texts.items()
     }
+
+
+class _Recording(tokens.TiktokenTokenizer):
+    """Records every text it encodes (from any thread)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoded: list[str] = []
+
+    def encode_count(self, text: str) -> int:
+        self.encoded.append(text)
+        return super().encode_count(text)
+
+
+def test_counts_started_ahead_are_the_counts_asked_for_later_and_each_text_is_encoded_once(monkeypatch):
+    texts = _texts(120)
+    sequential = {k: tokens.TiktokenTokenizer().encode_count(t) for k, t in texts.items()}
+    monkeypatch.setattr(tokens, "PARALLEL_MIN_CHARS", 1)
+    monkeypatch.setattr(tokens.os, "cpu_count", lambda: 2)
+    tok = _Recording()
+    tok.count_ahead(texts)
+    assert tok._ahead  # started on the pool
+    asked = list(texts)[:80]
+    assert {k: tok.count_keyed(k, texts[k]) for k in asked} == {k: sequential[k] for k in asked}
+    tok.settle_ahead()  # the 40 nobody asked for are kept, not dropped or recounted
+    assert not tok._ahead
+    assert {k: tok.cached(k) for k in texts} == sequential
+    assert sorted(tok.encoded) == sorted(texts.values())
+
+
+def test_a_small_batch_is_not_counted_ahead(monkeypatch):
+    monkeypatch.setattr(tokens, "_pool", lambda: (_ for _ in ()).throw(AssertionError("pool used")))
+    tok = tokens.TiktokenTokenizer()
+    tok.count_ahead(_texts(20))
+    assert not tok._ahead
+
+
+def test_an_assembly_counting_ahead_seals_what_one_counting_in_turn_seals(monkeypatch):
+    """The source-limit stage counts its excerpts ahead on the pool; the manifest and payload are
+    those of a tokenizer that counts every text when asked, on the calling thread."""
+    from bench import workload
+    from ctxeng.engine import assemble, parse_policy, parse_request
+
+    request = workload.make_request(n_items=300, total_bytes=900_000)
+    policy = parse_policy(workload.make_policy())
+    monkeypatch.setattr(tokens, "PARALLEL_MIN_CHARS", 1)
+    monkeypatch.setattr(tokens.os, "cpu_count", lambda: 2)
+    ahead = _Recording()
+    fast = assemble(parse_request(workload.dumps(request)), policy, tokenizer=ahead, created_at="2026-01-01T00:00:00Z")
+
+    class InTurn(tokens.TiktokenTokenizer):
+        count_ahead = None  # no support: every count is made when asked
+        count_many = None
+
+    slow = assemble(parse_request(workload.dumps(request)), policy, tokenizer=InTurn(), created_at="2026-01-01T00:00:00Z")
+    assert fast.manifest.transforms and any(t.trigger == "over_source_limit" for t in fast.manifest.transforms)
+    assert fast.manifest_dict() == slow.manifest_dict()
+    assert fast.serialized_input == slow.serialized_input
+    assert not ahead._ahead

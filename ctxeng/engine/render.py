@@ -185,14 +185,30 @@ def count_offset(asm: Assembly, cand: Candidate) -> int:
     return fence_tokens(asm) if cand.role != Role.CONTROL and splits_fences(asm) else 0
 
 
+def block_count_parts(asm: Assembly, cand: Candidate) -> tuple[str | None, str]:
+    """`count_key` and `count_text` of `cand` as it is now."""
+    header = None if cand.role == Role.CONTROL else header_json(cand)
+    return count_key(asm, cand, header), count_text(asm, cand, header)
+
+
 def block_tokens(asm: Assembly, cand: Candidate) -> int:
     """The exact token count of what the payload carries for `cand`: its text for a control item,
     else its whole fenced block."""
-    header = None if cand.role == Role.CONTROL else header_json(cand)
-    key, text = count_key(asm, cand, header), count_text(asm, cand, header)
+    key, text = block_count_parts(asm, cand)
     keyed = getattr(asm.tokenizer, "count_keyed", None)
     n = keyed(key, text) if keyed is not None and key is not None else asm.tokenizer.count(text)
     return n + count_offset(asm, cand)
+
+
+def count_ahead(asm: Assembly, texts: list[tuple[str | None, str]]) -> None:
+    """Let the tokenizer start counting texts a later `block_tokens` or `count` will ask for, each
+    keyed as that call will key it (None: by the text, as `count` does). Without the tokenizer's
+    support nothing happens, and the later calls count as they always did."""
+    ahead = getattr(asm.tokenizer, "count_ahead", None)
+    if ahead is None or not texts:
+        return
+    key = asm.tokenizer.key  # type: ignore[attr-defined]
+    ahead({k if k is not None else key(t): t for k, t in texts})
 
 
 def placement_key(cand: Candidate) -> tuple[int, str]:

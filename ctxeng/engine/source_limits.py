@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from dataclasses import dataclass
+from typing import Any
 
 from .hashing import sha256_text
 from .logformats import Failures, all_kept_in_order, read_failures
 from .models import LineageNode, TransformRecord
-from .render import block_tokens
+from .render import block_count_parts, block_tokens, count_ahead
 from .vocabulary import (
     AssertionResult,
     BlockedReason,
@@ -249,16 +251,16 @@ def _declared_range(cand: Candidate, n_lines: int) -> tuple[int, int]:
     return 1, n_lines
 
 
-def excerpt_with_line_range(asm: Assembly, cand: Candidate, max_tokens: int):
-    out, ref = reduce_code(asm, cand, max_tokens)
+def excerpt_with_line_range(asm: Assembly, cand: Candidate, max_tokens: int, window: tuple | None = None):
+    out, ref = reduce_code(asm, cand, max_tokens, window)
     return out, ref, check_code(cand, out, ref), "keep_decision_relevant_lines_with_line_range"
 
 
-def reduce_code(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[str, dict]:
-    """The reducer: the contiguous run of lines within budget with the most decision-term hits."""
+def code_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[list[str], list[int], int, int, int]:
+    """The reducer's estimate: the contiguous run of lines within budget with the most decision-term
+    hits, as (lines, hits, a, b, budget) for `lines[a:b]`; `reduce_code` checks it by exact count."""
     content = cand.content
     lines = content.splitlines()
-    first, _last = _declared_range(cand, len(lines))
     terms = decision_terms(asm, cand)
     budget = max(1, max_tokens - 60)  # room for the note line
     # Line costs are estimated from the item's own tokens per character (counting every line of
@@ -279,6 +281,13 @@ def reduce_code(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[str, d
         if hi >= lo and score > best[0]:
             best = (score, lo, hi + 1)
     _, a, b = best
+    return lines, hits, a, b, budget
+
+
+def reduce_code(asm: Assembly, cand: Candidate, max_tokens: int, window: tuple | None = None) -> tuple[str, dict]:
+    """The reducer: the contiguous run of lines within budget with the most decision-term hits."""
+    lines, hits, a, b, budget = window if window is not None else code_window(asm, cand, max_tokens)
+    first, _last = _declared_range(cand, len(lines))
     while b - a > 1 and asm.tokenizer.count("\n".join(lines[a:b])) > budget:
         if hits[b - 1] <= hits[a]:  # give up the end line that matters less
             b -= 1
@@ -319,13 +328,14 @@ def _range_matches(cand: Candidate, lines: list[str], kept: str, body: str) -> A
     return P if "\n".join(lines[n - first] for n in claimed) == body else F
 
 
-def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, max_tokens: int):
-    out, ref = reduce_sections(asm, cand, max_tokens)
+def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, max_tokens: int, window: tuple | None = None):
+    out, ref = reduce_sections(asm, cand, max_tokens, window)
     return out, ref, check_sections(asm, cand, out, ref), "keep_decision_relevant_sections_and_hash"
 
 
-def reduce_sections(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[str, dict]:
-    """The reducer: the sections that match the decision, best first, in document order."""
+def section_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[list[str], list[int], int]:
+    """The reducer's estimate: (sections, chosen, budget), the sections that match the decision,
+    best first, within budget by estimate; `reduce_sections` checks it by exact count."""
     sections = cand.content.split("\n\n")
     terms = decision_terms(asm, cand)
     budget = max(1, max_tokens - 60)
@@ -335,12 +345,19 @@ def reduce_sections(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[st
     scored = sorted(matching, key=lambda i: (-hits[i], i)) if matching else list(range(len(sections)))
     chosen: list[int] = []
     used = 0
-    per_char = max(1, cand.tokens - cand.header_tokens) / max(1, len(cand.content))  # as in reduce_code
+    per_char = max(1, cand.tokens - cand.header_tokens) / max(1, len(cand.content))  # as in code_window
     for i in scored:
         n = int(len(sections[i]) * per_char) + 2
         if used + n <= budget:
             chosen.append(i)
             used += n
+    return sections, chosen, budget
+
+
+def reduce_sections(asm: Assembly, cand: Candidate, max_tokens: int, window: tuple | None = None) -> tuple[str, dict]:
+    """The reducer: the sections that match the decision, best first, in document order."""
+    sections, chosen, budget = window if window is not None else section_window(asm, cand, max_tokens)
+    chosen = list(chosen)
     # The estimate chose; the exact count gives back the last-chosen (least relevant) sections.
     while len(chosen) > 1 and asm.tokenizer.count("\n\n".join(sections[i] for i in sorted(chosen))) > budget:
         chosen.pop()
@@ -350,6 +367,15 @@ def reduce_sections(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[st
     ref = dict(cand.item.source_ref)
     ref["sections"] = spec
     return f"[relevant sections at source: {spec} of {len(sections)}; full content {cand.item.content_hash}]\n{body}", ref
+
+
+def _window_body(mode: SourceLimitMode, window: tuple) -> str | None:
+    """The text a reducer's first exact count will be asked of (None when it counts nothing)."""
+    if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
+        lines, _hits, a, b, _budget = window
+        return "\n".join(lines[a:b]) if b - a > 1 else None
+    sections, chosen, _budget = window
+    return "\n\n".join(sections[i] for i in sorted(chosen)) if len(chosen) > 1 else None
 
 
 def check_sections(asm: Assembly, cand: Candidate, out: str, ref: dict) -> dict[str, AssertionResult]:
@@ -376,9 +402,17 @@ def check_sections(asm: Assembly, cand: Candidate, out: str, ref: dict) -> dict[
 
 
 def apply_source_limits(asm: Assembly) -> None:
+    """Reduce every over-limit item, in three passes so the exact counts overlap the Python work.
+
+    The reducers' estimates come first, and the text each one's exact count will be asked of is
+    handed to the tokenizer to count ahead (on its pool, for a large request) while the next
+    estimate is made; then each reduction is checked and its derived item built, whose block is
+    counted ahead in turn; then the records are written, in candidate order. The counts are the
+    ones a single pass makes: only when they are made differs."""
     # Tool results already carry their call's status and evidence use in their fence header, and
     # were counted with it, since acquisition (`structure.expected_result_headers`).
     transforms = asm.policy.transforms
+    reducible: list[tuple[Candidate, str, SourceLimitMode, int]] = []
     for cand in asm.alive():
         key, limit = _limit_for(asm, cand.item.source_type)
         if limit is None or limit.default == SourceLimitMode.WHOLE:
@@ -397,35 +431,79 @@ def apply_source_limits(asm: Assembly) -> None:
             if cand.item.required:
                 asm.block(BlockedReason.BUDGET_EXHAUSTED, [cand.item_id], f"required item {cand.item_id}: {detail}")
             continue
-        if limit.default == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
+        reducible.append((cand, key, limit.default, max_tokens))
+
+    windows: dict[int, tuple] = {}
+    ahead: list[tuple[str | None, str]] = []
+    for cand, _key, mode, max_tokens in reducible:
+        if mode == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
+            continue
+        window = code_window(asm, cand, max_tokens) if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE else section_window(asm, cand, max_tokens)
+        windows[id(cand)] = window
+        body = _window_body(mode, window)
+        if body is not None:
+            ahead.append((None, body))
+    count_ahead(asm, ahead)
+
+    started = []
+    for cand, _key, mode, max_tokens in reducible:
+        if mode == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
             out, ref, assertions, objective = failures_plus_artifact_ref(cand)
-        elif limit.default == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
-            out, ref, assertions, objective = excerpt_with_line_range(asm, cand, max_tokens)
+        elif mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
+            out, ref, assertions, objective = excerpt_with_line_range(asm, cand, max_tokens, windows[id(cand)])
         else:
-            out, ref, assertions, objective = relevant_sections_plus_hash(asm, cand, max_tokens)
-        record_transform(
-            asm,
-            cand,
-            out,
-            assertions,
-            TransformType.EXCERPT,
-            objective,
-            f"source-limit/{limit.default.value}/v2",
-            narrowed_ref=ref,
-            trigger=TransformTrigger.OVER_SOURCE_LIMIT.value,
+            out, ref, assertions, objective = relevant_sections_plus_hash(asm, cand, max_tokens, windows[id(cand)])
+        started.append(
+            begin_transform(
+                asm, cand, out, assertions, TransformType.EXCERPT, objective, f"source-limit/{mode.value}/v2",
+                narrowed_ref=ref, trigger=TransformTrigger.OVER_SOURCE_LIMIT.value,
+            )
         )
+    count_ahead(asm, [block_count_parts(asm, t.cand) for t in started if not t.failed])
+    try:
+        for t in started:
+            finish_transform(asm, t)
+    finally:
+        settle = getattr(asm.tokenizer, "settle_ahead", None)
+        if settle is not None:
+            settle()
+
+
+@dataclass
+class _Started:
+    """A transform whose derived item is built (unless an assertion failed) and whose record is not yet written."""
+
+    cand: Candidate
+    before: Any
+    before_text: str
+    before_tokens: int | None
+    failed: list[str]
+    record_id: str
+    out_digest: str | None
+    out: str
+    assertions: dict
+    ttype: TransformType
+    objective: str
+    transformer: str
+    trigger: str | None
+    stage: str
 
 
 def record_transform(asm, cand, out, assertions, ttype, objective, transformer, *, narrowed_ref=None, trigger=None, stage="source_limits") -> None:
     """Replace a candidate by its checked reduction (a derived item) and write its TransformRecord."""
-    before_tokens = cand.tokens
+    finish_transform(asm, begin_transform(asm, cand, out, assertions, ttype, objective, transformer, narrowed_ref=narrowed_ref, trigger=trigger, stage=stage))
+
+
+def begin_transform(asm, cand, out, assertions, ttype, objective, transformer, *, narrowed_ref=None, trigger=None, stage="source_limits") -> _Started:
+    """The first half of `record_transform`: unless an assertion failed, the candidate becomes its derived item."""
     before = cand.item  # the input of this transform (an earlier transform's output, if one ran)
-    before_text = cand.content
     failed = [name for name, result in assertions.items() if result == AssertionResult.FAILED]
     record_id = f"transform-{cand.item_id}-{ttype.value}"
-    trust = cand.trust.value if cand.trust else "unlabelled"
-    out_digest = None if failed else sha256_text(out)
-    after_tokens = None
+    started = _Started(
+        cand=cand, before=before, before_text=cand.content, before_tokens=cand.tokens, failed=failed, record_id=record_id,
+        out_digest=None if failed else sha256_text(out), out=out, assertions=assertions, ttype=ttype,
+        objective=objective, transformer=transformer, trigger=trigger, stage=stage,
+    )
     if not failed:
         received = before
         lineage = list(received.source_lineage)
@@ -435,7 +513,7 @@ def record_transform(asm, cand, out, assertions, ttype, objective, transformer, 
             LineageNode(
                 node_id=f"{cand.item_id}#{ttype.value}",
                 type=ttype.value,
-                digest=out_digest,
+                digest=started.out_digest,
                 input_node_ids=[lineage[-1].node_id],
                 input_digest=received.content_hash,
                 transform_record_id=record_id,
@@ -445,40 +523,47 @@ def record_transform(asm, cand, out, assertions, ttype, objective, transformer, 
         cand.item = received.model_copy(
             update={
                 "content": out,
-                "content_hash": out_digest,
+                "content_hash": started.out_digest,
                 "source_ref": narrowed_ref if narrowed_ref is not None else received.source_ref,
                 "source_lineage": lineage,
             }
         )
         cand.content = out
-        cand.changed_digest = out_digest
-        after_tokens = block_tokens(asm, cand)
+        cand.changed_digest = started.out_digest
+    return started
+
+
+def finish_transform(asm, t: _Started) -> None:
+    """The second half: count the derived item's block, write the record, exclude on a failed assertion."""
+    cand = t.cand
+    after_tokens = None if t.failed else block_tokens(asm, cand)
+    trust = cand.trust.value if cand.trust else "unlabelled"
     asm.transforms.append(
         TransformRecord(
-            record_id=record_id,
-            type=ttype,
+            record_id=t.record_id,
+            type=t.ttype,
             input_item_ids=[cand.item_id],
-            input_digest=before.content_hash,
-            objective=objective,
+            input_digest=t.before.content_hash,
+            objective=t.objective,
             policy_version=asm.policy.label,
-            transformer_version=transformer,
+            transformer_version=t.transformer,
             output_item_id=cand.item_id,
-            output_digest=out_digest,
-            preservation_assertions=assertions,
-            token_estimate_before=before_tokens,
+            output_digest=t.out_digest,
+            preservation_assertions=t.assertions,
+            token_estimate_before=t.before_tokens,
             token_estimate_after=after_tokens,
             trust_before=trust,
             trust_after=trust,
-            status="blocked" if failed else "applied",
-            before_excerpt=_excerpt(before_text),
-            after_excerpt="" if failed else _excerpt(out),
-            trigger=trigger,
+            status="blocked" if t.failed else "applied",
+            before_excerpt=_excerpt(t.before_text),
+            after_excerpt="" if t.failed else _excerpt(t.out),
+            trigger=t.trigger,
         )
     )
-    cand.transform_record_id = record_id
-    if failed:
-        detail = "preservation assertions failed: " + ", ".join(failed)
-        cand.exclude(Exclusion(ExclusionReason.TRANSFORM_BLOCKED, detail, stage, failed_assertions=failed))
+    cand.transform_record_id = t.record_id
+    if t.failed:
+        detail = "preservation assertions failed: " + ", ".join(t.failed)
+        cand.exclude(Exclusion(ExclusionReason.TRANSFORM_BLOCKED, detail, t.stage, failed_assertions=t.failed))
         if cand.item.required:
             asm.block(BlockedReason.TRANSFORM_BLOCKED, [cand.item_id], f"required item {cand.item_id}: {detail}")
         return

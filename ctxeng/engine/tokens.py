@@ -23,7 +23,10 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 
 class Tokenizer(Protocol):
@@ -44,6 +47,7 @@ _ENCODINGS: dict[str, object] = {}
 _LOCK = threading.Lock()
 
 PARALLEL_MIN_CHARS = 1_000_000
+AHEAD_CHUNK = 16  # texts per pool task in `count_ahead`: few enough that the first counts come back early
 _POOL: dict[str, object] = {}
 
 
@@ -86,6 +90,7 @@ class TiktokenTokenizer:
         self._cache: OrderedDict[str, int] = OrderedDict()
         self._cache_size = cache_size
         self.shared: SharedTokenCache | None = None
+        self._ahead: dict[str, tuple[Future, int]] = {}  # key -> (its chunk's count, index in it)
         self.hits = 0
         self.misses = 0
 
@@ -112,9 +117,36 @@ class TiktokenTokenizer:
             self._cache.move_to_end(key)
             return cached
         self.misses += 1
-        n = self.encode_count(text)
+        ahead = self._ahead.pop(key, None)
+        n = ahead[0].result()[ahead[1]] if ahead is not None else self.encode_count(text)
         self._remember(key, n)
         return n
+
+    def count_ahead(self, texts: dict[str, str]) -> None:
+        """Start counting `texts` (keyed as `count_keyed` will be asked) on the pool while the
+        caller goes on with Python work: the buffer encoder releases the GIL, so the counts and the
+        caller's work overlap. `count_keyed` of such a key then waits for its count instead of
+        encoding again. Only for a batch of at least PARALLEL_MIN_CHARS on more than one core (as
+        `count_many`); smaller ones are counted when asked. Call `settle_ahead` when done."""
+        todo = [(k, t) for k, t in texts.items() if k not in self._cache and k not in self._ahead]
+        if (os.cpu_count() or 1) < 2 or sum(len(t) for _, t in todo) < PARALLEL_MIN_CHARS:
+            return
+        pool = _pool()
+        for i in range(0, len(todo), AHEAD_CHUNK):
+            chunk = todo[i : i + AHEAD_CHUNK]
+            future = pool.submit(self._encode_all, [t for _, t in chunk])
+            for j, (k, _) in enumerate(chunk):
+                self._ahead[k] = (future, j)
+
+    def settle_ahead(self) -> None:
+        """Keep the counts started ahead that nobody asked for (the cache has them), and hold no future."""
+        for key, (future, j) in self._ahead.items():
+            self.misses += 1
+            self._remember(key, future.result()[j])
+        self._ahead.clear()
+
+    def _encode_all(self, texts: list[str]) -> list[int]:
+        return [self.encode_count(t) for t in texts]
 
     def cached(self, key: str) -> int | None:
         """The count this process already holds for `key`, if any (a hit), without the text."""
