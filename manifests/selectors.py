@@ -132,24 +132,70 @@ def artifact_for_ref(*, tenant: Tenant, artifact_id: str, revision: int | str | 
 # --------------------------------------------------------------------------- what the engine reads from the store
 
 
-def artifact_lookup(tenant: Tenant) -> Callable[[str, int | str | None], StoredArtifact | None]:
-    """The engine's artifact lookup for one job: the job's tenant only, each revision read once."""
+class StoredArtifacts:
+    """The stored artifacts a request may ask for, read in one query: every revision of the ids its
+    items name (artifact_ref or source_ref) and of its summaries' input ids, oldest first. The
+    lifecycle events and the engine's lookups of one job both read them from here; a lookup of an
+    id outside that set still reads the store."""
+
+    FIELDS = ("artifact_id", "revision", "kind", "content_hash", "writer", "scope", "created_by_id")
+
+    def __init__(self, tenant: Tenant, request: AssemblyRequest) -> None:
+        self.tenant = tenant
+        self.named = {n for n in (named_artifact(i) for i in request.candidates) if n is not None}
+        self.ids = {artifact_id for artifact_id, _ in self.named} | {
+            i for item in request.candidates for i in (item.input_item_ids or [])
+        }
+        self.revisions: dict[str, list[dict[str, Any]]] = {}
+        if self.ids:
+            rows = Artifact.objects.filter(tenant=tenant, artifact_id__in=sorted(self.ids)).order_by("created_at", "id")
+            for row in rows.values(*self.FIELDS):
+                self.revisions.setdefault(row["artifact_id"], []).append(row)
+
+    def row(self, artifact_id: str, revision: int | str | None) -> dict[str, Any] | None:
+        """The revision named (the newest when None), as `artifact_for_ref` would find it."""
+        rows = self.revisions.get(artifact_id, [])
+        if revision is not None:
+            rows = [r for r in rows if r["revision"] == str(revision)]
+        return rows[-1] if rows else None
+
+
+def artifact_lookup(tenant: Tenant, stored: StoredArtifacts | None = None) -> Callable[[str, int | str | None], StoredArtifact | None]:
+    """The engine's artifact lookup for one job: the job's tenant only, each revision read once.
+    With `stored` (read for the job's request), the ids it covers are answered from it, and the
+    bodies of its rows the engine asks for come from the content store in one read."""
     loaded: dict[tuple[str, str | None], StoredArtifact | None] = {}
+    bodies: dict[str, bytes] = {}
+    first = [True]
+
+    def body(row: dict[str, Any]) -> str:
+        if first[0] and stored is not None:  # every body the request names, in one read
+            first[0] = False
+            digests = {r["content_hash"] for r in (stored.row(a, v) for a, v in stored.named) if r is not None}
+            bodies.update(content_fetch(tenant_id=tenant.pk, digests=sorted(digests | {row["content_hash"]})))
+        if row["content_hash"] not in bodies:
+            bodies.update(content_fetch(tenant_id=tenant.pk, digests=[row["content_hash"]]))
+        data = bodies.get(row["content_hash"])
+        return "" if data is None else data.decode("utf-8", "surrogatepass")
 
     def lookup(artifact_id: str, revision: int | str | None) -> StoredArtifact | None:
         key = (artifact_id, None if revision is None else str(revision))
         if key not in loaded:
-            row = artifact_for_ref(tenant=tenant, artifact_id=artifact_id, revision=revision)
+            if stored is not None and artifact_id in stored.ids:
+                row = stored.row(artifact_id, revision)
+            else:
+                found = artifact_for_ref(tenant=tenant, artifact_id=artifact_id, revision=revision)
+                row = None if found is None else {f: getattr(found, f) for f in StoredArtifacts.FIELDS}
             loaded[key] = None if row is None else StoredArtifact(
-                artifact_id=row.artifact_id, revision=row.revision, kind=row.kind, content=artifact_content(row) or "",
-                content_hash=row.content_hash, writer=row.writer, scope=row.scope,
+                artifact_id=row["artifact_id"], revision=row["revision"], kind=row["kind"], content=body(row),
+                content_hash=row["content_hash"], writer=row["writer"], scope=row["scope"],
             )
         return loaded[key]
 
     return lookup
 
 
-def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest) -> list[LifecycleEventRecord]:
+def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest, stored: StoredArtifacts | None = None) -> list[LifecycleEventRecord]:
     """The lifetime events the service knows of for this job (policy `expiry.on` filters them later):
 
     - revision_replaced: an item names an artifact revision older than the tenant's newest;
@@ -157,22 +203,16 @@ def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest) -> list[
       in the tenant (the membership was revoked, so what it wrote is revoked with it);
     - task_closed: the job's run was closed (`run_close`), which closes the request's task scope.
     """
-    named = {n for n in (named_artifact(i) for i in request.candidates) if n is not None}
-    ids = sorted({artifact_id for artifact_id, _ in named})
+    stored = stored or StoredArtifacts(job.tenant, request)
+    ids = sorted({artifact_id for artifact_id, _ in stored.named})
     events: list[LifecycleEventRecord] = []
     if ids:
-        rows = list(
-            Artifact.objects.filter(tenant=job.tenant, artifact_id__in=ids)
-            .order_by("created_at", "id")
-            .values_list("artifact_id", "revision", "created_by_id")
-        )
-        revisions: dict[str, list[str]] = {}
-        for artifact_id, revision, _ in rows:
-            revisions.setdefault(artifact_id, []).append(revision)
+        rows = [r for artifact_id in ids for r in stored.revisions.get(artifact_id, [])]
+        revisions = {artifact_id: [r["revision"] for r in stored.revisions[artifact_id]] for artifact_id in ids if artifact_id in stored.revisions}
         events.extend(replaced_revision_events(request, revisions))
-        writers = {user_id for _, _, user_id in rows if user_id is not None}
-        members = set(Membership.objects.filter(tenant=job.tenant, user_id__in=writers).values_list("user_id", flat=True))
-        revoked = sorted({artifact_id for artifact_id, _, user_id in rows if user_id is not None and user_id not in members})
+        writers = {r["created_by_id"] for r in rows if r["created_by_id"] is not None}
+        members = set(Membership.objects.filter(tenant=job.tenant, user_id__in=writers).values_list("user_id", flat=True)) if writers else set()
+        revoked = sorted({r["artifact_id"] for r in rows if r["created_by_id"] is not None and r["created_by_id"] not in members})
         events.extend(
             LifecycleEventRecord(
                 event=LifecycleEvent.PERMISSION_REVOKED, artifact_id=artifact_id, emitted_by="service",
@@ -190,9 +230,11 @@ def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest) -> list[
     return events
 
 
-def request_as_assembled(*, job: AssemblyJob, request: AssemblyRequest, policy: ContextPolicy) -> AssemblyRequest:
-    """`request` as a worker assembles it under `policy`: pinned to that revision, with the lifecycle
-    events the store implies (the worker with the job's revision, the impact preview with a draft).
-    Pass `artifact_lookup(job.tenant)` to `assemble` with it."""
+def request_as_assembled(*, job: AssemblyJob, request: AssemblyRequest, policy: ContextPolicy) -> tuple[AssemblyRequest, Callable[[str, int | str | None], StoredArtifact | None]]:
+    """`request` as a worker assembles it under `policy` (the worker with the job's revision, the
+    impact preview with a draft): pinned to that revision, with the lifecycle events the store
+    implies; and the artifact lookup to pass to `assemble` with it. Both read the artifacts the
+    request names from one query."""
     pinned = request.pinned_to(policy.policy.revision)
-    return with_events(pinned, policy, lifecycle_events_for(job=job, request=pinned))
+    stored = StoredArtifacts(job.tenant, pinned)
+    return with_events(pinned, policy, lifecycle_events_for(job=job, request=pinned, stored=stored)), artifact_lookup(job.tenant, stored)

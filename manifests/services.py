@@ -68,7 +68,7 @@ from .models import (
     Run,
     UsageReport,
 )
-from .selectors import artifact_lookup, job_request, request_as_assembled
+from .selectors import job_request, request_as_assembled
 
 logger = logging.getLogger(__name__)
 
@@ -299,8 +299,8 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int, traceparent:
         _crash_point("claimed", job=job, attempt=attempt)
         step = "assemble"
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
-        request = request_as_assembled(job=job, request=parse_request(job_request(job)), policy=policy)
-        result = assemble(request, policy, artifacts=artifact_lookup(job.tenant))
+        request, artifacts = request_as_assembled(job=job, request=parse_request(job_request(job)), policy=policy)
+        result = assemble(request, policy, artifacts=artifacts)
         _crash_point("assembled", job=job, attempt=attempt)
         step = "seal"
         sealed_ns = time.perf_counter_ns()
@@ -417,7 +417,7 @@ def _write_manifest(*, job: AssemblyJob, prepared: _Prepared, on_manifest: Any =
     # Written in the default list's order, so the dashboard pages it by id (dashboard_selectors).
     order = sorted(range(len(prepared.entries)), key=lambda n: (
         reason_rank(prepared.entries[n][1]["decision"], prepared.entries[n][1]["reason"]), n))
-    ManifestItem.objects.bulk_create(
+    ManifestItem.bare.bulk_create(  # the bare manager: no decision columns to annotate on an insert
         [ManifestItem(manifest=sealed, entry_id=ids[prepared.entries[n][0]], position=n) for n in order], batch_size=1000
     )
     return sealed

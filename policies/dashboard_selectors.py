@@ -31,7 +31,7 @@ from ctxeng.engine.render import block_footer, block_prefix
 from ctxeng.engine.tokens import default_tokenizer
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
 from manifests.models import AssemblyJob
-from manifests.selectors import artifact_lookup, request_as_assembled
+from manifests.selectors import request_as_assembled
 
 from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
 
@@ -199,8 +199,8 @@ def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[A
 def _replay(job: AssemblyJob, draft) -> Any:
     """The job's request under `draft`, the way a worker would assemble it now: the tenant's artifact
     store for re-injected items and the lifecycle events the records imply."""
-    request = request_as_assembled(job=job, request=request_of(job), policy=draft)
-    return assemble(request, draft, artifacts=artifact_lookup(job.tenant))
+    request, artifacts = request_as_assembled(job=job, request=request_of(job), policy=draft)
+    return assemble(request, draft, artifacts=artifacts)
 
 
 def _fence_tokens(nonce: str) -> int:

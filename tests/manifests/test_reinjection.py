@@ -183,3 +183,38 @@ def test_the_impact_preview_replays_a_re_injecting_job_through_the_same_store(pu
     preview = impact_preview(published_policy.policy, parse_policy(published_policy.body))
     (row,) = preview["rows"]
     assert row["error"] == "" and row["comparison"]["flips"] == []  # the same policy changes nothing
+
+
+def test_a_jobs_artifacts_are_read_in_a_fixed_number_of_queries_each_with_its_own_revision(
+    published_policy, agent_api, example_request, django_assert_max_num_queries
+):
+    """Re-injected artifacts, lifecycle events and summary inputs are read for the job together:
+    one query for every revision of the ids the request names, one for the bodies, one for the
+    writers' memberships, however many artifacts; each item still gets the revision it names."""
+    from ctxeng.engine import parse_request
+    from manifests.selectors import job_request, request_as_assembled
+    from manifests.services import _parsed_policy
+
+    for n in range(8):
+        for revision in (1, 2):
+            assert store(agent_api, f"plan {n} revision {revision}", revision=revision, **{"artifact_id": f"a-{n}"}).status_code == 201
+    template = next(i for i in example_request["candidates"] if i["item_id"] == "plan-42-r5")
+    for n in range(8):  # even ids name revision 1 (replaced by 2), odd ids the newest
+        revision = 1 if n % 2 == 0 else None
+        item = {k: v for k, v in template.items() if k != "revision"}
+        example_request["candidates"].append({
+            **item, "item_id": f"re-{n}", "content": None, "artifact_ref": {"artifact_id": f"a-{n}", "revision": revision},
+            "content_hash": sha(f"plan {n} revision {revision or 2}"), "source_ref": {"artifact_id": f"a-{n}"},
+        })
+    response = agent_api.post("/api/v1/assemblies/", example_request, format="json")
+    assert response.status_code == 202, response.json()
+    job = AssemblyJob.objects.select_related("tenant", "run", "policy_revision").get(id=response.json()["id"])
+    policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
+    request = parse_request(job_request(job))
+    with django_assert_max_num_queries(3):
+        assembled, lookup = request_as_assembled(job=job, request=request, policy=policy)
+        found = {n: lookup(f"a-{n}", 1 if n % 2 == 0 else None) for n in range(8)}
+    assert {n: a.content for n, a in found.items()} == {n: f"plan {n} revision {1 if n % 2 == 0 else 2}" for n in range(8)}
+    assert {n: a.revision for n, a in found.items()} == {n: "1" if n % 2 == 0 else "2" for n in range(8)}
+    replaced = sorted(e.artifact_id for e in assembled.lifecycle_events if e.event.value == "revision_replaced")
+    assert replaced == [f"a-{n}" for n in range(0, 8, 2)]
