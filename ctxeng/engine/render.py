@@ -191,10 +191,10 @@ def block_count_parts(asm: Assembly, cand: Candidate) -> tuple[str | None, str]:
     return count_key(asm, cand, header), count_text(asm, cand, header)
 
 
-def block_tokens(asm: Assembly, cand: Candidate) -> int:
+def block_tokens(asm: Assembly, cand: Candidate, parts: tuple[str | None, str] | None = None) -> int:
     """The exact token count of what the payload carries for `cand`: its text for a control item,
-    else its whole fenced block."""
-    key, text = block_count_parts(asm, cand)
+    else its whole fenced block. `parts`: its `block_count_parts`, when the caller has them."""
+    key, text = parts if parts is not None else block_count_parts(asm, cand)
     keyed = getattr(asm.tokenizer, "count_keyed", None)
     n = keyed(key, text) if keyed is not None and key is not None else asm.tokenizer.count(text)
     return n + count_offset(asm, cand)

@@ -459,7 +459,10 @@ def apply_source_limits(asm: Assembly) -> None:
                 narrowed_ref=ref, trigger=TransformTrigger.OVER_SOURCE_LIMIT.value,
             )
         )
-    count_ahead(asm, [block_count_parts(asm, t.cand) for t in started if not t.failed])
+    for t in started:  # kept for finish_transform: built once, counted ahead, then asked for
+        if not t.failed:
+            t.count_parts = block_count_parts(asm, t.cand)
+    count_ahead(asm, [t.count_parts for t in started if t.count_parts is not None])
     try:
         for t in started:
             finish_transform(asm, t)
@@ -487,6 +490,7 @@ class _Started:
     transformer: str
     trigger: str | None
     stage: str
+    count_parts: tuple[str | None, str] | None = None  # the derived item's block_count_parts, once built
 
 
 def record_transform(asm, cand, out, assertions, ttype, objective, transformer, *, narrowed_ref=None, trigger=None, stage="source_limits") -> None:
@@ -536,7 +540,7 @@ def begin_transform(asm, cand, out, assertions, ttype, objective, transformer, *
 def finish_transform(asm, t: _Started) -> None:
     """The second half: count the derived item's block, write the record, exclude on a failed assertion."""
     cand = t.cand
-    after_tokens = None if t.failed else block_tokens(asm, cand)
+    after_tokens = None if t.failed else block_tokens(asm, cand, t.count_parts)
     trust = cand.trust.value if cand.trust else "unlabelled"
     asm.transforms.append(
         TransformRecord(
