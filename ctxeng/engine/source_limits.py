@@ -433,6 +433,16 @@ def apply_source_limits(asm: Assembly) -> None:
             continue
         reducible.append((cand, key, limit.default, max_tokens))
 
+    try:
+        _reduce(asm, reducible)
+    finally:  # whatever happened, the tokenizer holds no count started ahead for this assembly
+        settle = getattr(asm.tokenizer, "settle_ahead", None)
+        if settle is not None:
+            settle()
+
+
+def _reduce(asm: Assembly, reducible: list[tuple[Candidate, str, SourceLimitMode, int]]) -> None:
+    """The three passes of `apply_source_limits` over the items it found over their limits."""
     windows: dict[int, tuple] = {}
     ahead: list[tuple[str | None, str]] = []
     for cand, _key, mode, max_tokens in reducible:
@@ -463,13 +473,8 @@ def apply_source_limits(asm: Assembly) -> None:
         if not t.failed:
             t.count_parts = block_count_parts(asm, t.cand)
     count_ahead(asm, [t.count_parts for t in started if t.count_parts is not None])
-    try:
-        for t in started:
-            finish_transform(asm, t)
-    finally:
-        settle = getattr(asm.tokenizer, "settle_ahead", None)
-        if settle is not None:
-            settle()
+    for t in started:
+        finish_transform(asm, t)
 
 
 @dataclass
