@@ -90,3 +90,24 @@ def test_an_assembly_counting_ahead_seals_what_one_counting_in_turn_seals(monkey
     assert fast.manifest_dict() == slow.manifest_dict()
     assert fast.serialized_input == slow.serialized_input
     assert not ahead._ahead
+
+
+def test_an_error_in_the_source_limit_stage_leaves_no_count_started_ahead(monkeypatch):
+    """A long-lived tokenizer (a worker's) must not keep futures from an assembly that failed midway."""
+    import pytest
+
+    from bench import workload
+    from ctxeng.engine import assemble, parse_policy, parse_request, source_limits
+
+    monkeypatch.setattr(tokens, "PARALLEL_MIN_CHARS", 1)
+    monkeypatch.setattr(tokens.os, "cpu_count", lambda: 2)
+
+    def broken(asm, started):
+        raise RuntimeError("a reducer bug")
+
+    monkeypatch.setattr(source_limits, "finish_transform", broken)
+    tok = _Recording()
+    request = parse_request(workload.dumps(workload.make_request(n_items=120, total_bytes=400_000)))
+    with pytest.raises(RuntimeError, match="a reducer bug"):
+        assemble(request, parse_policy(workload.make_policy()), tokenizer=tok)
+    assert tok.encoded and not tok._ahead
