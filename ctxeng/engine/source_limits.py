@@ -251,8 +251,8 @@ def _declared_range(cand: Candidate, n_lines: int) -> tuple[int, int]:
     return 1, n_lines
 
 
-def excerpt_with_line_range(asm: Assembly, cand: Candidate, max_tokens: int, window: tuple | None = None):
-    out, ref = reduce_code(asm, cand, max_tokens, window)
+def excerpt_with_line_range(asm: Assembly, cand: Candidate, window: tuple):
+    out, ref = reduce_code(asm, cand, window)
     return out, ref, check_code(cand, out, ref), "keep_decision_relevant_lines_with_line_range"
 
 
@@ -284,9 +284,9 @@ def code_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[list[s
     return lines, hits, a, b, budget
 
 
-def reduce_code(asm: Assembly, cand: Candidate, max_tokens: int, window: tuple | None = None) -> tuple[str, dict]:
-    """The reducer: the contiguous run of lines within budget with the most decision-term hits."""
-    lines, hits, a, b, budget = window if window is not None else code_window(asm, cand, max_tokens)
+def reduce_code(asm: Assembly, cand: Candidate, window: tuple) -> tuple[str, dict]:
+    """The reducer: `code_window`'s run of lines, trimmed until its exact count is within budget."""
+    lines, hits, a, b, budget = window
     first, _last = _declared_range(cand, len(lines))
     while b - a > 1 and asm.tokenizer.count("\n".join(lines[a:b])) > budget:
         if hits[b - 1] <= hits[a]:  # give up the end line that matters less
@@ -328,8 +328,8 @@ def _range_matches(cand: Candidate, lines: list[str], kept: str, body: str) -> A
     return P if "\n".join(lines[n - first] for n in claimed) == body else F
 
 
-def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, max_tokens: int, window: tuple | None = None):
-    out, ref = reduce_sections(asm, cand, max_tokens, window)
+def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, window: tuple):
+    out, ref = reduce_sections(asm, cand, window)
     return out, ref, check_sections(asm, cand, out, ref), "keep_decision_relevant_sections_and_hash"
 
 
@@ -354,9 +354,10 @@ def section_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[lis
     return sections, chosen, budget
 
 
-def reduce_sections(asm: Assembly, cand: Candidate, max_tokens: int, window: tuple | None = None) -> tuple[str, dict]:
-    """The reducer: the sections that match the decision, best first, in document order."""
-    sections, chosen, budget = window if window is not None else section_window(asm, cand, max_tokens)
+def reduce_sections(asm: Assembly, cand: Candidate, window: tuple) -> tuple[str, dict]:
+    """The reducer: `section_window`'s sections, least relevant given back until the exact count is
+    within budget, in document order."""
+    sections, chosen, budget = window
     chosen = list(chosen)
     # The estimate chose; the exact count gives back the last-chosen (least relevant) sections.
     while len(chosen) > 1 and asm.tokenizer.count("\n\n".join(sections[i] for i in sorted(chosen))) > budget:
@@ -412,7 +413,7 @@ def apply_source_limits(asm: Assembly) -> None:
     # Tool results already carry their call's status and evidence use in their fence header, and
     # were counted with it, since acquisition (`structure.expected_result_headers`).
     transforms = asm.policy.transforms
-    reducible: list[tuple[Candidate, str, SourceLimitMode, int]] = []
+    reducible: list[tuple[Candidate, SourceLimitMode, int]] = []
     for cand in asm.alive():
         key, limit = _limit_for(asm, cand.item.source_type)
         if limit is None or limit.default == SourceLimitMode.WHOLE:
@@ -431,7 +432,7 @@ def apply_source_limits(asm: Assembly) -> None:
             if cand.item.required:
                 asm.block(BlockedReason.BUDGET_EXHAUSTED, [cand.item_id], f"required item {cand.item_id}: {detail}")
             continue
-        reducible.append((cand, key, limit.default, max_tokens))
+        reducible.append((cand, limit.default, max_tokens))
 
     try:
         _reduce(asm, reducible)
@@ -441,11 +442,11 @@ def apply_source_limits(asm: Assembly) -> None:
             settle()
 
 
-def _reduce(asm: Assembly, reducible: list[tuple[Candidate, str, SourceLimitMode, int]]) -> None:
+def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int]]) -> None:
     """The three passes of `apply_source_limits` over the items it found over their limits."""
     windows: dict[int, tuple] = {}
     ahead: list[tuple[str | None, str]] = []
-    for cand, _key, mode, max_tokens in reducible:
+    for cand, mode, max_tokens in reducible:
         if mode == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
             continue
         window = code_window(asm, cand, max_tokens) if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE else section_window(asm, cand, max_tokens)
@@ -456,13 +457,13 @@ def _reduce(asm: Assembly, reducible: list[tuple[Candidate, str, SourceLimitMode
     count_ahead(asm, ahead)
 
     started = []
-    for cand, _key, mode, max_tokens in reducible:
+    for cand, mode, _max_tokens in reducible:
         if mode == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
             out, ref, assertions, objective = failures_plus_artifact_ref(cand)
         elif mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
-            out, ref, assertions, objective = excerpt_with_line_range(asm, cand, max_tokens, windows[id(cand)])
+            out, ref, assertions, objective = excerpt_with_line_range(asm, cand, windows[id(cand)])
         else:
-            out, ref, assertions, objective = relevant_sections_plus_hash(asm, cand, max_tokens, windows[id(cand)])
+            out, ref, assertions, objective = relevant_sections_plus_hash(asm, cand, windows[id(cand)])
         started.append(
             begin_transform(
                 asm, cand, out, assertions, TransformType.EXCERPT, objective, f"source-limit/{mode.value}/v2",

@@ -193,7 +193,7 @@ class TiktokenTokenizer:
         keys = list(texts)
         # Interleaved shares: sizes in a request cluster by kind, so every thread gets a like mix.
         shares = [keys[i::workers] for i in range(workers)]
-        counted = _pool().map(lambda share: [self.encode_count(texts[k]) for k in share], shares)
+        counted = _pool().map(lambda share: self._encode_all([texts[k] for k in share]), shares)
         out: dict[str, int] = {}
         for share, counts in zip(shares, counted, strict=True):
             out.update(zip(share, counts, strict=True))
