@@ -101,7 +101,11 @@ def item_record_of(row: ManifestItem) -> dict[str, Any]:
 def artifact_content(artifact: Artifact) -> str | None:
     """An artifact's body: the blob its content_hash names in its tenant's store."""
     found = content_fetch(tenant_id=artifact.tenant_id, digests=[artifact.content_hash])
-    data = found.get(artifact.content_hash)
+    return _text(found.get(artifact.content_hash))
+
+
+def _text(data: bytes | None) -> str | None:
+    """An artifact body's text as it was stored (lone surrogates included)."""
     return None if data is None else data.decode("utf-8", "surrogatepass")
 
 
@@ -134,18 +138,19 @@ def artifact_for_ref(*, tenant: Tenant, artifact_id: str, revision: int | str | 
 
 class StoredArtifacts:
     """The stored artifacts a request may ask for, read in one query: every revision of the ids its
-    items name (artifact_ref or source_ref) and of its summaries' input ids, oldest first. The
-    lifecycle events and the engine's lookups of one job both read them from here; a lookup of an
-    id outside that set still reads the store."""
+    items name (artifact_ref or source_ref) and of its summaries' input ids (its checkpoint's
+    included), oldest first. The lifecycle events and the engine's lookups of one job both read
+    them from here; a lookup of an id outside that set still reads the store."""
 
     FIELDS = ("artifact_id", "revision", "kind", "content_hash", "writer", "scope", "created_by_id")
 
     def __init__(self, tenant: Tenant, request: AssemblyRequest) -> None:
         self.tenant = tenant
         self.named = {n for n in (named_artifact(i) for i in request.candidates) if n is not None}
-        self.ids = {artifact_id for artifact_id, _ in self.named} | {
-            i for item in request.candidates for i in (item.input_item_ids or [])
-        }
+        inputs = [i for item in request.candidates for i in (item.input_item_ids or [])]
+        if request.checkpoint is not None:  # the engine adds its summary, which names inputs too
+            inputs += request.checkpoint.input_item_ids
+        self.ids = {artifact_id for artifact_id, _ in self.named} | set(inputs)
         self.revisions: dict[str, list[dict[str, Any]]] = {}
         if self.ids:
             rows = Artifact.objects.filter(tenant=tenant, artifact_id__in=sorted(self.ids)).order_by("created_at", "id")
@@ -160,28 +165,30 @@ class StoredArtifacts:
         return rows[-1] if rows else None
 
 
-def artifact_lookup(tenant: Tenant, stored: StoredArtifacts | None = None) -> Callable[[str, int | str | None], StoredArtifact | None]:
+def artifact_lookup(tenant: Tenant, stored: StoredArtifacts) -> Callable[[str, int | str | None], StoredArtifact | None]:
     """The engine's artifact lookup for one job: the job's tenant only, each revision read once.
-    With `stored` (read for the job's request), the ids it covers are answered from it, and the
-    bodies of its rows the engine asks for come from the content store in one read."""
+    The ids `stored` (read for the job's request) covers are answered from it, and the first body
+    asked for brings every body the request may ask for (the revisions it names, the newest of its
+    summaries' inputs) in one content read."""
     loaded: dict[tuple[str, str | None], StoredArtifact | None] = {}
     bodies: dict[str, bytes] = {}
-    first = [True]
+    named_read = False
 
     def body(row: dict[str, Any]) -> str:
-        if first[0] and stored is not None:  # every body the request names, in one read
-            first[0] = False
-            digests = {r["content_hash"] for r in (stored.row(a, v) for a, v in stored.named) if r is not None}
+        nonlocal named_read
+        if not named_read:
+            named_read = True
+            asked = [*stored.named, *((i, None) for i in stored.ids)]  # the revisions named, the newest of inputs
+            digests = {r["content_hash"] for r in (stored.row(a, v) for a, v in asked) if r is not None}
             bodies.update(content_fetch(tenant_id=tenant.pk, digests=sorted(digests | {row["content_hash"]})))
         if row["content_hash"] not in bodies:
             bodies.update(content_fetch(tenant_id=tenant.pk, digests=[row["content_hash"]]))
-        data = bodies.get(row["content_hash"])
-        return "" if data is None else data.decode("utf-8", "surrogatepass")
+        return _text(bodies.get(row["content_hash"])) or ""
 
     def lookup(artifact_id: str, revision: int | str | None) -> StoredArtifact | None:
         key = (artifact_id, None if revision is None else str(revision))
         if key not in loaded:
-            if stored is not None and artifact_id in stored.ids:
+            if artifact_id in stored.ids:
                 row = stored.row(artifact_id, revision)
             else:
                 found = artifact_for_ref(tenant=tenant, artifact_id=artifact_id, revision=revision)
@@ -195,7 +202,7 @@ def artifact_lookup(tenant: Tenant, stored: StoredArtifacts | None = None) -> Ca
     return lookup
 
 
-def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest, stored: StoredArtifacts | None = None) -> list[LifecycleEventRecord]:
+def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest, stored: StoredArtifacts) -> list[LifecycleEventRecord]:
     """The lifetime events the service knows of for this job (policy `expiry.on` filters them later):
 
     - revision_replaced: an item names an artifact revision older than the tenant's newest;
@@ -203,7 +210,6 @@ def lifecycle_events_for(*, job: AssemblyJob, request: AssemblyRequest, stored: 
       in the tenant (the membership was revoked, so what it wrote is revoked with it);
     - task_closed: the job's run was closed (`run_close`), which closes the request's task scope.
     """
-    stored = stored or StoredArtifacts(job.tenant, request)
     ids = sorted({artifact_id for artifact_id, _ in stored.named})
     events: list[LifecycleEventRecord] = []
     if ids:

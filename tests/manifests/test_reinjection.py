@@ -188,10 +188,11 @@ def test_the_impact_preview_replays_a_re_injecting_job_through_the_same_store(pu
 def test_a_jobs_artifacts_are_read_in_a_fixed_number_of_queries_each_with_its_own_revision(
     published_policy, agent_api, example_request, django_assert_max_num_queries
 ):
-    """Re-injected artifacts, lifecycle events and summary inputs are read for the job together:
+    """Re-injected artifacts, lifecycle events and summary inputs (the checkpoint's too) are read for the job together:
     one query for every revision of the ids the request names, one for the bodies, one for the
     writers' memberships, however many artifacts; each item still gets the revision it names."""
     from ctxeng.engine import parse_request
+    from ctxeng.engine.models import CheckpointState
     from manifests.selectors import job_request, request_as_assembled
     from manifests.services import _parsed_policy
 
@@ -210,10 +211,14 @@ def test_a_jobs_artifacts_are_read_in_a_fixed_number_of_queries_each_with_its_ow
     assert response.status_code == 202, response.json()
     job = AssemblyJob.objects.select_related("tenant", "run", "policy_revision").get(id=response.json()["id"])
     policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
-    request = parse_request(job_request(job))
+    # The checkpoint summary the engine adds names its inputs too: read with the rest.
+    assert store(agent_api, "checkpoint input", revision=1, artifact_id="cp-input").status_code == 201
+    checkpoint = CheckpointState(goal="g", current_stage="drafting", input_item_ids=["cp-input"])
+    request = parse_request(job_request(job)).model_copy(update={"checkpoint": checkpoint})
     with django_assert_max_num_queries(3):
         assembled, lookup = request_as_assembled(job=job, request=request, policy=policy)
         found = {n: lookup(f"a-{n}", 1 if n % 2 == 0 else None) for n in range(8)}
+        assert lookup("cp-input", None).content == "checkpoint input"
     assert {n: a.content for n, a in found.items()} == {n: f"plan {n} revision {1 if n % 2 == 0 else 2}" for n in range(8)}
     assert {n: a.revision for n, a in found.items()} == {n: "1" if n % 2 == 0 else "2" for n in range(8)}
     replaced = sorted(e.artifact_id for e in assembled.lifecycle_events if e.event.value == "revision_replaced")
