@@ -32,10 +32,14 @@ run: install
 # Tests run on every core (pytest-xdist): each worker has its own test database (SQLite file or
 # PostgreSQL `test_<name>_gw<N>`) and its own private redis-server. Two workers per core: many
 # tests wait (on a Celery worker, a subprocess, a browser), and a second worker keeps the core busy
-# meanwhile (on 2 cores: 4 min 25 s against 5 min 25 s with one per core). TEST_WORKERS=1 runs serially.
+# meanwhile. `--dist worksteal` lets a worker that runs out take half of the longest queue, and
+# tests/conftest.py puts the waiting tests at the head of each worker's run, so none starts near
+# the end. Bytecode is written (an environment may set PYTHONDONTWRITEBYTECODE): each worker would
+# otherwise compile the project and rewrite the test modules again, ~4 s of CPU apiece.
+# TEST_WORKERS=1 runs serially.
 TEST_WORKERS ?= $(shell $(PY) -c 'import os; print(2 * (os.cpu_count() or 1))' 2>/dev/null || echo auto)
 test: check-system install
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-engine: install
 	$(BIN)/python -m pytest -q tests/engine

@@ -25,6 +25,40 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _deselect_postgres_only(config, items)
+    workers = getattr(config, "workerinput", {}).get("workercount", 1)
+    items[:] = waiting_tests_first(items, workers)
+
+
+def waits(item: pytest.Item) -> bool:
+    """A test that mostly waits: on a real Celery worker, a subprocess or a browser."""
+    return item.get_closest_marker("slow") is not None or "start_worker" in getattr(item, "fixturenames", ())
+
+
+def waiting_tests_first(items: list, workers: int, is_waiting=waits) -> list:
+    """The tests in an order that keeps every pytest-xdist worker busy to the end.
+
+    `make test` runs `--dist worksteal`: each worker starts with an equal run of consecutive tests,
+    and a worker that runs out takes the back half of the longest queue. The tests that wait (a
+    job's recovery alone waits about 50 s) go at the head of each worker's run, dealt in turn, so
+    they start at once, overlap the CPU-bound tests of the other workers, and none is left to start
+    near the end. The order changes nothing but when a test runs (every worker collects the same
+    list, as pytest-xdist requires)."""
+    waiting = [item for item in items if is_waiting(item)]
+    rest = [item for item in items if not is_waiting(item)]
+    if workers <= 1 or len(waiting) > len(items) // workers:
+        return waiting + rest
+    ordered, left = [], len(items)
+    for worker in range(workers):
+        size = left // (workers - worker)  # worksteal's first split of the pending tests
+        left -= size
+        heads = waiting[worker::workers]
+        ordered += heads + rest[: size - len(heads)]
+        del rest[: size - len(heads)]
+    return ordered + rest
+
+
+def _deselect_postgres_only(config: pytest.Config, items: list[pytest.Item]) -> None:
     from django.conf import settings
 
     vendor = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[-1]

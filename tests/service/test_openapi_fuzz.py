@@ -46,6 +46,7 @@ CHECKS = [
 ROLES = ("agent", "reviewer", "policy_editor", "admin", "outsider")
 # Operations with nothing a negative case could make invalid (no body, no parameters).
 NOTHING_TO_NEGATE = {("/api/v1/policies/", "get")}
+SCHEMA_PATH = "/api/schema/"
 
 
 @pytest.fixture
@@ -82,6 +83,21 @@ def wsgi_app():
     request_finished.connect(close_old_connections)
 
 
+_SERVED: dict[str, dict] = {}
+
+
+def served_schema(wsgi_app):
+    """The schema as `/api/schema/` serves it, loaded by schemathesis over WSGI.
+
+    It is built from the code alone, so it is fetched and parsed once per test worker (that took
+    about a quarter of this file's time); each test gets its own copy, bound to its own app."""
+    if "document" not in _SERVED:
+        _SERVED["document"] = schemathesis.openapi.from_wsgi(SCHEMA_PATH, wsgi_app).raw_schema
+    schema = schemathesis.openapi.from_dict(copy.deepcopy(_SERVED["document"]))
+    schema.app, schema.location = wsgi_app, SCHEMA_PATH
+    return schema
+
+
 def _operations() -> list[tuple[str, str]]:
     from drf_spectacular.generators import SchemaGenerator
 
@@ -102,7 +118,7 @@ def _auth(token: str) -> dict[str, str]:
 
 @pytest.mark.parametrize(("path", "method", "mode"), list(_cases()))
 def test_no_request_gets_a_server_error_or_an_undocumented_response(path, method, mode, role_tokens, wsgi_app):
-    operation = schemathesis.openapi.from_wsgi("/api/schema/", wsgi_app)[path][method.upper()]
+    operation = served_schema(wsgi_app)[path][method.upper()]
 
     @given(case=operation.as_strategy(generation_mode=mode), role=st.sampled_from(ROLES))
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
@@ -118,7 +134,7 @@ def test_no_request_gets_a_server_error_or_an_undocumented_response(path, method
 def test_an_operation_listed_as_having_nothing_to_negate_really_has_none(path, method, wsgi_app):
     """Keeps NOTHING_TO_NEGATE honest: once such an operation gains a parameter or a body, this
     fails and the negative fuzzing of it must be switched on."""
-    operation = schemathesis.openapi.from_wsgi("/api/schema/", wsgi_app)[path][method.upper()]
+    operation = served_schema(wsgi_app)[path][method.upper()]
 
     @given(case=operation.as_strategy(generation_mode=GenerationMode.NEGATIVE))
     @settings(max_examples=1, deadline=None, derandomize=True, database=None,
@@ -134,7 +150,7 @@ def test_an_operation_listed_as_having_nothing_to_negate_really_has_none(path, m
 def test_stateful_chains_along_the_schema_links_get_no_server_error(
     role, role_tokens, wsgi_app, example_request, example_policy_body
 ):
-    schema = schemathesis.openapi.from_wsgi("/api/schema/", wsgi_app)
+    schema = served_schema(wsgi_app)
     token = role_tokens[role]
     valid = itertools.count()
     steps = itertools.count()
