@@ -173,10 +173,11 @@ def test_no_panel_overflows_at_1280_px(logged_in, live_server, shots):
             page.wait_for_load_state("networkidle")
         assert page.evaluate(OVERFLOW_JS) == [], url
     page.goto(f"{live_server.url}/assemblies/{example['ready'].id}/")
-    page.locator("#tool-pairs").scroll_into_view_if_needed()
-    page.wait_for_selector("#tool-pairs table")
-    page.locator("#transforms").scroll_into_view_if_needed()
-    page.wait_for_selector("#transforms article.transform")
+    # Each region replaces itself when revealed, and revealing one can reveal its neighbour: a
+    # locator resolved before that swap may be detached mid-scroll, so the page scrolls by selector.
+    for region, loaded in (("#tool-pairs", "#tool-pairs table"), ("#transforms", "#transforms article.transform")):
+        page.evaluate("selector => document.querySelector(selector).scrollIntoView()", region)
+        page.wait_for_selector(loaded)
     assert page.evaluate(OVERFLOW_JS) == []
     shots(page, "manifest-lower-sections-1280.png")
     page.goto(f"{live_server.url}/assemblies/{example['blocked'].id}/")
