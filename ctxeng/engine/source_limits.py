@@ -30,11 +30,18 @@ assembly is blocked with `budget_exhausted` if the item is required). A failed a
 the item as `transform_blocked` (the assembly is blocked if it is required).
 Policy keys are source-type aliases: `repository` covers repository sources, `web_document`
 official documents and web pages.
+
+The windows code and web items were reduced to are remembered per tokenizer, keyed by all they
+depend on (content digest, decision terms, limit, the item's counts): an agent's next step sends
+most of its over-limit items again, and their reducers skip the estimate. A remembered window is
+used only when its exact count confirms it is within budget, and the assertions above are
+computed again, from the input and the output, on every assembly.
 """
 
 from __future__ import annotations
 
 import re
+import weakref
 from bisect import bisect_right
 from dataclasses import dataclass
 from typing import Any
@@ -256,13 +263,18 @@ def excerpt_with_line_range(asm: Assembly, cand: Candidate, window: tuple):
     return out, ref, check_code(cand, out, ref), "keep_decision_relevant_lines_with_line_range"
 
 
+def window_budget(max_tokens: int) -> int:
+    """The tokens a reduced item's kept text may have: its limit less room for the note line."""
+    return max(1, max_tokens - 60)
+
+
 def code_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[list[str], list[int], int, int, int]:
     """The reducer's estimate: the contiguous run of lines within budget with the most decision-term
     hits, as (lines, hits, a, b, budget) for `lines[a:b]`; `reduce_code` checks it by exact count."""
     content = cand.content
     lines = content.splitlines()
     terms = decision_terms(asm, cand)
-    budget = max(1, max_tokens - 60)  # room for the note line
+    budget = window_budget(max_tokens)
     # Line costs are estimated from the item's own tokens per character (counting every line of
     # every item was a third of the engine's time); the exact count trims the chosen window below.
     per_char = max(1, cand.tokens - cand.header_tokens) / max(1, len(content))
@@ -284,15 +296,21 @@ def code_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[list[s
     return lines, hits, a, b, budget
 
 
-def reduce_code(asm: Assembly, cand: Candidate, window: tuple) -> tuple[str, dict]:
-    """The reducer: `code_window`'s run of lines, trimmed until its exact count is within budget."""
+def trim_code(asm: Assembly, window: tuple) -> tuple:
+    """`code_window`'s run of lines, trimmed until its exact count is within budget."""
     lines, hits, a, b, budget = window
-    first, _last = _declared_range(cand, len(lines))
     while b - a > 1 and asm.tokenizer.count("\n".join(lines[a:b])) > budget:
         if hits[b - 1] <= hits[a]:  # give up the end line that matters less
             b -= 1
         else:
             a += 1
+    return lines, hits, a, b, budget
+
+
+def reduce_code(asm: Assembly, cand: Candidate, window: tuple) -> tuple[str, dict]:
+    """The reducer: `code_window`'s run of lines, trimmed until its exact count is within budget."""
+    lines, _hits, a, b, _budget = trim_code(asm, window)
+    first, _last = _declared_range(cand, len(lines))
     body = "\n".join(lines[a:b])
     kept = f"{first + a}-{first + b - 1}" if b > a else "none"
     ref = dict(cand.item.source_ref)
@@ -338,7 +356,7 @@ def section_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[lis
     best first, within budget by estimate; `reduce_sections` checks it by exact count."""
     sections = cand.content.split("\n\n")
     terms = decision_terms(asm, cand)
-    budget = max(1, max_tokens - 60)
+    budget = window_budget(max_tokens)
     # Sections that match the decision, best first; only when none matches, the leading ones.
     hits = hits_per_part(sections, terms)
     matching = [i for i in range(len(sections)) if hits[i]]
@@ -354,15 +372,20 @@ def section_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[lis
     return sections, chosen, budget
 
 
+def trim_sections(asm: Assembly, window: tuple) -> tuple:
+    """`section_window`'s sections, the last-chosen (least relevant) given back until the exact
+    count is within budget; the rest in document order."""
+    sections, chosen, budget = window
+    chosen = list(chosen)
+    while len(chosen) > 1 and asm.tokenizer.count("\n\n".join(sections[i] for i in sorted(chosen))) > budget:
+        chosen.pop()
+    return sections, sorted(chosen), budget
+
+
 def reduce_sections(asm: Assembly, cand: Candidate, window: tuple) -> tuple[str, dict]:
     """The reducer: `section_window`'s sections, least relevant given back until the exact count is
     within budget, in document order."""
-    sections, chosen, budget = window
-    chosen = list(chosen)
-    # The estimate chose; the exact count gives back the last-chosen (least relevant) sections.
-    while len(chosen) > 1 and asm.tokenizer.count("\n\n".join(sections[i] for i in sorted(chosen))) > budget:
-        chosen.pop()
-    chosen.sort()
+    sections, chosen, _budget = trim_sections(asm, window)
     body = "\n\n".join(sections[i] for i in chosen)
     spec = compress_numbers([i + 1 for i in chosen]) if chosen else "none"
     ref = dict(cand.item.source_ref)
@@ -445,9 +468,18 @@ def apply_source_limits(asm: Assembly) -> None:
 def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int]]) -> None:
     """The three passes of `apply_source_limits` over the items it found over their limits."""
     windows: dict[int, tuple] = {}
+    keys: dict[int, tuple] = {}
+    known = _windows_known(asm.tokenizer)
+    remembered: set[int] = set()
     ahead: list[tuple[str | None, str]] = []
     for cand, mode, max_tokens in reducible:
         if mode == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
+            continue
+        keys[id(cand)] = key = _window_key(asm, cand, mode, max_tokens)
+        trimmed = known.get(key) if known is not None else None
+        if trimmed is not None:  # the window this item was reduced to before: no estimate to make
+            windows[id(cand)] = _window_of(cand, mode, trimmed, max_tokens)
+            remembered.add(id(cand))
             continue
         window = code_window(asm, cand, max_tokens) if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE else section_window(asm, cand, max_tokens)
         windows[id(cand)] = window
@@ -457,13 +489,19 @@ def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int
     count_ahead(asm, ahead)
 
     started = []
-    for cand, mode, _max_tokens in reducible:
+    for cand, mode, max_tokens in reducible:
         if mode == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
             out, ref, assertions, objective = failures_plus_artifact_ref(cand)
-        elif mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
-            out, ref, assertions, objective = excerpt_with_line_range(asm, cand, windows[id(cand)])
         else:
-            out, ref, assertions, objective = relevant_sections_plus_hash(asm, cand, windows[id(cand)])
+            window = _trimmed(asm, cand, mode, windows[id(cand)], max_tokens, remembered=id(cand) in remembered)
+            if known is not None:
+                if len(known) >= KNOWN_WINDOWS:
+                    known.clear()
+                known[keys[id(cand)]] = _window_indices(mode, window)
+            if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
+                out, ref, assertions, objective = excerpt_with_line_range(asm, cand, window)
+            else:
+                out, ref, assertions, objective = relevant_sections_plus_hash(asm, cand, window)
         started.append(
             begin_transform(
                 asm, cand, out, assertions, TransformType.EXCERPT, objective, f"source-limit/{mode.value}/v2",
@@ -476,6 +514,64 @@ def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int
     count_ahead(asm, [t.count_parts for t in started if t.count_parts is not None])
     for t in started:
         finish_transform(asm, t)
+
+
+# The windows items were reduced to, per tokenizer (a worker's lives for many jobs): the agent's
+# next step sends most over-limit items again unchanged, and their windows are the same (see
+# `_window_key`), so only the reducers' cheap part runs again, and the facts checked on the output
+# are checked again on every assembly. Cleared when full.
+_KNOWN: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+KNOWN_WINDOWS = 20_000
+
+
+def _windows_known(tokenizer) -> dict | None:
+    try:
+        return _KNOWN.setdefault(tokenizer, {})
+    except TypeError:  # a tokenizer that cannot be weakly referenced: every window is estimated
+        return None
+
+
+def _window_key(asm: Assembly, cand: Candidate, mode: SourceLimitMode, max_tokens: int) -> tuple:
+    """All a window depends on: the content, the decision terms, the limit and the counts the
+    estimate scales by (the trimming's exact counts are this tokenizer's)."""
+    return (mode.value, cand.content_digest, _terms_key(asm, cand), max_tokens, cand.tokens, cand.header_tokens)
+
+
+def _terms_key(asm: Assembly, cand: Candidate) -> str:
+    """A digest of the decision terms (the task's, digested once per assembly, or the item's claim's)."""
+    if cand.item.claim:
+        return sha256_text("\n".join(sorted(decision_terms(asm, cand))))
+    if asm.task_terms_key is None:
+        asm.task_terms_key = sha256_text("\n".join(sorted(decision_terms(asm, cand))))
+    return asm.task_terms_key
+
+
+def _window_of(cand: Candidate, mode: SourceLimitMode, trimmed: tuple, max_tokens: int) -> tuple:
+    """A window rebuilt from its remembered indices, as trimmed (a code window's `hits` are None:
+    they were only needed to trim it)."""
+    budget = window_budget(max_tokens)
+    if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
+        a, b = trimmed
+        return cand.content.splitlines(), None, a, b, budget
+    return cand.content.split("\n\n"), list(trimmed), budget
+
+
+def _trimmed(asm: Assembly, cand: Candidate, mode: SourceLimitMode, window: tuple, max_tokens: int, *, remembered: bool) -> tuple:
+    """The window trimmed to its budget by exact count. A remembered one is within it already,
+    which its count confirms (else it is estimated afresh, as if it had never been seen)."""
+    code = mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE
+    if remembered:
+        body = _window_body(mode, window)
+        if body is None or asm.tokenizer.count(body) <= window[-1]:
+            return window
+        window = code_window(asm, cand, max_tokens) if code else section_window(asm, cand, max_tokens)
+    return trim_code(asm, window) if code else trim_sections(asm, window)
+
+
+def _window_indices(mode: SourceLimitMode, window: tuple) -> tuple:
+    if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
+        return window[2], window[3]
+    return tuple(window[1])
 
 
 @dataclass

@@ -162,6 +162,7 @@ class Assembly:
     acquisitions: dict[str, Any] = field(default_factory=dict)  # source_request_id -> SourceAcquisition
     produced_by: dict[str, list[str]] = field(default_factory=dict)  # source_request_id -> content hashes of its items
     task_terms: set[str] | None = None  # words of the task items, read once by the source limits
+    task_terms_key: str | None = None  # their digest, keying the windows the source limits remember
     started_ns: int = field(default_factory=time.perf_counter_ns, compare=False)  # tracing only, as StageLog.ended_ns
     scope_problems: dict[str, str | None] = field(default_factory=dict)  # scope -> why it is out of scope, judged once
     required_revisions: dict[str, Any] | None = None  # request.required_revision_map(), read once by the gate
