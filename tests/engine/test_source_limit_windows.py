@@ -5,6 +5,7 @@ the next step seals exactly what a tokenizer that never saw the first step seals
 from __future__ import annotations
 
 import copy
+import gc
 
 import pytest
 
@@ -106,3 +107,22 @@ def test_a_remembered_window_over_its_budget_is_estimated_afresh(first_step, est
     again = sealed(first_step, warm)
     assert len(estimates) == len(widened)
     assert again == sealed(first_step, TiktokenTokenizer())
+
+
+def test_what_is_remembered_stays_bounded(first_step, monkeypatch):
+    monkeypatch.setattr(source_limits, "KNOWN_WINDOWS", 8)
+    warm = TiktokenTokenizer()
+    first = sealed(first_step, warm)
+    assert excerpts(first[0]) > 8
+    assert 0 < len(source_limits._KNOWN[warm]) <= 8
+    assert sealed(first_step, warm) == first
+
+
+def test_a_tokenizer_remembers_nothing_once_it_is_gone(first_step):
+    warm = TiktokenTokenizer()
+    sealed(first_step, warm)
+    assert warm in source_limits._KNOWN
+    before = len(source_limits._KNOWN)
+    del warm
+    gc.collect()
+    assert len(source_limits._KNOWN) == before - 1
