@@ -259,7 +259,7 @@ def _declared_range(cand: Candidate, n_lines: int) -> tuple[int, int]:
 
 
 def excerpt_with_line_range(asm: Assembly, cand: Candidate, window: tuple):
-    out, ref = reduce_code(asm, cand, window)
+    out, ref = reduce_code(cand, window)
     return out, ref, check_code(cand, out, ref), "keep_decision_relevant_lines_with_line_range"
 
 
@@ -270,7 +270,7 @@ def window_budget(max_tokens: int) -> int:
 
 def code_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[list[str], list[int], int, int, int]:
     """The reducer's estimate: the contiguous run of lines within budget with the most decision-term
-    hits, as (lines, hits, a, b, budget) for `lines[a:b]`; `reduce_code` checks it by exact count."""
+    hits, as (lines, hits, a, b, budget) for `lines[a:b]`; `trim_code` checks it by exact count."""
     content = cand.content
     lines = content.splitlines()
     terms = decision_terms(asm, cand)
@@ -307,9 +307,10 @@ def trim_code(asm: Assembly, window: tuple) -> tuple:
     return lines, hits, a, b, budget
 
 
-def reduce_code(asm: Assembly, cand: Candidate, window: tuple) -> tuple[str, dict]:
-    """The reducer: `code_window`'s run of lines, trimmed until its exact count is within budget."""
-    lines, _hits, a, b, _budget = trim_code(asm, window)
+def reduce_code(cand: Candidate, window: tuple) -> tuple[str, dict]:
+    """The reducer's output: the run of lines of a window `trim_code` brought within budget, with
+    the narrowed line range and the full content's hash."""
+    lines, _hits, a, b, _budget = window
     first, _last = _declared_range(cand, len(lines))
     body = "\n".join(lines[a:b])
     kept = f"{first + a}-{first + b - 1}" if b > a else "none"
@@ -347,13 +348,13 @@ def _range_matches(cand: Candidate, lines: list[str], kept: str, body: str) -> A
 
 
 def relevant_sections_plus_hash(asm: Assembly, cand: Candidate, window: tuple):
-    out, ref = reduce_sections(asm, cand, window)
+    out, ref = reduce_sections(cand, window)
     return out, ref, check_sections(asm, cand, out, ref), "keep_decision_relevant_sections_and_hash"
 
 
 def section_window(asm: Assembly, cand: Candidate, max_tokens: int) -> tuple[list[str], list[int], int]:
     """The reducer's estimate: (sections, chosen, budget), the sections that match the decision,
-    best first, within budget by estimate; `reduce_sections` checks it by exact count."""
+    best first, within budget by estimate; `trim_sections` checks it by exact count."""
     sections = cand.content.split("\n\n")
     terms = decision_terms(asm, cand)
     budget = window_budget(max_tokens)
@@ -382,10 +383,10 @@ def trim_sections(asm: Assembly, window: tuple) -> tuple:
     return sections, sorted(chosen), budget
 
 
-def reduce_sections(asm: Assembly, cand: Candidate, window: tuple) -> tuple[str, dict]:
-    """The reducer: `section_window`'s sections, least relevant given back until the exact count is
-    within budget, in document order."""
-    sections, chosen, _budget = trim_sections(asm, window)
+def reduce_sections(cand: Candidate, window: tuple) -> tuple[str, dict]:
+    """The reducer's output: the sections of a window `trim_sections` brought within budget, in
+    document order, with the narrowed section list and the full content's hash."""
+    sections, chosen, _budget = window
     body = "\n\n".join(sections[i] for i in chosen)
     spec = compress_numbers([i + 1 for i in chosen]) if chosen else "none"
     ref = dict(cand.item.source_ref)

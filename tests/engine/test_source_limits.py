@@ -418,8 +418,8 @@ def test_code_excerpt_assertions_pass_only_when_their_facts_hold(code_item, max_
 def shifted(reducer, by: int):
     """A faulty code reducer: claims a line range `by` lines off from the lines it kept."""
 
-    def reduce(asm, cand, window):
-        out, ref = reducer(asm, cand, window)
+    def reduce(cand, window):
+        out, ref = reducer(cand, window)
         if ref.get("lines", "none") != "none":
             a, b = (int(x) for x in ref["lines"].split("-"))
             ref = {**ref, "lines": f"{a + by}-{b + by}"}
@@ -465,8 +465,8 @@ def documents(draw):
 def tampered(reducer, how: str):
     """Faulty web reducers: one delivers a section that is not in the input, one an irrelevant one."""
 
-    def reduce(asm, cand, window):
-        out, ref = reducer(asm, cand, window)
+    def reduce(cand, window):
+        out, ref = reducer(cand, window)
         head, _, body = out.partition("\n")
         if how == "edit" and body:
             body = body.replace("a", "o", 1)
