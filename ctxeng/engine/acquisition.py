@@ -9,11 +9,14 @@ state), and each candidate's actual content digest and token count are measured 
 
 from __future__ import annotations
 
+import weakref
+
+from .bounds import bounds_tokens
 from .hashing import sha256_json, sha256_text
-from .render import block_tokens, count_key, count_offset, count_text, header_json
+from .render import block_floor, block_tokens, count_key, count_offset, count_text, header_json
 from .structure import expected_result_headers
 from .transforms import checkpoint_item
-from .vocabulary import ROLE_ZONE, Role
+from .vocabulary import ROLE_ZONE, Eviction, Role
 from .working import Assembly, Candidate
 
 
@@ -92,6 +95,9 @@ def measure(asm: Assembly) -> None:
     counts: dict[str, int] = {}
     pending: dict[str, tuple[Candidate, str | None]] = {}  # key -> the candidate and header to count
     keys: list[str | None] = []
+    measured: list[Candidate] = []
+    bounded = bounds_tokens(asm.tokenizer)
+    count_later = _CountLater(asm)
     for cand in asm.candidates:
         header = None
         if cand.role != Role.CONTROL:
@@ -99,6 +105,11 @@ def measure(asm: Assembly) -> None:
             header = header_json(cand)
             # Only sizes reductions (source limits, truncation); never what is recorded.
             cand.header_tokens = len(header) // 3 + 16
+            if bounded and may_be_evicted_on_a_bound(asm, cand):
+                cand.floor = block_floor(asm, cand, header)
+                cand.count_with = count_later
+                continue
+        measured.append(cand)
         key = count_key(asm, cand, header)
         keys.append(key)
         if key is None or key in counts or key in pending:
@@ -121,9 +132,37 @@ def measure(asm: Assembly) -> None:
             batch, size = {}, 0
     if batch:
         counts.update(_count_many(asm, batch))
-    for cand, key in zip(asm.candidates, keys, strict=True):
+    for cand, key in zip(measured, keys, strict=True):
         cand.original_tokens = block_tokens(asm, cand) if key is None else counts[key] + count_offset(asm, cand)
         cand.tokens = cand.original_tokens
+
+
+class _CountLater:
+    """Counts an item left uncounted, when a stage first reads its tokens. It holds its assembly
+    weakly: candidates referring back to their assembly would keep a large request alive until
+    the garbage collector's next cycle."""
+
+    __slots__ = ("asm",)
+
+    def __init__(self, asm: Assembly) -> None:
+        self.asm = weakref.ref(asm)
+
+    def __call__(self, cand: Candidate) -> int:
+        asm = self.asm()
+        assert asm is not None, "an item is counted only while its assembly runs"
+        return block_tokens(asm, cand)
+
+
+def may_be_evicted_on_a_bound(asm: Assembly, cand: Candidate) -> bool:
+    """Is `cand` left uncounted until the budget needs its size? Only evidence and background the
+    budget drops whole (partitions evicting `reduce_candidates` or `first`), never a required item,
+    a tool result (its pair is one unit, counted with its call) or a control item."""
+    from .budget import partition_of_kind  # the budget's own rule for where an item goes
+
+    if cand.item.required or cand.item.call_id is not None or cand.built_by_engine:
+        return False
+    part = asm.policy.budget.partitions[partition_of_kind(asm, cand.item.kind)]
+    return part.eviction in (Eviction.REDUCE_CANDIDATES, Eviction.FIRST)
 
 
 def _count_many(asm: Assembly, texts: dict[str, str]) -> dict[str, int]:

@@ -42,11 +42,12 @@ from __future__ import annotations
 
 import dataclasses
 from bisect import insort
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from . import transforms
+from . import source_limits, transforms
 from .hashing import sha256_text
-from .render import block_tokens, framing_reserve
+from .render import block_floor, block_tokens, framing_reserve
 from .source_limits import record_transform
 from .structure import synthetic_result_text
 from .vocabulary import (
@@ -73,10 +74,16 @@ _UNRANKED = 10**9
 @dataclass
 class Unit:
     partition: str
-    tokens: int
+    tokens: int | None  # exact; None until `_Budget.sized` counts it (an item left uncounted)
     item: Candidate | None = None
     pair: ToolPair | None = None
     admitted: bool = False
+    floor: int = 0  # a proven lower bound of `tokens` while it is None (`bounds`)
+    dropped: bool = False  # its pending source-limit reduction excluded the item
+
+    @property
+    def at_least(self) -> int:
+        return self.tokens if self.tokens is not None else self.floor
 
     @property
     def label(self) -> str:
@@ -124,6 +131,20 @@ def pair_partition(asm: Assembly) -> str:
     return partition_of_kind(asm, "tool_result")
 
 
+def floor_of(asm: Assembly, cand: Candidate) -> int:
+    """A proven lower bound of the tokens `cand` takes if admitted: of its block as it is, and,
+    when its source-limit reduction is pending, of any reduced form too (the fence, and the header
+    without the two things a reduction changes in it: the content hash and the narrowed range)."""
+    floor = block_floor(asm, cand)
+    if cand.pending_limit is None:
+        return floor
+    _key, limit = cand.pending_limit
+    ref = {k: v for k, v in cand.item.source_ref.items() if k not in source_limits.NARROWED_KEYS}
+    fixed = source_limits.reduced_fixed_text(limit.default, cand)
+    shell = dataclasses.replace(cand, item=cand.item.model_copy(update={"content_hash": "", "source_ref": ref}), content=fixed)
+    return min(floor, block_floor(asm, shell))
+
+
 def build_units(asm: Assembly) -> list[Unit]:
     units: list[Unit] = []
     paired_results = {id(p.result) for p in asm.pairs if p.result is not None}
@@ -131,7 +152,10 @@ def build_units(asm: Assembly) -> list[Unit]:
         if id(cand) in paired_results:
             continue
         cand.partition = partition_of_kind(asm, cand.item.kind)
-        units.append(Unit(cand.partition, cand.tokens, item=cand))
+        if cand.counted and cand.pending_limit is None:
+            units.append(Unit(cand.partition, cand.tokens, item=cand))
+        else:  # left uncounted at acquisition: sized only if a bound cannot settle it
+            units.append(Unit(cand.partition, None, item=cand, floor=floor_of(asm, cand)))
     pair_part = pair_partition(asm)
     pair_units = []
     for pair in asm.pairs:
@@ -145,10 +169,15 @@ def build_units(asm: Assembly) -> list[Unit]:
     return units + pair_units
 
 
+def _tie_group(unit: Unit):
+    return getattr(unit.item, "tie_group", None)
+
+
 class _Budget:
     """The running allocation: what each partition and the whole input have used so far."""
 
     def __init__(self, asm: Assembly, alloc: Allocation) -> None:
+        self.asm = asm
         self.policy = asm.policy.budget
         self.alloc = alloc
 
@@ -167,6 +196,50 @@ class _Budget:
             and self.alloc.total - freed + tokens <= self.alloc.usable - self.reserved_for_others(name)
         )
 
+    def sized(self, unit: Unit, could_fit: Callable[[int], bool]) -> bool:
+        """Does `unit` have an exact size now? An uncounted item is counted (and reduced, if its
+        source limit is pending) only when its lower bound passes `could_fit`; an item its
+        reduction excluded (a failed assertion) is dropped from the budget. False: the bound
+        alone shows it cannot fit, or it is gone."""
+        if unit.tokens is not None:
+            return True
+        cand = unit.item
+        assert cand is not None
+        if not could_fit(unit.floor):
+            return False
+        source_limits.settle(self.asm, cand)
+        if not cand.alive:
+            unit.dropped = True
+            return False
+        unit.tokens = cand.tokens
+        return True
+
+    def walk(self, units: list[Unit], could_fit: Callable[[Unit, int], bool]) -> Iterator[Unit]:
+        """`units` (in rank order) as the budget visits them. The uncounted members of a tie group
+        the ranking left unordered (`ranking.TieGroup`) are one run of the list: skipped whole
+        when no member's lower bound passes `could_fit` (nothing is admitted while they are
+        skipped, so their order cannot matter), else ordered by the ranks their counts give
+        them, in this list, before any of them is visited."""
+        i = 0
+        while i < len(units):
+            group = _tie_group(units[i])
+            if group is None:
+                yield units[i]
+                i += 1
+                continue
+            j = i + 1
+            while j < len(units) and _tie_group(units[j]) is group:
+                j += 1
+            if not group.resolved and any(could_fit(u, u.floor) for u in units[i:j] if not u.admitted and not u.dropped):
+                group.resolve()
+            if group.resolved:
+                units[i:j] = sorted(units[i:j], key=lambda u: u.rank)
+                yield from units[i:j]
+            i = j
+
+    def unit_fits(self, name: str, unit: Unit, freed: int = 0) -> bool:
+        return self.sized(unit, lambda n: self.fits(name, n, freed)) and self.fits(name, unit.tokens, freed)  # type: ignore[arg-type]
+
     def take(self, name: str, tokens: int) -> None:
         self.alloc.used[name] += tokens
         self.alloc.total += tokens
@@ -178,10 +251,11 @@ class _Budget:
         self.alloc.used[name] -= tokens
         self.alloc.total -= tokens
 
-    def why_not(self, name: str, tokens: int) -> str:
+    def why_not(self, name: str, tokens: int, *, bound: bool = False) -> str:
+        needs = f"item needs at least {tokens} (a lower bound; not counted)" if bound else f"item needs {tokens}"
         if self.alloc.used[name] + tokens > self.cap(name):
-            return f"partition {name!r} full: {self.alloc.used[name]} used of maximum {self.cap(name)}, item needs {tokens}"
-        return f"usable budget exhausted: {self.alloc.total} of {self.alloc.usable} used, item needs {tokens}" + (
+            return f"partition {name!r} full: {self.alloc.used[name]} used of maximum {self.cap(name)}, {needs}"
+        return f"usable budget exhausted: {self.alloc.total} of {self.alloc.usable} used, {needs}" + (
             " (unused minimums of other partitions are preserved)"
             if self.policy.borrowing == Borrowing.PRESERVE_ALL_MINIMUMS
             else ""
@@ -189,6 +263,17 @@ class _Budget:
 
 
 def allocate(asm: Assembly) -> Allocation:
+    try:
+        return _allocate(asm)
+    finally:
+        # Tie groups the walk ordered have their final ranks now; later stages read candidates in
+        # rank order. The groups are done with (and a group and its members refer to each other).
+        for cand in asm.candidates:
+            cand.tie_group = None
+        asm.candidates.sort(key=lambda c: (c.rank is None, c.rank or 0, c.order))
+
+
+def _allocate(asm: Assembly) -> Allocation:
     policy = asm.policy.budget
     usable_input, limit = usable_budget(asm)
     # The text ctxeng adds around the items (notice, separators, tool definitions) is paid for
@@ -224,18 +309,19 @@ def allocate(asm: Assembly) -> Allocation:
     # Pass 1: guaranteed minimums.
     for name, part in policy.partitions.items():
         cap = min(part.minimum, part.maximum) if part.maximum is not None else part.minimum
-        for unit in by_part[name]:
-            if alloc.used[name] + unit.tokens <= cap:
+        room = lambda n, name=name, cap=cap: alloc.used[name] + n <= cap  # noqa: E731
+        for unit in budget.walk(by_part[name], lambda u, n, room=room: room(n)):
+            if budget.sized(unit, room) and alloc.used[name] + unit.tokens <= cap:  # type: ignore[operator]
                 unit.admitted = True
-                budget.take(name, unit.tokens)
+                budget.take(name, unit.tokens)  # type: ignore[arg-type]
 
     # Pass 2: growth toward maximums, borrowing under the policy's rule; `first` grows last.
     order = growth_order(policy)
     for name in order:
-        for unit in by_part[name]:
-            if not unit.admitted and budget.fits(name, unit.tokens):
+        for unit in budget.walk(by_part[name], lambda u, n, name=name: budget.fits(name, n)):
+            if not unit.admitted and not unit.dropped and budget.unit_fits(name, unit):
                 unit.admitted = True
-                budget.take(name, unit.tokens)
+                budget.take(name, unit.tokens)  # type: ignore[arg-type]
 
     # The eviction rules act on what did not fit.
     for name in order:
@@ -244,11 +330,11 @@ def allocate(asm: Assembly) -> Allocation:
             _drop_lowest_ranked_first(budget, name, by_part[name])
     for name in order:
         part = policy.partitions[name]
-        left = [u for u in by_part[name] if not u.admitted]
+        left = [u for u in by_part[name] if not u.admitted and not u.dropped]
         rule = f"eviction rule {part.eviction.value}"
         if part.eviction == Eviction.NEVER:
             for unit in left:
-                why = budget.why_not(name, unit.tokens)
+                why = budget.why_not(name, unit.at_least, bound=unit.tokens is None)
                 asm.block(
                     BlockedReason.BUDGET_EXHAUSTED,
                     [unit.label],
@@ -260,15 +346,17 @@ def allocate(asm: Assembly) -> Allocation:
             # State may first be decision-compressed, background truncated to its newest turns.
             ttype = TransformType.DECISION_COMPRESS if part.eviction == Eviction.STRUCTURED_SUMMARY else TransformType.TRUNCATE_ITEM
             if asm.policy.transforms.runs(ttype, TransformTrigger.OVER_PARTITION):
-                for unit in left:
-                    if unit.item is not None:
+                can_shorten = lambda u, n, name=name, ttype=ttype: u.item is not None and _may_shorten(budget, name, u.item, ttype)  # noqa: E731
+                for unit in budget.walk(left, can_shorten):
+                    # A shorter form is made from the item as the source limits leave it.
+                    if can_shorten(unit, 0) and budget.sized(unit, lambda n: True):
                         _shorten(asm, budget, name, unit, ttype)
                 left = [u for u in left if not u.admitted and (u.item is None or u.item.alive)]
         if part.eviction == Eviction.STRUCTURED_SUMMARY and left:
             _replace_by_structured_summary(asm, budget, name, left, rule)
             continue
         for unit in left:
-            why = budget.why_not(name, unit.tokens)
+            why = budget.why_not(name, unit.at_least, bound=unit.tokens is None)
             if unit.pair is not None:
                 _evict_pair(asm, budget, name, unit, f"{why}; {rule}")
             else:
@@ -323,10 +411,22 @@ def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> 
 
     The admitted units are kept in one list sorted by rank, so the lowest-ranked ones are its tail:
     each waiting unit walks the tail only while it outranks it (no re-sorting per unit)."""
-    rank = {id(u): u.rank for u in units}
-    admitted = sorted((u for u in units if u.admitted), key=lambda u: rank[id(u)])
-    for unit in sorted((u for u in units if not u.admitted), key=lambda u: rank[id(u)]):
-        mine = rank[id(unit)]
+    admitted = sorted((u for u in units if u.admitted), key=lambda u: u.rank)
+    rank = {id(u): u.rank for u in admitted}
+
+    def could_fit(unit: Unit, n: int) -> bool:  # if every admitted unit it outranks were dropped
+        freeable = 0
+        for victim in reversed(admitted):
+            if rank[id(victim)] <= unit.rank:
+                break
+            freeable += victim.tokens  # type: ignore[operator]
+        return budget.fits(name, n, freeable)
+
+    waiting = sorted((u for u in units if not u.admitted and not u.dropped), key=lambda u: u.rank)
+    for unit in budget.walk(waiting, could_fit):
+        if unit.dropped or (unit.tokens is None and not budget.sized(unit, lambda n, unit=unit: could_fit(unit, n))):
+            continue
+        rank[id(unit)] = mine = unit.rank
         victims: list[Unit] = []
         freed = 0
         for victim in reversed(admitted):
@@ -342,6 +442,12 @@ def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> 
             unit.admitted = True
             budget.take(name, unit.tokens)
             insort(admitted, unit, key=lambda u: rank[id(u)])
+
+
+def _may_shorten(budget: _Budget, name: str, cand: Candidate, ttype: TransformType) -> bool:
+    """False when `_shorten` would certainly make nothing: truncation with no room for even an
+    empty block (`transforms.truncate_turns`'s own first test), so the item need not be counted."""
+    return ttype != TransformType.TRUNCATE_ITEM or transforms.may_truncate(cand, budget.room(name))
 
 
 def _shorten(asm: Assembly, budget: _Budget, name: str, unit: Unit, ttype: TransformType) -> None:
@@ -374,7 +480,7 @@ def _shorten(asm: Assembly, budget: _Budget, name: str, unit: Unit, ttype: Trans
 
 def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, left: list[Unit], rule: str) -> None:
     evicted = [u.item for u in left if u.item is not None]
-    why = {u.label: budget.why_not(name, u.tokens) for u in left}
+    why = {u.label: budget.why_not(name, u.at_least, bound=u.tokens is None) for u in left}
     policy = asm.policy.transforms
     replaced_by = None
     note = ""
@@ -407,6 +513,8 @@ def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, le
 def _evict(asm: Assembly, unit: Unit, detail: str, replaced_by: str | None = None) -> None:
     ex = Exclusion(ExclusionReason.BUDGET_EVICTED, detail, "budget")
     ex.replaced_by = replaced_by
+    if unit.tokens is None:
+        ex.tokens_at_least = unit.floor  # evicted on its bound, never counted
     if unit.item is not None:
         unit.item.exclude(ex)
     elif unit.pair is not None:

@@ -806,6 +806,11 @@ class CandidateRecord(Frozen):
     security_class: str
     completeness: str
     estimated_tokens: int | None
+    token_count: Literal["exact", "lower_bound"] = Field(
+        default="exact",
+        description="exact: estimated_tokens is the item's block counted with the estimator; lower_bound: the item was "
+        "never counted (no decision needed its size) and estimated_tokens is a proven lower bound of that count",
+    )
     artifact_ref: ArtifactRef | None = None
 
 
@@ -884,6 +889,11 @@ class ExcludedRecord(Frozen):
     refresh_condition: str | None = None
     partition: str | None = None
     tokens: int | None = None
+    token_count: Literal["exact", "lower_bound"] = Field(
+        default="exact",
+        description="exact: tokens is the item's block counted; lower_bound: the item was excluded without being counted "
+        "(a hard gate, or a budget that evicted it because even this proven lower bound did not fit)",
+    )
     failed_assertions: list[str] = Field(default_factory=list)
     call_id: str | None = None
     replaced_by: str | None = Field(default=None, description="the structured summary that stands in for this budget-evicted item")

@@ -15,6 +15,9 @@ for the item by id, and a source category the policy lists nowhere is not a sour
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from .vocabulary import (
     SOURCE_CATEGORY_TYPES,
     TRUST_RANK,
@@ -92,7 +95,7 @@ def retrieval_rule(asm: Assembly, cand: Candidate) -> str | None:
     return None
 
 
-def _sort_key(asm: Assembly, cand: Candidate) -> tuple:
+def _sort_key(asm: Assembly, cand: Candidate, cost: Callable[[Candidate], int]) -> tuple:
     key: list[object] = [0 if cand.pinned else 1]
     for factor in asm.policy.admission.ranking:
         if factor == RankingFactor.CURRENT_DECISION_RELEVANCE:
@@ -102,16 +105,69 @@ def _sort_key(asm: Assembly, cand: Candidate) -> tuple:
         elif factor == RankingFactor.EVIDENCE_PRIORITY:
             key.append(-evidence_priority(cand))
         elif factor == RankingFactor.RETRIEVAL_COST:
-            key.append(cand.tokens)
+            key.append(cost(cand))
     key.append(cand.item_id)
     return tuple(key)
+
+
+@dataclass(eq=False)
+class TieGroup:
+    """Candidates the ranking factors before `retrieval_cost` tie, none of them counted: ordered
+    among themselves by their counts only if the budget needs any of them (`budget._Budget.walk`).
+    Until then they hold consecutive provisional ranks; `resolve` gives each the rank the full key
+    gives it, so a decision never depends on which order they were in before."""
+
+    members: list[Candidate]
+    keys: dict[int, tuple]  # id(member) -> its sort key with a cost of 0, which `cut` splits
+    cut: int  # where the cost goes in the key
+    resolved: bool = False
+
+    def resolve(self) -> None:
+        if self.resolved:
+            return
+        self.resolved = True
+        kept = [c for c in self.members if c.rank is not None]  # those the ranking did not drop
+        positions = sorted(c.rank for c in kept)  # type: ignore[type-var]
+        for cand, position in zip(sorted(kept, key=self._key), positions, strict=True):
+            cand.rank = position
+
+    def _key(self, cand: Candidate) -> tuple:
+        key = self.keys[id(cand)]
+        return (*key[: self.cut], cand.tokens, *key[self.cut + 1 :])
+
+
+def _ordered(asm: Assembly, eligible: list[Candidate]) -> list[Candidate]:
+    """`eligible` in rank order. `retrieval_cost` (the item's tokens) orders only items the factors
+    before it tie, so only those are counted, and not even those when none of them is counted yet
+    (items the budget may evict on a bound, `acquisition.measure`): they form a `TieGroup`, ordered
+    by their counts if the budget ever needs one of them. Twins (the same content) are always
+    ordered here, since which one is kept depends on it."""
+    factors = asm.policy.admission.ranking
+    if RankingFactor.RETRIEVAL_COST not in factors:
+        return sorted(eligible, key=lambda c: _sort_key(asm, c, lambda _: 0))
+    cut = 1 + factors.index(RankingFactor.RETRIEVAL_COST)  # the key's entries before the cost
+    keys = {id(c): _sort_key(asm, c, lambda _: 0) for c in eligible}
+    ties: dict[tuple, list[Candidate]] = {}
+    for c in eligible:
+        ties.setdefault(keys[id(c)][:cut], []).append(c)
+    counted: set[int] = set()  # the candidates whose cost is their count
+    for members in ties.values():
+        if len(members) < 2:
+            continue
+        if any(c.counted for c in members) or len({c.item.content_hash for c in members}) < len(members):
+            counted.update(id(c) for c in members)
+        else:
+            group = TieGroup(members, {id(c): keys[id(c)] for c in members}, cut)
+            for c in members:
+                c.tie_group = group
+    return sorted(eligible, key=lambda c: _sort_key(asm, c, lambda c: c.tokens if id(c) in counted else 0))
 
 
 def rank(asm: Assembly) -> None:
     eligible = asm.alive()
     for cand in eligible:
         cand.pinned = is_pinned(asm, cand)
-    ordered = sorted(eligible, key=lambda c: _sort_key(asm, c))
+    ordered = _ordered(asm, eligible)
     floor = asm.policy.admission.min_relevance
     seen_hashes: dict[str, str] = {}
     position = 0

@@ -29,6 +29,7 @@ import hashlib
 import re
 from typing import Any
 
+from .bounds import runs_floor
 from .hashing import fence_safe_json
 from .vocabulary import Role, Zone
 from .working import Assembly, Candidate
@@ -198,6 +199,14 @@ def block_tokens(asm: Assembly, cand: Candidate, parts: tuple[str | None, str] |
     keyed = getattr(asm.tokenizer, "count_keyed", None)
     n = keyed(key, text) if keyed is not None and key is not None else asm.tokenizer.count(text)
     return n + count_offset(asm, cand)
+
+
+def block_floor(asm: Assembly, cand: Candidate, header: str | None = None) -> int:
+    """A proven lower bound of `block_tokens(asm, cand)` (see `bounds`): the nonce prefix and
+    footer, counted, and the letter and digit runs of the header and the escaped content (the
+    text between them starts and ends at punctuation, so their runs add up)."""
+    runs = runs_floor(header if header is not None else header_json(cand)) + runs_floor(escape(cand.content)[0])
+    return runs + (fence_tokens(asm) if splits_fences(asm) else 0)
 
 
 def count_ahead(asm: Assembly, texts: list[tuple[str | None, str]]) -> None:

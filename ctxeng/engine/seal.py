@@ -93,7 +93,8 @@ def _candidate_record(c: Candidate) -> CandidateRecord:
         intended_role=i.intended_role,
         security_class=i.security_class,
         completeness=i.completeness,
-        estimated_tokens=c.original_tokens,
+        estimated_tokens=c.exact_original_tokens if c.counted else c.floor,
+        token_count="exact" if c.counted else "lower_bound",
         artifact_ref=i.artifact_ref,
     )
 
@@ -127,6 +128,15 @@ def _included_record(c: Candidate) -> IncludedRecord:
     )
 
 
+def _excluded_tokens(c: Candidate) -> int:
+    """The item's tokens when it was excluded: counted, or, for an item never counted, the lower
+    bound the budget evicted it on (else its block's bound as received, `acquisition.measure`)."""
+    if c.exact_tokens is not None:
+        return c.exact_tokens
+    ex = c.exclusion
+    return ex.tokens_at_least if ex is not None and ex.tokens_at_least is not None else c.floor
+
+
 def _excluded_record(c: Candidate) -> ExcludedRecord:
     i = c.item
     ex = c.exclusion
@@ -148,7 +158,8 @@ def _excluded_record(c: Candidate) -> ExcludedRecord:
         detail=ex.detail,
         refresh_condition=ex.refresh_condition,
         partition=c.partition,
-        tokens=c.tokens if c.original_tokens is not None else None,
+        tokens=_excluded_tokens(c),
+        token_count="exact" if c.exact_tokens is not None else "lower_bound",
         failed_assertions=ex.failed_assertions,
         call_id=i.call_id,
         replaced_by=ex.replaced_by,

@@ -69,6 +69,9 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 DEFAULT_EXCERPT_TOKENS = 1000
 
+# The source_ref keys a reduction narrows (to what it kept); nothing else of the ref changes.
+NARROWED_KEYS = ("lines", "sections")
+
 # The reducer's own selection of failure lines. `logformats` checks its work independently.
 FAILURE_LINE = re.compile(
     r"\b(FAILED|FAIL|ERROR)\b|Traceback \(most recent call last\)|^E[ \t]{2,}|^[ \t]*not ok\b|^[ \t]*--- FAIL:"
@@ -436,34 +439,77 @@ def apply_source_limits(asm: Assembly) -> None:
     ones a single pass makes: only when they are made differs."""
     # Tool results already carry their call's status and evidence use in their fence header, and
     # were counted with it, since acquisition (`structure.expected_result_headers`).
-    transforms = asm.policy.transforms
     reducible: list[tuple[Candidate, SourceLimitMode, int]] = []
     for cand in asm.alive():
         key, limit = _limit_for(asm, cand.item.source_type)
         if limit is None or limit.default == SourceLimitMode.WHOLE:
             continue
-        max_tokens = limit.max_tokens or DEFAULT_EXCERPT_TOKENS
-        if limit.default != SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF and cand.tokens <= max_tokens:
+        if not cand.counted:
+            # Left uncounted for the budget (`acquisition.may_be_evicted_on_a_bound`): reduced by
+            # `settle` if the budget gets as far as needing its size, else evicted unreduced.
+            cand.pending_limit = (key, limit)
             continue
-        if not transforms.runs(TransformType.EXCERPT, TransformTrigger.OVER_SOURCE_LIMIT):
-            why = (
-                "transforms.allowed has no 'excerpt'"
-                if TransformType.EXCERPT not in transforms.allowed
-                else f"transforms.trigger {transforms.trigger.value!r} does not run source-limit reductions"
-            )
-            detail = f"over its source limit source_limits.{key} ({limit.default.value}) and not reduced: {why}"
-            cand.exclude(Exclusion(ExclusionReason.BUDGET_EVICTED, detail, "source_limits"))
-            if cand.item.required:
-                asm.block(BlockedReason.BUDGET_EXHAUSTED, [cand.item_id], f"required item {cand.item_id}: {detail}")
-            continue
-        reducible.append((cand, limit.default, max_tokens))
+        entry = _over_limit(asm, cand, key, limit)
+        if entry is not None:
+            reducible.append(entry)
+    _reduce_settled(asm, reducible)
 
+
+def settle(asm: Assembly, cand: Candidate) -> None:
+    """Apply the source limit `apply_source_limits` left pending on `cand`, now that the budget
+    needs its size: exactly what that stage would have done (reduce, or exclude)."""
+    if cand.pending_limit is None:
+        return
+    key, limit = cand.pending_limit
+    cand.pending_limit = None
+    entry = _over_limit(asm, cand, key, limit)
+    if entry is not None:
+        _reduce_settled(asm, [entry])
+
+
+def reduced_fixed_text(mode: SourceLimitMode, cand: Candidate) -> str:
+    """Text every reduction of `cand` in `mode` contains, whatever it keeps (`reduce_code`,
+    `reduce_sections`, `reduce_log`): for a lower bound of the reduced item (`budget.floor_of`).
+    Each fragment starts and ends at punctuation, as it stands in the output, so the letter and
+    digit runs within it are runs of the output too."""
+    digest = cand.item.content_hash
+    if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
+        return f"[excerpt at source: lines \n; full content {digest}]"
+    if mode == SourceLimitMode.RELEVANT_SECTIONS_PLUS_HASH:
+        return f"[relevant sections at source: \n; full content {digest}]"
+    if mode == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
+        return f"[test log reduced at source: \n\nfull_log_digest: {digest}\n"
+    return ""
+
+
+def _over_limit(asm: Assembly, cand: Candidate, key: str, limit) -> tuple[Candidate, SourceLimitMode, int] | None:
+    """(cand, mode, max_tokens) when `cand` is to be reduced; None when it is within its limit or
+    was excluded because the policy does not let it be reduced."""
+    transforms = asm.policy.transforms
+    max_tokens = limit.max_tokens or DEFAULT_EXCERPT_TOKENS
+    if limit.default != SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF and cand.tokens <= max_tokens:
+        return None
+    if not transforms.runs(TransformType.EXCERPT, TransformTrigger.OVER_SOURCE_LIMIT):
+        why = (
+            "transforms.allowed has no 'excerpt'"
+            if TransformType.EXCERPT not in transforms.allowed
+            else f"transforms.trigger {transforms.trigger.value!r} does not run source-limit reductions"
+        )
+        detail = f"over its source limit source_limits.{key} ({limit.default.value}) and not reduced: {why}"
+        cand.exclude(Exclusion(ExclusionReason.BUDGET_EVICTED, detail, "source_limits"))
+        if cand.item.required:
+            asm.block(BlockedReason.BUDGET_EXHAUSTED, [cand.item_id], f"required item {cand.item_id}: {detail}")
+        return None
+    return cand, limit.default, max_tokens
+
+
+def _reduce_settled(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int]]) -> None:
     try:
         _reduce(asm, reducible)
     finally:  # whatever happened, the tokenizer holds no count started ahead for this assembly
-        settle = getattr(asm.tokenizer, "settle_ahead", None)
-        if settle is not None:
-            settle()
+        settle_ahead = getattr(asm.tokenizer, "settle_ahead", None)
+        if settle_ahead is not None:
+            settle_ahead()
 
 
 def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int]]) -> None:

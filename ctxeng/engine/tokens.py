@@ -84,6 +84,8 @@ class TiktokenTokenizer:
         self.encoding_name = encoding
         self.name = f"tiktoken/{encoding.removesuffix('_offline')}"
         self._enc = _encoding(encoding)
+        # What `bounds.runs_floor` needs to know of the encoding: its pre-tokenizer.
+        self.pre_tokenizer_pattern = getattr(self._enc, "_pat_str", None)
         core = getattr(self._enc, "_core_bpe", None)
         # The buffer API (what tiktoken's own encode_to_numpy uses) skips building a list of ints.
         self._to_buffer = getattr(core, "encode_to_tiktoken_buffer", None)

@@ -597,9 +597,14 @@ def split_turns(text: str) -> list[str]:
     return ["\n".join(lines[a:b]) for a, b in zip(starts, [*starts[1:], len(lines)], strict=True)]
 
 
+def may_truncate(cand: Candidate, room: int) -> bool:
+    """False when not even an empty block fits `room`: no turn can (the item need not be read)."""
+    return room > cand.header_tokens + 8
+
+
 def truncate_turns(asm: Assembly, cand: Candidate, room: int) -> tuple[str, dict] | None:
     """The newest whole turns that fit `room` tokens (fence header included), or None if none fits."""
-    if room <= cand.header_tokens + 8:  # not even an empty block fits: no turn can (skips the split)
+    if not may_truncate(cand, room):
         return None
     turns = split_turns(cand.content)
     head = f"[truncated at turn boundaries: the newest turns of {len(turns)}; full content {cand.item.content_hash}]"

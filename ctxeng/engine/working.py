@@ -9,6 +9,7 @@ mutable state makes "which stage decided what" easy to read.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ class Exclusion:
     failed_assertions: list[str] = field(default_factory=list)
     event: str | None = None  # the lifecycle event that excluded the item, if one did
     replaced_by: str | None = None  # the structured summary standing in for a budget-evicted item
+    tokens_at_least: int | None = None  # evicted on this lower bound, never counted (budget, `bounds`)
 
 
 @dataclass
@@ -48,8 +50,18 @@ class Candidate:
     # sha256 of the current content once a transform (redaction, reduction) has replaced it; the
     # integrity gate keeps reading `digest`, the content as received.
     changed_digest: str | None = None
-    original_tokens: int | None = None
-    tokens: int = 0  # exactly what the payload carries for this item (see render.block_tokens)
+    # Exact counts: `tokens` is what the payload carries for the item now (render.block_tokens),
+    # `original_tokens` the item as received. An item the budget may evict on a bound is not
+    # counted at acquisition (`acquisition.measure`): `count_with` counts it the first time
+    # either is read, and `floor` is a proven lower bound of its block until then (`bounds`).
+    exact_tokens: int | None = None
+    exact_original_tokens: int | None = None
+    count_with: Callable[[Candidate], int] | None = field(default=None, repr=False, compare=False)
+    floor: int = 0
+    # A source limit the source-limit stage left to the budget (`source_limits.settle`): the item
+    # is reduced only if the budget gets as far as needing its exact size.
+    pending_limit: Any = None
+    tie_group: Any = None  # ranking.TieGroup: uncounted, tied with others on every factor before retrieval_cost
     header_tokens: int = 0  # an estimate of the fence around the content, for sizing reductions only
     gate_results: dict[str, Any] = field(default_factory=dict)
     security_assessment: dict[str, str] = field(default_factory=dict)
@@ -73,6 +85,39 @@ class Candidate:
     @property
     def item_id(self) -> str:
         return self.item.item_id
+
+    @property
+    def counted(self) -> bool:
+        return self.exact_original_tokens is not None
+
+    def _count_received(self) -> None:
+        assert self.count_with is not None, f"{self.item_id}: never counted"
+        n = self.count_with(self)
+        self.exact_original_tokens = n
+        if self.exact_tokens is None:
+            self.exact_tokens = n
+
+    @property
+    def tokens(self) -> int:
+        if self.exact_tokens is None:
+            self._count_received()
+        return self.exact_tokens  # type: ignore[return-value]
+
+    @tokens.setter
+    def tokens(self, n: int) -> None:
+        if self.exact_original_tokens is None and self.count_with is not None:
+            self._count_received()  # the item as received is counted before its form changes
+        self.exact_tokens = n
+
+    @property
+    def original_tokens(self) -> int | None:
+        if self.exact_original_tokens is None and self.count_with is not None:
+            self._count_received()
+        return self.exact_original_tokens
+
+    @original_tokens.setter
+    def original_tokens(self, n: int | None) -> None:
+        self.exact_original_tokens = n
 
     @property
     def content_digest(self) -> str:
