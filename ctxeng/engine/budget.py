@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 
 from . import source_limits, transforms
 from .hashing import sha256_text
-from .render import block_floor, block_tokens, framing_reserve
+from .render import block_floor, block_tokens, framing_reserve, header_json
 from .source_limits import record_transform
 from .structure import synthetic_result_text
 from .vocabulary import (
@@ -140,9 +140,8 @@ def floor_of(asm: Assembly, cand: Candidate) -> int:
         return floor
     _key, limit = cand.pending_limit
     ref = {k: v for k, v in cand.item.source_ref.items() if k not in source_limits.NARROWED_KEYS}
-    fixed = source_limits.reduced_fixed_text(limit.default, cand)
-    shell = dataclasses.replace(cand, item=cand.item.model_copy(update={"content_hash": "", "source_ref": ref}), content=fixed)
-    return min(floor, block_floor(asm, shell))
+    header = header_json(cand, content_hash="", source_ref=ref)
+    return min(floor, block_floor(asm, cand, header, body=source_limits.reduced_fixed_text(limit.default, cand)))
 
 
 def build_units(asm: Assembly) -> list[Unit]:

@@ -29,7 +29,7 @@ import hashlib
 import re
 from typing import Any
 
-from .bounds import runs_floor
+from .bounds import remembered_runs, runs_floor
 from .hashing import fence_safe_json
 from .vocabulary import Role, Zone
 from .working import Assembly, Candidate
@@ -73,8 +73,9 @@ def escape_strings(value: Any) -> Any:
     return value
 
 
-def header_json(cand: Candidate) -> str:
-    """The block's identity as fence-safe canonical JSON: no nonce, so it is stable across steps."""
+def header_json(cand: Candidate, *, content_hash: str | None = None, source_ref: dict | None = None) -> str:
+    """The block's identity as fence-safe canonical JSON: no nonce, so it is stable across steps.
+    `content_hash`, `source_ref`: in place of the item's (the header of a reduction to come)."""
     item = cand.item
     identity = {
         "item_id": item.item_id,
@@ -82,9 +83,9 @@ def header_json(cand: Candidate) -> str:
         "zone": (cand.zone or "").__str__(),
         "trust": cand.trust.value if cand.trust else None,
         "role": item.intended_role.value,
-        "source_ref": item.source_ref,
+        "source_ref": item.source_ref if source_ref is None else source_ref,
         "revision": item.revision,
-        "content_hash": item.content_hash,
+        "content_hash": item.content_hash if content_hash is None else content_hash,
         # A tool result's call status and evidence use; null for items that are not tool results.
         "status": getattr(cand.result_status, "value", cand.result_status),
         "evidence_use": cand.evidence_use.value if cand.evidence_use is not None else None,
@@ -201,12 +202,18 @@ def block_tokens(asm: Assembly, cand: Candidate, parts: tuple[str | None, str] |
     return n + count_offset(asm, cand)
 
 
-def block_floor(asm: Assembly, cand: Candidate, header: str | None = None) -> int:
+def block_floor(asm: Assembly, cand: Candidate, header: str | None = None, *, body: str | None = None) -> int:
     """A proven lower bound of `block_tokens(asm, cand)` (see `bounds`): the nonce prefix and
     footer, counted, and the letter and digit runs of the header and the escaped content (the
-    text between them starts and ends at punctuation, so their runs add up)."""
-    runs = runs_floor(header if header is not None else header_json(cand)) + runs_floor(escape(cand.content)[0])
-    return runs + (fence_tokens(asm) if splits_fences(asm) else 0)
+    text between them starts and ends at punctuation, so their runs add up). `body`: count this
+    text's runs instead of the candidate's content (what a reduction will surely keep of it)."""
+    text = header if header is not None else header_json(cand)
+    runs = remembered_runs(asm.tokenizer, text, lambda: text)
+    if body is not None:
+        body_runs = runs_floor(escape(body)[0])
+    else:  # the content's runs, by its digest (the agent's next step sends most items again)
+        body_runs = remembered_runs(asm.tokenizer, cand.content_digest, lambda: escape(cand.content)[0])
+    return runs + body_runs + (fence_tokens(asm) if splits_fences(asm) else 0)
 
 
 def count_ahead(asm: Assembly, texts: list[tuple[str | None, str]]) -> None:

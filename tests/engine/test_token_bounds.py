@@ -198,3 +198,18 @@ def test_ties_on_every_factor_but_the_cost_are_ordered_by_counts_when_the_budget
     assert [(i["item_id"], i["rank"]) for i in a["included"]] == [(i["item_id"], i["rank"]) for i in b["included"]]
     assert {x["item_id"]: x["reason"] for x in a["excluded"]}.keys() == {x["item_id"]: x["reason"] for x in b["excluded"]}.keys()
     assert any(x["token_count"] == "lower_bound" for x in a["excluded"])
+
+
+def test_remembered_runs_stay_within_their_bound_and_go_with_their_tokenizer(monkeypatch):
+    import gc
+
+    monkeypatch.setattr(bounds, "RUNS_KEPT", 50)
+    tok = TiktokenTokenizer()
+    body = small_request(seed=4)
+    first = sealed(body, tok).manifest_dict()
+    assert 0 < len(bounds._RUNS[tok]) <= 50  # cleared when full (each item adds its header and its content)
+    assert sealed(body, tok).manifest_dict() == first  # what is remembered changes no result
+    before = len(bounds._RUNS)
+    del tok
+    gc.collect()
+    assert len(bounds._RUNS) == before - 1
