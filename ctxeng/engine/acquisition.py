@@ -4,7 +4,9 @@ Contract: the request's `source_acquisition` records are kept verbatim in the ma
 before any admission decision. `not_retrieved` and `retrieval_failed` are acquisition outcomes,
 never exclusions: a source that produced no candidate cannot appear in `excluded`. The candidate
 list is fixed here (plus the deterministic checkpoint summary when the request carries structured
-state), and each candidate's actual content digest and token count are measured once.
+state), and each candidate's actual content digest is measured once, and its token count once,
+except for items the budget may evict on a proven lower bound (`may_be_evicted_on_a_bound`,
+`bounds`): those are counted when, and only if, a decision needs their size.
 """
 
 from __future__ import annotations

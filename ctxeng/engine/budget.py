@@ -36,6 +36,12 @@ Each of these transforms runs only when `transforms.allowed` lists it and `trans
 covers `over_partition`; its TransformRecord records `trigger: over_partition`.
 
 The budget never admits an item the gates excluded: it only sees the living candidates.
+
+Items left uncounted at acquisition (`acquisition.may_be_evicted_on_a_bound`) enter as units with
+a proven lower bound (`floor_of`) and no count. Wherever a rule asks whether a unit fits, an
+uncounted unit whose bound does not fit is answered "no" as it is; otherwise it is counted (and
+its pending source limit applied, `source_limits.settle`) first. `_Budget.walk` keeps the rank
+order exact for tie groups the ranking left unordered (`ranking.TieGroup`).
 """
 
 from __future__ import annotations

@@ -140,3 +140,19 @@ def test_the_transform_excerpts_load_on_demand(owner_client, big):
     excerpt = next(t["after_excerpt"] for t in _document(big)["transforms"] if t.get("after_excerpt"))
     body = owner_client.get(f"/assemblies/{big.id}/transforms/?page=1").content.decode()
     assert excerpt.splitlines()[0][:40] in body.replace("&#x27;", "'").replace("&quot;", '"')
+
+
+def test_a_count_that_is_only_a_lower_bound_reads_as_one(owner_client, big):
+    document = _document(big)
+    bound = [x for x in document["excluded"] if x["token_count"] == "lower_bound"]
+    exact = [x for x in document["excluded"] if x["token_count"] == "exact" and x["tokens"]]
+    assert bound and exact  # the budget evicted most items on their bounds, and counted others
+    item = bound[0]
+    body = owner_client.get(f"/assemblies/{big.id}/?item={item['item_id']}").content.decode()
+    inspector = _region(body, '<dd class="tokens">', "</dd>")
+    assert inspector.startswith(f"at least {item['tokens']} ") and "never counted" in inspector
+    row = _region(body, f'<code>{item["item_id"]}</code>', "</tr>")
+    assert f'never counted">≥&#8239;</span>{item["tokens"]}</td>' in row
+    counted = exact[0]
+    body = owner_client.get(f"/assemblies/{big.id}/?item={counted['item_id']}").content.decode()
+    assert _region(body, '<dd class="tokens">', "</dd>").startswith(f"{counted['tokens']}")
