@@ -160,7 +160,12 @@ def _ordered(asm: Assembly, eligible: list[Candidate]) -> list[Candidate]:
             group = TieGroup(members, {id(c): keys[id(c)] for c in members}, cut)
             for c in members:
                 c.tie_group = group
-    return sorted(eligible, key=lambda c: _sort_key(asm, c, lambda c: c.tokens if id(c) in counted else 0))
+
+    def key(c: Candidate) -> tuple:
+        k = keys[id(c)]
+        return (*k[:cut], c.tokens, *k[cut + 1 :]) if id(c) in counted else k
+
+    return sorted(eligible, key=key)
 
 
 def rank(asm: Assembly) -> None:
