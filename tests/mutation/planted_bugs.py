@@ -42,6 +42,20 @@ class Plant:
 
 PLANTS: tuple[Plant, ...] = (
     Plant(
+        "bound_counts_runs_touching_non_ascii",
+        "ctxeng/engine/bounds.py",
+        '    letters = s.count(b" a") + s.count(b"da") + (first == b"a") - s.count(b"ax")\n',
+        '    letters = s.count(b" a") + s.count(b"da") + (first == b"a")\n',
+        "a lower bound never exceeds the count: a letter run that touches a non-ASCII character may be part of a longer piece",
+    ),
+    Plant(
+        "reduction_bound_ignores_the_reduction",
+        "ctxeng/engine/budget.py",
+        "    if cand.pending_limit is None:\n        return floor\n",
+        "    if True:\n        return floor\n",
+        "an item whose source limit is pending is evicted on its bound only if no reduction of it could fit",
+    ),
+    Plant(
         "render_delivers_budget_evicted",
         "ctxeng/engine/render.py",
         "    plain = [c for c in included if id(c) not in paired]\n",
@@ -58,29 +72,27 @@ PLANTS: tuple[Plant, ...] = (
     Plant(
         "second_pass_stops_at_first_misfit",
         "ctxeng/engine/budget.py",
-        "        for unit in by_part[name]:\n"
-        "            if not unit.admitted and budget.fits(name, unit.tokens):\n"
+        "            if not unit.admitted and not unit.dropped and budget.unit_fits(name, unit):\n"
         "                unit.admitted = True\n"
-        "                budget.take(name, unit.tokens)\n",
-        "        for unit in by_part[name]:\n"
-        "            if unit.admitted:\n"
+        "                budget.take(name, unit.tokens)  # type: ignore[arg-type]\n",
+        "            if unit.admitted or unit.dropped:\n"
         "                continue\n"
-        "            if not budget.fits(name, unit.tokens):\n"
+        "            if not budget.unit_fits(name, unit):\n"
         "                break\n"
         "            unit.admitted = True\n"
-        "            budget.take(name, unit.tokens)\n",
+        "            budget.take(name, unit.tokens)  # type: ignore[arg-type]\n",
         "both budget passes keep going past an item that does not fit",
     ),
     Plant(
         "first_pass_stops_at_first_misfit",
         "ctxeng/engine/budget.py",
-        "            if alloc.used[name] + unit.tokens <= cap:\n"
+        "            if budget.sized(unit, room) and alloc.used[name] + unit.tokens <= cap:  # type: ignore[operator]\n"
         "                unit.admitted = True\n"
-        "                budget.take(name, unit.tokens)\n",
-        "            if alloc.used[name] + unit.tokens > cap:\n"
+        "                budget.take(name, unit.tokens)  # type: ignore[arg-type]\n",
+        "            if not budget.sized(unit, room) or alloc.used[name] + unit.tokens > cap:  # type: ignore[operator]\n"
         "                break\n"
         "            unit.admitted = True\n"
-        "            budget.take(name, unit.tokens)\n",
+        "            budget.take(name, unit.tokens)  # type: ignore[arg-type]\n",
         "both budget passes keep going past an item that does not fit",
     ),
     Plant(
