@@ -234,10 +234,13 @@ PROBE = Path(__file__).with_name("probe_telemetry_unset.py")  # not a test_ file
 
 
 def test_no_opentelemetry_import_without_the_env():
-    """In a fresh process (this one may have imported OTel already): an assembly imports none of it."""
+    """In a fresh process (this one may have imported OTel already): an assembly imports none of it.
+    Only pytest-django is loaded there: other installed pytest plugins (langsmith's, which comes
+    with the benchmark's langchain-core) import OpenTelemetry themselves when pytest starts."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    env["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist", "-o", "addopts=",
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "pytest_django.plugin", "-o", "addopts=",
          str(PROBE.relative_to(ROOT))],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
     )
