@@ -72,6 +72,14 @@ DEFAULT_EXCERPT_TOKENS = 1000
 # The source_ref keys a reduction narrows (to what it kept); nothing else of the ref changes.
 NARROWED_KEYS = ("lines", "sections")
 
+# Text each reducer writes whatever it keeps (its marker's fixed words and the full content's
+# digest): `reduced_fixed_text` builds a lower bound of every reduction from these same strings.
+CODE_MARKER = "[excerpt at source: lines "
+SECTIONS_MARKER = "[relevant sections at source: "
+LOG_MARKER = "[test log reduced at source: "
+FULL_CONTENT = "; full content {digest}]"
+LOG_DIGEST = "full_log_digest: {digest}"
+
 # The reducer's own selection of failure lines. `logformats` checks its work independently.
 FAILURE_LINE = re.compile(
     r"\b(FAILED|FAIL|ERROR)\b|Traceback \(most recent call last\)|^E[ \t]{2,}|^[ \t]*not ok\b|^[ \t]*--- FAIL:"
@@ -219,9 +227,9 @@ def reduce_log(cand: Candidate) -> tuple[str, dict]:
     artifact = _artifact_id(cand)
     out = "\n".join(
         [
-            f"[test log reduced at source: {len(kept)} of {len(lines)} lines kept (failure lines); full log by artifact ref]",
+            f"{LOG_MARKER}{len(kept)} of {len(lines)} lines kept (failure lines); full log by artifact ref]",
             f"artifact_ref: {artifact or _ref_label(cand)}",
-            f"full_log_digest: {cand.item.content_hash}",
+            LOG_DIGEST.format(digest=cand.item.content_hash),
             *(lines[i] for i in kept),
         ]
     )
@@ -320,8 +328,8 @@ def reduce_code(cand: Candidate, window: tuple) -> tuple[str, dict]:
     ref = dict(cand.item.source_ref)
     ref["lines"] = kept
     out = (
-        f"[excerpt at source: lines {kept} of {cand.item.source_ref.get('lines', f'1-{len(lines)}')} "
-        f"({b - a} of {len(lines)} lines); full content {cand.item.content_hash}]\n{body}"
+        f"{CODE_MARKER}{kept} of {cand.item.source_ref.get('lines', f'1-{len(lines)}')} "
+        f"({b - a} of {len(lines)} lines){FULL_CONTENT.format(digest=cand.item.content_hash)}\n{body}"
     )
     return out, ref
 
@@ -394,7 +402,7 @@ def reduce_sections(cand: Candidate, window: tuple) -> tuple[str, dict]:
     spec = compress_numbers([i + 1 for i in chosen]) if chosen else "none"
     ref = dict(cand.item.source_ref)
     ref["sections"] = spec
-    return f"[relevant sections at source: {spec} of {len(sections)}; full content {cand.item.content_hash}]\n{body}", ref
+    return f"{SECTIONS_MARKER}{spec} of {len(sections)}{FULL_CONTENT.format(digest=cand.item.content_hash)}\n{body}", ref
 
 
 def _window_body(mode: SourceLimitMode, window: tuple) -> str | None:
@@ -469,16 +477,16 @@ def settle(asm: Assembly, cand: Candidate) -> None:
 
 def reduced_fixed_text(mode: SourceLimitMode, cand: Candidate) -> str:
     """Text every reduction of `cand` in `mode` contains, whatever it keeps (`reduce_code`,
-    `reduce_sections`, `reduce_log`): for a lower bound of the reduced item (`budget.floor_of`).
-    Each fragment starts and ends at punctuation, as it stands in the output, so the letter and
-    digit runs within it are runs of the output too."""
+    `reduce_sections`, `reduce_log`), as lines: for a lower bound of the reduced item
+    (`budget.floor_of`). Each line starts and ends where the output has a space or punctuation,
+    so the letter and digit runs within it are runs of the output too."""
     digest = cand.item.content_hash
     if mode == SourceLimitMode.EXCERPT_WITH_LINE_RANGE:
-        return f"[excerpt at source: lines \n; full content {digest}]"
+        return f"{CODE_MARKER}\n{FULL_CONTENT.format(digest=digest)}"
     if mode == SourceLimitMode.RELEVANT_SECTIONS_PLUS_HASH:
-        return f"[relevant sections at source: \n; full content {digest}]"
+        return f"{SECTIONS_MARKER}\n{FULL_CONTENT.format(digest=digest)}"
     if mode == SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF:
-        return f"[test log reduced at source: \n\nfull_log_digest: {digest}\n"
+        return f"{LOG_MARKER}\n{LOG_DIGEST.format(digest=digest)}"
     return ""
 
 

@@ -213,3 +213,26 @@ def test_remembered_runs_stay_within_their_bound_and_go_with_their_tokenizer(mon
     del tok
     gc.collect()
     assert len(bounds._RUNS) == before - 1
+
+
+def test_every_reduction_holds_the_text_its_bound_counts_on(monkeypatch):
+    """The bound of an item whose source limit is pending counts the runs of text every reduction
+    writes (`source_limits.reduced_fixed_text`): each line of it is in every reducer's output."""
+    from ctxeng.engine import source_limits
+    from ctxeng.engine.vocabulary import SourceLimitMode
+
+    seen: list[tuple[str, str, str]] = []
+    real = source_limits.begin_transform
+
+    def spy(asm, cand, out, assertions, ttype, objective, transformer, **kw):
+        mode = SourceLimitMode(transformer.split("/")[1]) if transformer.startswith("source-limit/") else None
+        if mode is not None:  # the item as received: begin_transform replaces it by the reduction
+            seen.append((mode.value, source_limits.reduced_fixed_text(mode, cand), out))
+        return real(asm, cand, out, assertions, ttype, objective, transformer, **kw)
+
+    monkeypatch.setattr(source_limits, "begin_transform", spy)
+    sealed(small_request(seed=12), unbounded())  # every over-limit item reduced, as before bounds
+    assert {mode for mode, _, _ in seen} == {m.value for m in SourceLimitMode if m != SourceLimitMode.WHOLE}
+    for mode, fixed, out in seen:
+        for line in fixed.split("\n"):
+            assert line and line in out, (mode, line)
