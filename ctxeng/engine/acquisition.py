@@ -14,6 +14,7 @@ from __future__ import annotations
 import weakref
 
 from .bounds import bounds_tokens
+from .budget import partition_of_kind
 from .hashing import sha256_json, sha256_text
 from .render import block_floor, block_tokens, count_key, count_offset, count_text, header_json
 from .structure import expected_result_headers
@@ -159,8 +160,6 @@ def may_be_evicted_on_a_bound(asm: Assembly, cand: Candidate) -> bool:
     """Is `cand` left uncounted until the budget needs its size? Only evidence and background the
     budget drops whole (partitions evicting `reduce_candidates` or `first`), never a required item,
     a tool result (its pair is one unit, counted with its call) or a control item."""
-    from .budget import partition_of_kind  # the budget's own rule for where an item goes
-
     if cand.item.required or cand.item.call_id is not None or cand.built_by_engine:
         return False
     part = asm.policy.budget.partitions[partition_of_kind(asm, cand.item.kind)]

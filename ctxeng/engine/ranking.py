@@ -15,7 +15,6 @@ for the item by id, and a source category the policy lists nowhere is not a sour
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from .vocabulary import (
@@ -95,7 +94,8 @@ def retrieval_rule(asm: Assembly, cand: Candidate) -> str | None:
     return None
 
 
-def _sort_key(asm: Assembly, cand: Candidate, cost: Callable[[Candidate], int]) -> tuple:
+def _sort_key(asm: Assembly, cand: Candidate) -> tuple:
+    """The rank key with a cost of 0 where `retrieval_cost` goes (`_with_cost` puts the count there)."""
     key: list[object] = [0 if cand.pinned else 1]
     for factor in asm.policy.admission.ranking:
         if factor == RankingFactor.CURRENT_DECISION_RELEVANCE:
@@ -105,7 +105,7 @@ def _sort_key(asm: Assembly, cand: Candidate, cost: Callable[[Candidate], int]) 
         elif factor == RankingFactor.EVIDENCE_PRIORITY:
             key.append(-evidence_priority(cand))
         elif factor == RankingFactor.RETRIEVAL_COST:
-            key.append(cost(cand))
+            key.append(0)
     key.append(cand.item_id)
     return tuple(key)
 
@@ -132,8 +132,12 @@ class TieGroup:
             cand.rank = position
 
     def _key(self, cand: Candidate) -> tuple:
-        key = self.keys[id(cand)]
-        return (*key[: self.cut], cand.tokens, *key[self.cut + 1 :])
+        return _with_cost(self.keys[id(cand)], self.cut, cand.tokens)
+
+
+def _with_cost(key: tuple, cut: int, tokens: int) -> tuple:
+    """`key` with the item's tokens in the `retrieval_cost` place, `cut`."""
+    return (*key[:cut], tokens, *key[cut + 1 :])
 
 
 def _ordered(asm: Assembly, eligible: list[Candidate]) -> list[Candidate]:
@@ -144,9 +148,9 @@ def _ordered(asm: Assembly, eligible: list[Candidate]) -> list[Candidate]:
     ordered here, since which one is kept depends on it."""
     factors = asm.policy.admission.ranking
     if RankingFactor.RETRIEVAL_COST not in factors:
-        return sorted(eligible, key=lambda c: _sort_key(asm, c, lambda _: 0))
+        return sorted(eligible, key=lambda c: _sort_key(asm, c))
     cut = 1 + factors.index(RankingFactor.RETRIEVAL_COST)  # the key's entries before the cost
-    keys = {id(c): _sort_key(asm, c, lambda _: 0) for c in eligible}
+    keys = {id(c): _sort_key(asm, c) for c in eligible}
     ties: dict[tuple, list[Candidate]] = {}
     for c in eligible:
         ties.setdefault(keys[id(c)][:cut], []).append(c)
@@ -161,11 +165,7 @@ def _ordered(asm: Assembly, eligible: list[Candidate]) -> list[Candidate]:
             for c in members:
                 c.tie_group = group
 
-    def key(c: Candidate) -> tuple:
-        k = keys[id(c)]
-        return (*k[:cut], c.tokens, *k[cut + 1 :]) if id(c) in counted else k
-
-    return sorted(eligible, key=key)
+    return sorted(eligible, key=lambda c: _with_cost(keys[id(c)], cut, c.tokens) if id(c) in counted else keys[id(c)])
 
 
 def rank(asm: Assembly) -> None:

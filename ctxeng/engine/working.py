@@ -105,8 +105,9 @@ class Candidate:
 
     @tokens.setter
     def tokens(self, n: int) -> None:
-        if self.exact_original_tokens is None and self.count_with is not None:
-            self._count_received()  # the item as received is counted before its form changes
+        # A new form's count is set after the form changed, so the item as received must have been
+        # counted before (every transform reads `tokens` for its record's "before" first).
+        assert self.exact_original_tokens is not None or self.count_with is None, f"{self.item_id}: changed before it was counted"
         self.exact_tokens = n
 
     @property
