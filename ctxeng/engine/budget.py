@@ -41,19 +41,30 @@ Items left uncounted at acquisition (`acquisition.may_be_evicted_on_a_bound`) en
 a proven lower bound (`floor_of`) and no count. Wherever a rule asks whether a unit fits, an
 uncounted unit whose bound does not fit is answered "no" as it is; otherwise it is counted (and
 its pending source limit applied, `source_limits.settle`) first. `_Budget.walk` keeps the rank
-order exact for tie groups the ranking left unordered (`ranking.TieGroup`).
+order exact for tie groups the ranking left unordered (`ranking.TieGroup`), and once its bounds
+stop settling units it counts the next ones ahead on another core (AHEAD_AFTER): a guess that
+changes no decision, only where the counts run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import os
 from bisect import insort
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from . import source_limits, transforms
 from .hashing import sha256_text
-from .render import block_floor, block_tokens, framing_reserve, header_json
+from .render import (
+    block_count_parts,
+    block_floor,
+    block_tokens,
+    count_ahead,
+    framing_reserve,
+    header_json,
+    settle_ahead,
+)
 from .source_limits import record_transform
 from .structure import synthetic_result_text
 from .vocabulary import (
@@ -75,6 +86,18 @@ _EVICTION_ORDER = {
     Eviction.FIRST: 3,
 }
 _UNRANKED = 10**9
+
+# Counting ahead in a walk (`_Budget.walk`): once a walk has had to count AHEAD_AFTER units one by
+# one (their bounds did not settle them), the next uncounted units whose bounds could fit are
+# handed to the tokenizer's pool, AHEAD_FIRST of them and twice as many each time the walk
+# reaches the end of those, so their counts run on the other cores while this thread reduces
+# the one at hand. A guess: a count the walk does not ask for is let go of when the walk ends.
+AHEAD_AFTER = 32
+AHEAD_FIRST = 32
+AHEAD_MAX = 1024
+AHEAD_MIN_CHARS = 32_000
+AHEAD_CHUNK = 4
+AHEAD_THREADS = 0  # threads counting ahead; 0: one less than the cores, this thread keeps one
 
 
 @dataclass
@@ -185,6 +208,7 @@ class _Budget:
         self.asm = asm
         self.policy = asm.policy.budget
         self.alloc = alloc
+        self.counted_one_by_one = 0  # units `sized` had to count
 
     def cap(self, name: str) -> int:
         part = self.policy.partitions[name]
@@ -212,6 +236,7 @@ class _Budget:
         assert cand is not None
         if not could_fit(unit.floor):
             return False
+        self.counted_one_by_one += 1
         source_limits.settle(self.asm, cand)
         if not cand.alive:
             unit.dropped = True
@@ -226,21 +251,37 @@ class _Budget:
         skipped, so their order cannot matter), else ordered by the ranks their counts give
         them, in this list, before any of them is visited."""
         i = 0
-        while i < len(units):
-            group = _tie_group(units[i])
-            if group is None:
-                yield units[i]
-                i += 1
-                continue
-            j = i + 1
-            while j < len(units) and _tie_group(units[j]) is group:
-                j += 1
-            if not group.resolved and any(could_fit(u, u.floor) for u in units[i:j] if not u.admitted and not u.dropped):
-                group.resolve()
-            if group.resolved:
-                units[i:j] = sorted(units[i:j], key=lambda u: u.rank)
-                yield from units[i:j]
-            i = j
+        start, ahead_to, ahead_size, ahead = self.counted_one_by_one, 0, AHEAD_FIRST, []
+        try:
+            while i < len(units):
+                if i >= ahead_to and self.counted_one_by_one - start >= AHEAD_AFTER:
+                    ahead += self._count_ahead(units[i : i + ahead_size], could_fit)
+                    ahead_to, ahead_size = i + ahead_size, min(2 * ahead_size, AHEAD_MAX)
+                group = _tie_group(units[i])
+                if group is None:
+                    yield units[i]
+                    i += 1
+                    continue
+                j = i + 1
+                while j < len(units) and _tie_group(units[j]) is group:
+                    j += 1
+                if not group.resolved and any(could_fit(u, u.floor) for u in units[i:j] if not u.admitted and not u.dropped):
+                    group.resolve()
+                if group.resolved:
+                    units[i:j] = sorted(units[i:j], key=lambda u: u.rank)
+                    yield from units[i:j]
+                i = j
+        finally:  # the counts started ahead and not asked for: those done are kept, the rest let go
+            if ahead:
+                settle_ahead(self.asm, ahead, wait=False)
+
+    def _count_ahead(self, units: list[Unit], could_fit: Callable[[Unit, int], bool]) -> list[str]:
+        """Start counting the uncounted `units` whose bounds pass `could_fit` now (the walk's room
+        only shrinks, so the others will not be counted) on the tokenizer's pool; their keys."""
+        texts = [block_count_parts(self.asm, u.item) for u in units
+                 if u.tokens is None and not u.dropped and u.item is not None and could_fit(u, u.floor)]
+        threads = AHEAD_THREADS or max(1, (os.cpu_count() or 1) - 1)
+        return count_ahead(self.asm, texts, min_chars=AHEAD_MIN_CHARS, chunk=AHEAD_CHUNK, threads=threads)
 
     def unit_fits(self, name: str, unit: Unit, freed: int = 0) -> bool:
         return self.sized(unit, lambda n: self.fits(name, n, freed)) and self.fits(name, unit.tokens, freed)  # type: ignore[arg-type]

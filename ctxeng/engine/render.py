@@ -216,15 +216,23 @@ def block_floor(asm: Assembly, cand: Candidate, header: str | None = None, *, bo
     return runs + body_runs + (fence_tokens(asm) if splits_fences(asm) else 0)
 
 
-def count_ahead(asm: Assembly, texts: list[tuple[str | None, str]]) -> None:
+def count_ahead(asm: Assembly, texts: list[tuple[str | None, str]], **limits: int) -> list[str]:
     """Let the tokenizer start counting texts a later `block_tokens` or `count` will ask for, each
-    keyed as that call will key it (None: by the text, as `count` does). Without the tokenizer's
-    support nothing happens, and the later calls count as they always did."""
+    keyed as that call will key it (None: by the text, as `count` does); `limits`: the tokenizer's
+    `min_chars` and `chunk`. Returns the keys started (for `settle_ahead`). Without the
+    tokenizer's support nothing happens, and the later calls count as they always did."""
     ahead = getattr(asm.tokenizer, "count_ahead", None)
     if ahead is None or not texts:
-        return
+        return []
     key = asm.tokenizer.key  # type: ignore[attr-defined]
-    ahead({k if k is not None else key(t): t for k, t in texts})
+    return ahead({k if k is not None else key(t): t for k, t in texts}, **limits)
+
+
+def settle_ahead(asm: Assembly, keys: list[str] | None = None, *, wait: bool = True) -> None:
+    """The tokenizer holds no count started ahead (`count_ahead`) for `keys` (all when None)."""
+    settle = getattr(asm.tokenizer, "settle_ahead", None)
+    if settle is not None:
+        settle(keys, wait=wait)
 
 
 def placement_key(cand: Candidate) -> tuple[int, str]:

@@ -49,7 +49,7 @@ from typing import Any
 from .hashing import sha256_text
 from .logformats import Failures, all_kept_in_order, read_failures
 from .models import LineageNode, TransformRecord
-from .render import block_count_parts, block_tokens, count_ahead
+from .render import block_count_parts, block_tokens, count_ahead, settle_ahead
 from .vocabulary import (
     AssertionResult,
     BlockedReason,
@@ -512,16 +512,16 @@ def _over_limit(asm: Assembly, cand: Candidate, key: str, limit) -> tuple[Candid
 
 
 def _reduce_settled(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int]]) -> None:
+    started: list[str] = []
     try:
-        _reduce(asm, reducible)
-    finally:  # whatever happened, the tokenizer holds no count started ahead for this assembly
-        settle_ahead = getattr(asm.tokenizer, "settle_ahead", None)
-        if settle_ahead is not None:
-            settle_ahead()
+        _reduce(asm, reducible, started)
+    finally:  # whatever happened, the tokenizer holds no count this started ahead
+        settle_ahead(asm, started)
 
 
-def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int]]) -> None:
-    """The three passes of `apply_source_limits` over the items it found over their limits."""
+def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int]], ahead_keys: list[str]) -> None:
+    """The three passes of `apply_source_limits` over the items it found over their limits (the
+    keys of the counts it starts ahead go to `ahead_keys`)."""
     windows: dict[int, tuple] = {}
     keys: dict[int, tuple] = {}
     known = _windows_known(asm.tokenizer)
@@ -541,7 +541,7 @@ def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int
         body = _window_body(mode, window)
         if body is not None:
             ahead.append((None, body))
-    count_ahead(asm, ahead)
+    ahead_keys += count_ahead(asm, ahead)
 
     started = []
     for cand, mode, max_tokens in reducible:
@@ -566,7 +566,7 @@ def _reduce(asm: Assembly, reducible: list[tuple[Candidate, SourceLimitMode, int
     for t in started:  # kept for finish_transform: built once, counted ahead, then asked for
         if not t.failed:
             t.count_parts = block_count_parts(asm, t.cand)
-    count_ahead(asm, [t.count_parts for t in started if t.count_parts is not None])
+    ahead_keys += count_ahead(asm, [t.count_parts for t in started if t.count_parts is not None])
     for t in started:
         finish_transform(asm, t)
 

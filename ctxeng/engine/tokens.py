@@ -23,6 +23,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
@@ -48,17 +49,23 @@ _LOCK = threading.Lock()
 
 PARALLEL_MIN_CHARS = 1_000_000
 AHEAD_CHUNK = 16  # texts per pool task in `count_ahead`: few enough that the first counts come back early
-_POOL: dict[str, object] = {}
+_POOL: dict[object, object] = {}  # "pid" and a pool per size
 
 
-def _pool():
-    """A process's thread pool for counting (rebuilt after a fork: threads do not survive one)."""
+def _pool(threads: int | None = None):
+    """A process's thread pool for counting, of `threads` threads (default: one per core), rebuilt
+    after a fork: threads do not survive one."""
     from concurrent.futures import ThreadPoolExecutor
 
+    threads = threads or os.cpu_count() or 1
     with _LOCK:
         if _POOL.get("pid") != os.getpid():
-            _POOL.update(pid=os.getpid(), pool=ThreadPoolExecutor(os.cpu_count() or 1, thread_name_prefix="count"))
-        return _POOL["pool"]
+            _POOL.clear()
+            _POOL["pid"] = os.getpid()
+        pool = _POOL.get(threads)
+        if pool is None:
+            pool = _POOL[threads] = ThreadPoolExecutor(threads, thread_name_prefix=f"count{threads}")
+        return pool
 
 
 def _encoding(name: str):
@@ -120,32 +127,46 @@ class TiktokenTokenizer:
             return cached
         self.misses += 1
         ahead = self._ahead.pop(key, None)
-        n = ahead[0].result()[ahead[1]] if ahead is not None else self.encode_count(text)
+        # A count started ahead and since let go of (`settle_ahead(wait=False)`) is counted here.
+        n = ahead[0].result()[ahead[1]] if ahead is not None and not ahead[0].cancelled() else self.encode_count(text)
         self._remember(key, n)
         return n
 
-    def count_ahead(self, texts: dict[str, str]) -> None:
+    def count_ahead(self, texts: dict[str, str], *, min_chars: int | None = None, chunk: int = AHEAD_CHUNK,
+                    threads: int | None = None) -> list[str]:
         """Start counting `texts` (keyed as `count_keyed` will be asked) on the pool while the
         caller goes on with Python work: the buffer encoder releases the GIL, so the counts and the
         caller's work overlap. `count_keyed` of such a key then waits for its count instead of
-        encoding again. Only for a batch of at least PARALLEL_MIN_CHARS on more than one core (as
-        `count_many`); smaller ones are counted when asked. Call `settle_ahead` when done."""
+        encoding again. Only for a batch of at least `min_chars` (default PARALLEL_MIN_CHARS) on
+        more than one core (as `count_many`); smaller ones are counted when asked. `chunk`: texts
+        per pool task; `threads`: the pool's size (default one per core). Returns the keys
+        started, for `settle_ahead`."""
         todo = [(k, t) for k, t in texts.items() if k not in self._cache and k not in self._ahead]
-        if (os.cpu_count() or 1) < 2 or sum(len(t) for _, t in todo) < PARALLEL_MIN_CHARS:
-            return
-        pool = _pool()
-        for i in range(0, len(todo), AHEAD_CHUNK):
-            chunk = todo[i : i + AHEAD_CHUNK]
-            future = pool.submit(self._encode_all, [t for _, t in chunk])
-            for j, (k, _) in enumerate(chunk):
+        if (os.cpu_count() or 1) < 2 or sum(len(t) for _, t in todo) < (PARALLEL_MIN_CHARS if min_chars is None else min_chars):
+            return []
+        pool = _pool(threads)
+        for i in range(0, len(todo), chunk):
+            part = todo[i : i + chunk]
+            future = pool.submit(self._encode_all, [t for _, t in part])
+            for j, (k, _) in enumerate(part):
                 self._ahead[k] = (future, j)
+        return [k for k, _ in todo]
 
-    def settle_ahead(self) -> None:
-        """Keep the counts started ahead that nobody asked for (the cache has them), and hold no future."""
-        for key, (future, j) in self._ahead.items():
-            self.misses += 1
-            self._remember(key, future.result()[j])
-        self._ahead.clear()
+    def settle_ahead(self, keys: Iterable[str] | None = None, *, wait: bool = True) -> None:
+        """Hold no future for `keys` (all when None) that nobody asked for: keep their counts
+        (the cache has them), waiting for those still running, or with `wait=False` keep only
+        those done and cancel or let go of the rest (a guess that was not needed)."""
+        for key in list(self._ahead) if keys is None else keys:
+            entry = self._ahead.pop(key, None)
+            if entry is None:
+                continue
+            future, j = entry
+            if wait or future.done():
+                if not future.cancelled():
+                    self.misses += 1
+                    self._remember(key, future.result()[j])
+            else:
+                future.cancel()
 
     def _encode_all(self, texts: list[str]) -> list[int]:
         return [self.encode_count(t) for t in texts]
