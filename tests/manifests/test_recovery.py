@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from datetime import timedelta
 
 import pytest
@@ -86,3 +87,24 @@ def test_a_broker_outage_at_submit_leaves_the_job_queued_not_a_500(
         use_broker("memory://")
     assert response.status_code == 202
     assert AssemblyJob.objects.get(id=response.json()["id"]).status == "queued"
+
+
+@pytest.mark.parametrize("returning", [True, False], ids=["UPDATE ... RETURNING", "update, then read"])
+def test_the_claim_is_the_same_whichever_statement_makes_it(queued, returning, settings, monkeypatch):
+    """Where the database has no UPDATE ... RETURNING (SQLite before 3.35) the claim is an update
+    and a read; both write the same columns and give the same attempt numbers, up to the cap."""
+    from django.db import connection
+
+    monkeypatch.setattr(connection.features, "can_return_columns_from_insert", returning)
+    before = timezone.now()
+    assert assembly_job_claim(job_id=str(queued.id)) == 1
+    job = AssemblyJob.objects.get(id=queued.id)
+    assert (job.status, job.attempts) == ("running", 1)
+    assert job.claimed_at == job.heartbeat_at == job.updated_at and job.claimed_at >= before
+    assert job.claimed_by.endswith(f":{os.getpid()}")
+    assert assembly_job_claim(job_id=queued.id) is None  # running: not claimable
+    AssemblyJob.objects.filter(id=queued.id).update(status="queued", attempts=settings.CTXENG_MAX_ATTEMPTS - 1)
+    assert assembly_job_claim(job_id=queued.id) == settings.CTXENG_MAX_ATTEMPTS
+    AssemblyJob.objects.filter(id=queued.id).update(status="queued")
+    assert assembly_job_claim(job_id=queued.id) is None  # at the attempt cap
+    assert AssemblyJob.objects.get(id=queued.id).attempts == settings.CTXENG_MAX_ATTEMPTS
