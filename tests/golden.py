@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -230,3 +231,19 @@ def _check_system_role(manifest: dict[str, Any], payload: dict[str, Any], expect
                 assert f'"item_id":"{r["item_id"]}"' not in system
     for text in expected.get("never_in_system_role", []):
         assert text not in system, f"{text!r} reached a system message"
+
+
+VENDORED = Path(__file__).resolve().parents[1] / "docs" / "examples"
+
+
+def recorded_digests(case: str = "research-agent") -> dict[str, str]:
+    """name -> sha256 of the contract files, as `docs/examples/<case>/SHA256SUMS` records them
+    (written with `sha256sum` from the shared examples when they were vendored)."""
+    lines = (VENDORED / case / "SHA256SUMS").read_text().splitlines()
+    return {name: digest for digest, name in (line.split(maxsplit=1) for line in lines if line.strip())}
+
+
+def digests_of(directory: Path, names: Iterable[str]) -> dict[str, str | None]:
+    """name -> sha256 of each file in `directory` (None when it is missing)."""
+    return {name: hashlib.sha256((directory / name).read_bytes()).hexdigest() if (directory / name).is_file() else None
+            for name in names}

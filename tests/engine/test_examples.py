@@ -84,15 +84,12 @@ def test_the_blocked_example_still_records_every_stage_and_no_input(blocked):
     assert len(manifest.candidate_items) == len(load_example("request-blocked.json")["candidates"])
 
 
-def test_the_vendored_example_copy_matches_the_shared_one_when_both_exist():
-    from pathlib import Path
+def test_the_example_the_tests_read_is_the_contract_the_repository_records():
+    """The vendored copy is byte for byte what SHA256SUMS records, and so are the shared examples
+    when the tests read those (a clone beside ../shared); a drift on either side fails here."""
+    from tests.golden import VENDORED, digests_of, examples_dir, recorded_digests
 
-    from tests.golden import examples_dir
-
-    vendored = Path(__file__).resolve().parents[2] / "docs" / "examples" / "research-agent"
-    shared = examples_dir() / "research-agent"
-    if not vendored.is_dir() or vendored.resolve() == shared.resolve():
-        pytest.skip("no separate vendored copy")
-    for path in vendored.iterdir():
-        if (shared / path.name).is_file():
-            assert path.read_bytes() == (shared / path.name).read_bytes(), path.name
+    recorded = recorded_digests()
+    assert set(recorded) == {"policy.yaml", "request.json", "request-blocked.json", "expected.json", "expected-blocked.json"}
+    assert digests_of(VENDORED / "research-agent", recorded) == recorded
+    assert digests_of(examples_dir() / "research-agent", recorded) == recorded

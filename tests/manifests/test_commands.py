@@ -51,13 +51,16 @@ def test_load_example_falls_back_to_the_vendored_examples(db, settings, tmp_path
     assert "docs/examples/research-agent" in out.getvalue()
 
 
-def test_the_vendored_examples_match_the_shared_ones_when_both_exist(settings):
-    shared = settings.CTXENG_EXAMPLES_DIR / "research-agent"
-    if not shared.is_dir():
-        pytest.skip("no shared examples beside the repository")
-    vendored = settings.CTXENG_VENDORED_EXAMPLES_DIR / "research-agent"
-    for name in ("policy.yaml", "request.json", "request-blocked.json", "expected.json", "expected-blocked.json"):
-        assert (vendored / name).read_bytes() == (shared / name).read_bytes(), name
+def test_the_examples_load_example_reads_are_the_contract_the_repository_records(settings):
+    """Whichever copy `load_example` reads (the shared examples when present, else the vendored
+    ones) holds the files SHA256SUMS records."""
+    from manifests.examples import FILES, example_dir
+    from tests.golden import digests_of, recorded_digests
+
+    recorded = recorded_digests()
+    assert set(recorded) == set(FILES)
+    assert digests_of(example_dir(), recorded) == recorded
+    assert digests_of(settings.CTXENG_VENDORED_EXAMPLES_DIR / "research-agent", recorded) == recorded
 
 
 def test_recover_jobs_prints_what_it_did(db):
