@@ -78,6 +78,15 @@ def run(*, quick: bool = False) -> list[Row]:
             "throughput / the bound these CPU costs set on this machine", {"cpu_ms_per_job": r["cpu_ms_per_job"]},
         ),
         Row(
+            "4 service", "CPU per job by step, in process (no Celery), worked example",
+            ", ".join([f"claim {r['phases_ms']['claim']:.1f}"]
+                      + [f"{label} {r['phases_ms'][name]:.1f}" for name, label in PHASES.items()]
+                      + [f"rest {r['phases_ms']['rest']:.1f}", f"total {r['phases_ms']['total']:.1f} ms"]),
+            round(r["phases_ms"]["total"] / r["phases_ms"]["assemble"], 3), "(reported)", None,
+            "total / the engine's part; rest: loading the job, the seal's status update and commit, the manifest's JSON form",
+            {"phases_ms": r["phases_ms"]},
+        ),
+        Row(
             "4 service", "ceiling: deliveries that claim nothing, same worker",
             f"{r['noop_throughput']:.1f} deliveries/s ({r['noop']} in {r['noop_seconds']:.2f} s)",
             round(r["throughput"] / r["noop_throughput"], 3), "(reported)", None,
@@ -221,7 +230,9 @@ def _child(quick: bool) -> None:
             worker.wait(timeout=10)
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
+    phases = _phases(submit, 10 if quick else 40)
     print(json.dumps({
+        "phases_ms": phases,
         "engine_seconds": engine_seconds,
         "latencies": latencies,
         "latency_p50": statistics.median(latencies),
@@ -244,6 +255,56 @@ def _child(quick: bool) -> None:
         "duplicates": duplicates,
         "final_statuses": statuses,
     }))
+
+
+# The worker's steps a job's CPU goes to, as `assembly_job_assemble` calls them (module globals of
+# manifests.services, wrapped for the measure); what is left of a job's CPU (loading the job row,
+# the seal's status update and commit, the manifest's JSON form) is "rest".
+PHASES = {
+    "job_request": "read the request (content store)",
+    "parse_request": "parse it",
+    "request_as_assembled": "artifacts and lifecycle events",
+    "assemble": "engine",
+    "_prepare_manifest": "pack the manifest",
+    "_write_manifest": "write the manifest",
+}
+
+
+def _phases(submit, jobs: int) -> dict[str, float]:
+    """CPU per job by step, in this process (no Celery): jobs submitted (their messages go to a
+    stopped worker's queue) and then claimed and assembled here, as a worker does."""
+    import manifests.services as services
+
+    spent = dict.fromkeys([*PHASES, "claim", "total"], 0.0)
+
+    def timed(name, fn):
+        def run(*args, **kwargs):
+            t0 = time.process_time()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                spent[name] += time.process_time() - t0
+        return run
+
+    originals = {name: getattr(services, name) for name in PHASES}
+    ids = [submit() for _ in range(jobs + 5)]
+    try:
+        for name, fn in originals.items():
+            setattr(services, name, timed(name, fn))
+        for n, job_id in enumerate(ids):
+            if n == 5:  # the first few warm this process's caches, as a worker's first jobs do
+                spent = dict.fromkeys(spent, 0.0)
+            t0 = time.process_time()
+            attempt = services.assembly_job_claim(job_id=job_id)
+            spent["claim"] += time.process_time() - t0
+            services.assembly_job_assemble(job_id=job_id, attempt=attempt)
+            spent["total"] += time.process_time() - t0
+    finally:
+        for name, fn in originals.items():
+            setattr(services, name, fn)
+    per_job = {name: 1000 * value / jobs for name, value in spent.items()}
+    per_job["rest"] = per_job["total"] - sum(per_job[name] for name in (*PHASES, "claim"))
+    return per_job
 
 
 def _cpu_seconds(parent: int, pool: list[int], redis_pid: int) -> dict[str, float]:
