@@ -96,6 +96,7 @@ AHEAD_AFTER = 32
 AHEAD_FIRST = 32
 AHEAD_MAX = 1024
 AHEAD_MIN_CHARS = 32_000
+AHEAD_ITEM_CHARS = 2_000  # smaller items are counted when asked: a pool task costs more than their count
 AHEAD_CHUNK = 4
 AHEAD_THREADS = 0  # threads counting ahead; 0: one less than the cores, this thread keeps one
 
@@ -279,7 +280,8 @@ class _Budget:
         """Start counting the uncounted `units` whose bounds pass `could_fit` now (the walk's room
         only shrinks, so the others will not be counted) on the tokenizer's pool; their keys."""
         texts = [block_count_parts(self.asm, u.item) for u in units
-                 if u.tokens is None and not u.dropped and u.item is not None and could_fit(u, u.floor)]
+                 if u.tokens is None and not u.dropped and u.item is not None
+                 and len(u.item.content) >= AHEAD_ITEM_CHARS and could_fit(u, u.floor)]
         threads = AHEAD_THREADS or max(1, (os.cpu_count() or 1) - 1)
         return count_ahead(self.asm, texts, min_chars=AHEAD_MIN_CHARS, chunk=AHEAD_CHUNK, threads=threads)
 

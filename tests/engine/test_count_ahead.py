@@ -91,3 +91,18 @@ def test_a_count_let_go_before_it_ran_is_counted_when_asked_for():
     for key, text in texts.items():
         assert tokenizer.count_keyed(key, text) == tokenizer.encode_count(text)
     assert tokenizer._ahead == {}
+
+
+def test_small_items_are_counted_when_asked_not_ahead(monkeypatch):
+    """A pool task costs more than counting an item of a few hundred bytes: only items of
+    AHEAD_ITEM_CHARS or more are counted ahead (10,000 small items ran slower with all of them)."""
+    body = workload.make_request(n_items=2_000, total_bytes=800_000, n_tool_pairs=8, seed=77, example=False)
+    default = budget.AHEAD_ITEM_CHARS
+    monkeypatch.setattr(budget, "AHEAD_ITEM_CHARS", 0)
+    every_size = Recording()
+    _sealed(body, every_size)
+    assert len(every_size.started) > budget.AHEAD_FIRST  # this walk would count them ahead
+    monkeypatch.setattr(budget, "AHEAD_ITEM_CHARS", default)
+    sized = Recording()
+    _sealed(body, sized)
+    assert sized.started == []
