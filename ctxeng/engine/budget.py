@@ -97,6 +97,7 @@ AHEAD_FIRST = 32
 AHEAD_MAX = 1024
 AHEAD_MIN_CHARS = 32_000
 AHEAD_ITEM_CHARS = 2_000  # smaller items are counted when asked: a pool task costs more than their count
+AHEAD_MAX_CHARS = 4_000_000  # text handed over at once, at most: never a second copy of a large request
 AHEAD_CHUNK = 4
 AHEAD_THREADS = 0  # threads counting ahead; 0: one less than the cores, this thread keeps one
 
@@ -256,8 +257,9 @@ class _Budget:
         try:
             while i < len(units):
                 if i >= ahead_to and self.counted_one_by_one - start >= AHEAD_AFTER:
-                    ahead += self._count_ahead(units[i : i + ahead_size], could_fit)
-                    ahead_to, ahead_size = i + ahead_size, min(2 * ahead_size, AHEAD_MAX)
+                    keys, ahead_to = self._count_ahead(units, i, i + ahead_size, could_fit)
+                    ahead += keys
+                    ahead_size = min(2 * ahead_size, AHEAD_MAX)
                 group = _tie_group(units[i])
                 if group is None:
                     yield units[i]
@@ -276,14 +278,23 @@ class _Budget:
             if ahead:
                 settle_ahead(self.asm, ahead, wait=False)
 
-    def _count_ahead(self, units: list[Unit], could_fit: Callable[[Unit, int], bool]) -> list[str]:
-        """Start counting the uncounted `units` whose bounds pass `could_fit` now (the walk's room
-        only shrinks, so the others will not be counted) on the tokenizer's pool; their keys."""
-        texts = [block_count_parts(self.asm, u.item) for u in units
-                 if u.tokens is None and not u.dropped and u.item is not None
-                 and len(u.item.content) >= AHEAD_ITEM_CHARS and could_fit(u, u.floor)]
+    def _count_ahead(self, units: list[Unit], start: int, stop: int, could_fit: Callable[[Unit, int], bool]) -> tuple[list[str], int]:
+        """Start counting, on the tokenizer's pool, the uncounted units of `units[start:stop]`
+        whose bounds pass `could_fit` now (the walk's room only shrinks, so the others will not
+        be counted), up to AHEAD_MAX_CHARS of text. Their keys, and where the next guess starts."""
+        texts: list[tuple[str | None, str]] = []
+        size, end = 0, min(stop, len(units))
+        for n in range(start, end):
+            u = units[n]
+            if (u.tokens is None and not u.dropped and u.item is not None
+                    and len(u.item.content) >= AHEAD_ITEM_CHARS and could_fit(u, u.floor)):
+                texts.append(block_count_parts(self.asm, u.item))
+                size += len(texts[-1][1])
+                if size >= AHEAD_MAX_CHARS:
+                    end = n + 1
+                    break
         threads = AHEAD_THREADS or max(1, (os.cpu_count() or 1) - 1)
-        return count_ahead(self.asm, texts, min_chars=AHEAD_MIN_CHARS, chunk=AHEAD_CHUNK, threads=threads)
+        return count_ahead(self.asm, texts, min_chars=AHEAD_MIN_CHARS, chunk=AHEAD_CHUNK, threads=threads), end
 
     def unit_fits(self, name: str, unit: Unit, freed: int = 0) -> bool:
         return self.sized(unit, lambda n: self.fits(name, n, freed)) and self.fits(name, unit.tokens, freed)  # type: ignore[arg-type]

@@ -28,11 +28,13 @@ class Recording(TiktokenTokenizer):
     def __init__(self) -> None:
         super().__init__()
         self.started: list[str] = []
+        self.handed: list[int] = []  # characters handed over by each call
         self.asked_ahead = 0
 
     def count_ahead(self, texts, **limits):
         keys = super().count_ahead(texts, **limits)
         self.started += keys
+        self.handed.append(sum(map(len, texts.values())))
         return keys
 
     def count_keyed(self, key, text):
@@ -106,3 +108,18 @@ def test_small_items_are_counted_when_asked_not_ahead(monkeypatch):
     sized = Recording()
     _sealed(body, sized)
     assert sized.started == []
+
+
+def test_a_guess_hands_over_at_most_about_ahead_max_chars_of_text(steps, monkeypatch):
+    uncapped = Recording()
+    _sealed(steps[1], uncapped)
+    monkeypatch.setattr(budget, "AHEAD_MAX_CHARS", 60_000)
+    capped = Recording()
+    sealed = _sealed(steps[1], capped)
+    # Without the cap a guess hands over 100-250 kB here; with it, the cap and the one item (a
+    # few kB) that reached it.
+    assert max(uncapped.handed) > 80_000
+    assert 60_000 <= max(capped.handed) < 80_000
+    assert capped.asked_ahead > len(capped.started) / 2
+    monkeypatch.setattr(budget, "AHEAD_AFTER", 10**9)
+    assert sealed.manifest_dict() == _sealed(steps[1], TiktokenTokenizer()).manifest_dict()
