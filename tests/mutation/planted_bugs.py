@@ -42,6 +42,27 @@ class Plant:
 
 PLANTS: tuple[Plant, ...] = (
     Plant(
+        "count_ahead_under_other_keys",
+        "ctxeng/engine/budget.py",
+        "                texts.append(block_count_parts(self.asm, u.item))\n",
+        "                texts.append((None, block_count_parts(self.asm, u.item)[1]))\n",
+        "the budget's guesses are counted under the keys the walk asks for, so the walk uses them",
+    ),
+    Plant(
+        "walk_keeps_its_guesses",
+        "ctxeng/engine/budget.py",
+        "            if ahead:\n                settle_ahead(self.asm, ahead, wait=False)\n",
+        "            if ahead and not ahead:\n                settle_ahead(self.asm, ahead, wait=False)\n",
+        "no count started ahead outlives its assembly",
+    ),
+    Plant(
+        "cancelled_count_is_awaited",
+        "ctxeng/engine/tokens.py",
+        "if ahead is not None and not ahead[0].cancelled() else",
+        "if ahead is not None else",
+        "a count let go of before it ran is counted when asked for",
+    ),
+    Plant(
         "bound_counts_runs_touching_non_ascii",
         "ctxeng/engine/bounds.py",
         '    letters = s.count(b" a") + s.count(b"da") + (first == b"a") - s.count(b"ax")\n',
