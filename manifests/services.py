@@ -33,7 +33,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, InterfaceError, OperationalError, connection, transaction
+from django.db import IntegrityError, InterfaceError, OperationalError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -216,15 +216,19 @@ def assembly_job_claim(*, job_id: str | uuid.UUID) -> int | None:
     return AssemblyJob.objects.filter(id=job_id).values_list("attempts", flat=True).first()
 
 
+def _quoted(model: type[models.Model], *fields: str) -> tuple[str, dict[str, str]]:
+    """`model`'s table and the columns of `fields`, quoted for this connection's SQL."""
+    quote = connection.ops.quote_name
+    return quote(model._meta.db_table), {name: quote(model._meta.get_field(name).column) for name in fields}
+
+
 def _claim_returning(job_id: str | uuid.UUID, now: Any, claimed_by: str) -> int | None:
-    meta, ops = AssemblyJob._meta, connection.ops
-    column = {name: ops.quote_name(meta.get_field(name).column) for name in (
-        "id", "status", "attempts", "claimed_at", "heartbeat_at", "claimed_by", "updated_at")}
-    at = ops.adapt_datetimefield_value(now)
-    key = meta.pk.get_db_prep_value(job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)), connection)
+    table, column = _quoted(AssemblyJob, "id", "status", "attempts", "claimed_at", "heartbeat_at", "claimed_by", "updated_at")
+    at = connection.ops.adapt_datetimefield_value(now)
+    key = AssemblyJob._meta.pk.get_db_prep_value(job_id if isinstance(job_id, uuid.UUID) else uuid.UUID(str(job_id)), connection)
     with connection.cursor() as cursor:
         cursor.execute(
-            f"UPDATE {ops.quote_name(meta.db_table)} SET {column['status']} = %s, {column['attempts']} = {column['attempts']} + 1, "
+            f"UPDATE {table} SET {column['status']} = %s, {column['attempts']} = {column['attempts']} + 1, "
             f"{column['claimed_at']} = %s, {column['heartbeat_at']} = %s, {column['claimed_by']} = %s, {column['updated_at']} = %s "
             f"WHERE {column['id']} = %s AND {column['status']} = %s AND {column['attempts']} < %s RETURNING {column['attempts']}",
             [JobStatus.RUNNING.value, at, at, claimed_by, at, key, JobStatus.QUEUED.value, settings.CTXENG_MAX_ATTEMPTS],
@@ -452,9 +456,8 @@ def _insert_items(manifest_pk: int, rows: list[tuple[int, int]]) -> None:
     """A manifest's ManifestItem rows, (entry id, position) each, in this order: plain SQL, as
     every job writes tens to thousands of them and a model instance per row cost more than the
     insert (the columns are three integers; there is nothing for the ORM to convert)."""
-    meta, ops = ManifestItem._meta, connection.ops
-    columns = ", ".join(ops.quote_name(meta.get_field(name).column) for name in ("manifest", "entry", "position"))
-    sql = f"INSERT INTO {ops.quote_name(meta.db_table)} ({columns}) VALUES "
+    table, columns = _quoted(ManifestItem, "manifest", "entry", "position")
+    sql = f"INSERT INTO {table} ({', '.join(columns.values())}) VALUES "
     with connection.cursor() as cursor:
         for start in range(0, len(rows), ITEM_INSERT_BATCH):
             batch = rows[start:start + ITEM_INSERT_BATCH]

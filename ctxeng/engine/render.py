@@ -219,7 +219,7 @@ def block_floor(asm: Assembly, cand: Candidate, header: str | None = None, *, bo
 def count_ahead(asm: Assembly, texts: list[tuple[str | None, str]], **limits: int) -> list[str]:
     """Let the tokenizer start counting texts a later `block_tokens` or `count` will ask for, each
     keyed as that call will key it (None: by the text, as `count` does); `limits`: the tokenizer's
-    `min_chars` and `chunk`. Returns the keys started (for `settle_ahead`). Without the
+    `min_chars`, `chunk` and `threads`. Returns the keys started (for `settle_ahead`). Without the
     tokenizer's support nothing happens, and the later calls count as they always did."""
     ahead = getattr(asm.tokenizer, "count_ahead", None)
     if ahead is None or not texts:
