@@ -88,9 +88,11 @@ def run(*, quick: bool = False) -> list[Row]:
         ),
         Row(
             "4 service", "ceiling: deliveries that claim nothing, same worker",
-            f"{r['noop_throughput']:.1f} deliveries/s ({r['noop']} in {r['noop_seconds']:.2f} s)",
+            f"{r['noop_throughput']:.1f} deliveries/s ({r['noop']} in {r['noop_seconds']:.2f} s); CPU per delivery: "
+            f"workers {r['noop_cpu_ms']['pool']:.1f} ms, worker parent {r['noop_cpu_ms']['parent']:.1f} ms",
             round(r["throughput"] / r["noop_throughput"], 3), "(reported)", None,
-            "throughput / this ceiling of Celery + Redis + one query", {"noop": r["noop"], "noop_seconds": r["noop_seconds"]},
+            "throughput / this ceiling of Celery + Redis + one query; the workers' CPU per delivery is what every job "
+            "pays before its claim", {"noop": r["noop"], "noop_seconds": r["noop_seconds"], "noop_cpu_ms": r["noop_cpu_ms"]},
         ),
         Row(
             "4 service", f"queue drain: {r['burst']} jobs committed at once, {WORKERS} prefork workers",
@@ -189,6 +191,7 @@ def _child(quick: bool) -> None:
         # The ceiling: deliveries of the real task for jobs already final (each claims nothing).
         noop = burst
         done = list(AssemblyJob.objects.filter(status__in=final).values_list("id", flat=True)[:noop])
+        before = _cpu_seconds(worker.pid, pool, redis_pid)
         t0 = time.perf_counter()
         for n in range(noop):
             run_assembly_job.apply_async(args=[str(done[n % len(done)])])
@@ -197,6 +200,8 @@ def _child(quick: bool) -> None:
                 raise RuntimeError("the no-op deliveries did not drain within 60 s")
             time.sleep(0.002)
         noop_seconds = time.perf_counter() - t0
+        after = _cpu_seconds(worker.pid, pool, redis_pid)
+        noop_cpu_ms = {k: 1000 * (after[k] - before[k]) / noop for k in ("pool", "parent")}
 
         # The workers alone: a burst committed in one transaction (enqueued together on commit),
         # so the submitter is idle while the clock runs.
@@ -246,6 +251,7 @@ def _child(quick: bool) -> None:
         "noop": noop,
         "noop_seconds": noop_seconds,
         "noop_throughput": noop / noop_seconds,
+        "noop_cpu_ms": noop_cpu_ms,
         "drain": drain,
         "drain_seconds": drain_seconds,
         "drain_pool_ms": drain_pool_ms,

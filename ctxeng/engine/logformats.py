@@ -57,10 +57,14 @@ def _junit(text: str) -> Failures | None:
 
 
 # Each reader scans the whole text with line-anchored patterns (one pass in C, not a Python loop
-# over thousands of lines) and returns the whole lines that report a failure.
+# over thousands of lines) and returns the whole lines that report a failure. A log is untrusted
+# text of any size, so every pattern runs in time linear in it: indentation is `[^\S\n]*` (never
+# `\s*`, which crosses newlines and rescans a run of blank lines from each of its line starts), and
+# no pattern can try a line's characters more than a bounded number of times from one line start
+# (tests/engine/test_linear_time.py; the old forms took 50 s on 80 KB of `:`).
 
-_TAP_PLAN = re.compile(r"^\s*(TAP version \d+|1\.\.\d+)\s*$", re.M)
-_TAP_RESULT = re.compile(r"^\s*(not )?ok\b", re.M)
+_TAP_PLAN = re.compile(r"^[^\S\n]*(TAP version \d+|1\.\.\d+)[^\S\n]*$", re.M)
+_TAP_RESULT = re.compile(r"^[^\S\n]*(not )?ok\b", re.M)
 _TAP_NOT_OK = re.compile(r"^[ \t]*not ok\b[^\n]*", re.M)
 
 
@@ -98,7 +102,10 @@ def _jest(text: str) -> Failures | None:
 
 
 _OUTCOME = r"(PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)"
-_PYTEST_LINE = re.compile(rf"^[ \t]*(?:{_OUTCOME}[ \t]+\S*::|\S*::\S*[ \t]+{_OUTCOME}(?=\s|$))[^\n]*", re.M)
+# `OUTCOME path::test` (verbose) or `path::test OUTCOME` (short summary). The second form's first
+# word is one run of non-blanks holding `::`: the lookahead (atomic) finds the `::` once, where
+# `\S*::\S*[ \t]+` retried every split of a long run around each `::` in it (quadratic).
+_PYTEST_LINE = re.compile(rf"^[ \t]*(?:{_OUTCOME}[ \t]+\S*::|(?=\S*::)\S+[ \t]+{_OUTCOME}(?=\s|$))[^\n]*", re.M)
 
 
 def _pytest(text: str) -> Failures | None:

@@ -120,20 +120,40 @@ def block_middle(cand: Candidate, header: str | None = None) -> str:
     return f" {header if header is not None else header_json(cand)}>>>\n{body}\n"
 
 
-# A whole fenced block within a payload string: whatever precedes it (a tool result's status
+# A payload string that ends with one fenced block: whatever precedes it (a tool result's status
 # line), the nonce prefix and one-line header, the body, and the footer with the same nonce.
-_BLOCK = re.compile(r"(.*?<<<ctxeng:block nonce=(\d+) [^\n]*>>>\n)(.*)(\n<<<ctxeng:end nonce=\2>>>)", re.DOTALL)
+_BLOCK_OPEN = f"{FENCE}block nonce="
+_BLOCK_CLOSE = f"\n{FENCE}end nonce="
 
 
 def split_block(text: str) -> tuple[str, str, str] | None:
-    """(head, body, tail) of a payload string that ends with one fenced block, `head + body + tail
+    r"""(head, body, tail) of a payload string that ends with one fenced block, `head + body + tail
     == text`; None for any other string. The body is the item's (escaped) text, the same in every
     assembly, while the head and tail carry the assembly's nonce (the content store keeps the body
-    once)."""
-    match = _BLOCK.fullmatch(text) if f"{FENCE}block nonce=" in text else None
-    if match is None or FENCE in match.group(3):
+    once).
+
+    The split is what `(.*?<<<ctxeng:block nonce=(\d+) [^\n]*>>>\n)(.*)(\n<<<ctxeng:end
+    nonce=\2>>>)` (DOTALL) would fullmatch, with no fence in the body: the footer ends the text, and
+    the head ends at the first header line with its nonce. Found with string searches, in time
+    linear in the text: that pattern retried the whole rest of the text from every header-like line
+    (an agent's content is packed through here at submit: 80 KB of header lines took 1.2 s)."""
+    at = text.rfind(_BLOCK_CLOSE)
+    if at < 0 or text.find(_BLOCK_OPEN) < 0:
         return None
-    return match.group(1), match.group(3), match.group(4)
+    nonce, closed = text[at + len(_BLOCK_CLOSE):], ">>>"
+    if not nonce.endswith(closed) or not nonce[:-len(closed)].isdecimal():  # \d: any Unicode digit
+        return None
+    opening = f"{_BLOCK_OPEN}{nonce[:-len(closed)]} "
+    start = text.find(opening)
+    while 0 <= start < at:
+        line_end = text.find("\n", start)
+        if line_end < 0 or line_end >= at:  # the header line needs its own newline before the footer's
+            return None
+        if text.endswith(">>>", start, line_end):
+            body = text[line_end + 1:at]
+            return None if FENCE in body else (text[:line_end + 1], body, text[at:])
+        start = text.find(opening, line_end)  # another header on this line ends it just the same
+    return None
 
 
 def fenced(cand: Candidate, nonce: str) -> str:

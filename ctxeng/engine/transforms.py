@@ -59,20 +59,25 @@ from .working import Assembly, Candidate, Exclusion
 SUMMARY_SOURCE_TYPES = ("model_summary", "checkpoint_summary")
 CHECKPOINT_TRANSFORMER = "checkpoint-summarizer/v1"
 
+# Section headings, searched with re.I | re.M in untrusted text of any size: indentation is
+# `[^\S\n]*`, never `\s*`, which crosses newlines and rescans a run of blank lines from each of
+# its line starts (quadratic: 80 KB of newlines took 50 s). A heading after blank lines is found at
+# its own line start instead; the section it opens is the same.
 _SECTIONS = {
-    PreserveKey.GOAL: r"^\s*goal\s*:",
-    PreserveKey.CONSTRAINTS: r"^\s*(hard\s+)?constraints\s*:",
-    PreserveKey.HARD_CONSTRAINTS: r"^\s*hard\s+constraints\s*:",
-    PreserveKey.CURRENT_STAGE: r"^\s*current\s+stage\s*:",
-    PreserveKey.DONE_IN_PROGRESS_BLOCKED: r"^\s*done\s*/\s*in\s+progress\s*/\s*blocked\s*:",
-    PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS: r"^\s*conflicts(\s+and\s+negative\s+findings)?\s*:",
-    PreserveKey.ARTIFACT_REFS: r"^\s*artifact(\s*/\s*checkpoint)?\s+refs\s*:",
-    PreserveKey.ARTIFACT_AND_CHECKPOINT_REFS: r"^\s*artifact(\s*/\s*checkpoint)?\s+refs\s*:",
+    PreserveKey.GOAL: r"^[^\S\n]*goal\s*:",
+    PreserveKey.CONSTRAINTS: r"^[^\S\n]*(hard\s+)?constraints\s*:",
+    PreserveKey.HARD_CONSTRAINTS: r"^[^\S\n]*hard\s+constraints\s*:",
+    PreserveKey.CURRENT_STAGE: r"^[^\S\n]*current\s+stage\s*:",
+    PreserveKey.DONE_IN_PROGRESS_BLOCKED: r"^[^\S\n]*done\s*/\s*in\s+progress\s*/\s*blocked\s*:",
+    PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS: r"^[^\S\n]*conflicts(\s+and\s+negative\s+findings)?\s*:",
+    PreserveKey.ARTIFACT_REFS: r"^[^\S\n]*artifact(\s*/\s*checkpoint)?\s+refs\s*:",
+    PreserveKey.ARTIFACT_AND_CHECKPOINT_REFS: r"^[^\S\n]*artifact(\s*/\s*checkpoint)?\s+refs\s*:",
 }
 
 
-# Any `Heading:` line: where the previous section's body ends.
-_ANY_HEADING = re.compile(r"^\s*[A-Za-z][A-Za-z /]{0,60}:", re.M)
+# Any `Heading:` line: where the previous section's body ends (indented as _SECTIONS are; the blank
+# lines before it, which `\s*` put in the match, are stripped from the body either way).
+_ANY_HEADING = re.compile(r"^[^\S\n]*[A-Za-z][A-Za-z /]{0,60}:", re.M)
 
 
 def section_body(pattern: str, text: str) -> str | None:
@@ -646,7 +651,10 @@ def check_truncation(cand: Candidate, out: str, ref: dict) -> dict[str, Assertio
 _DECISION_WORDS = ("decision", "decided", "we decided", "resolved")
 _REASON_WORDS = ("reason", "because", "rationale")
 _SOURCE_WORDS = ("source", "sources", "ref", "refs", "evidence")
-_LINE_KIND = re.compile(r"^\s*(?:[-*]\s*)?([A-Za-z][A-Za-z ]*?)\s*:")
+# The words before a line's first colon. The words end at a letter (greedy) rather than at the
+# shortest run (lazy `[A-Za-z ]*?\s*:`, which rescanned the trailing blanks from every position of
+# a long line: quadratic); `_line_kind` strips and lowercases them, so the kind is the same.
+_LINE_KIND = re.compile(r"^\s*(?:[-*]\s*)?([A-Za-z](?:[A-Za-z ]*[A-Za-z])?)\s*:")
 
 
 def _line_kind(line: str) -> str | None:
@@ -676,7 +684,16 @@ def decision_compress(cand: Candidate) -> tuple[str, dict] | None:
     return head + "\n" + "\n".join(lines[i] for i in kept), ref
 
 
-_REF_TOKEN = re.compile(r"https?://\S+|sha256:[0-9a-f]{64}|\b[\w.-]+@[0-9a-f]{7,40}\S*")
+# A source ref: a URL, a sha256 digest, or `name@commit` (what `\b[\w.-]+@[0-9a-f]{7,40}\S*`
+# finds). That last form is tried only where a run of `[\w.-]` begins, its leading dots and dashes
+# skipped (the \b form starts at the run's first word character, so the token is the same): from
+# every word boundary of a long run it rescanned the rest of the run each time (quadratic).
+_REF_TOKEN = re.compile(r"https?://\S+|sha256:[0-9a-f]{64}|(?<![\w.-])[.-]*(?P<at>\w[\w.-]*@[0-9a-f]{7,40}\S*)")
+
+
+def ref_tokens(line: str) -> list[str]:
+    """The source refs in `line`, in order."""
+    return [m.group("at") or m.group(0) for m in _REF_TOKEN.finditer(line)]
 
 
 def check_decision_compression(cand: Candidate, out: str) -> dict[str, AssertionResult]:
@@ -690,9 +707,9 @@ def check_decision_compression(cand: Candidate, out: str) -> dict[str, Assertion
         first = line.strip().lstrip("-* ").split(":", 1)[0].strip().lower()
         if first in _DECISION_WORDS or first in _REASON_WORDS:
             wanted.append(line)
-            refs.extend(_REF_TOKEN.findall(line))
+            refs.extend(ref_tokens(line))
         elif first in _SOURCE_WORDS:
-            refs.extend(_REF_TOKEN.findall(line))
+            refs.extend(ref_tokens(line))
     body = "\n".join(out.split("\n")[1:])
     return {
         "decisions_and_reasons_kept": P if wanted and all(line in kept for line in wanted) else F,
