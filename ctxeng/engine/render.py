@@ -138,12 +138,11 @@ def split_block(text: str) -> tuple[str, str, str] | None:
     linear in the text: that pattern retried the whole rest of the text from every header-like line
     (an agent's content is packed through here at submit: 80 KB of header lines took 1.2 s)."""
     at = text.rfind(_BLOCK_CLOSE)
-    if at < 0 or text.find(_BLOCK_OPEN) < 0:
+    footer = text[at + len(_BLOCK_CLOSE):] if at >= 0 else ""
+    nonce = footer.removesuffix(">>>")
+    if nonce == footer or not nonce.isdecimal():  # \d: any Unicode digit
         return None
-    nonce, closed = text[at + len(_BLOCK_CLOSE):], ">>>"
-    if not nonce.endswith(closed) or not nonce[:-len(closed)].isdecimal():  # \d: any Unicode digit
-        return None
-    opening = f"{_BLOCK_OPEN}{nonce[:-len(closed)]} "
+    opening = f"{_BLOCK_OPEN}{nonce} "
     start = text.find(opening)
     while 0 <= start < at:
         line_end = text.find("\n", start)

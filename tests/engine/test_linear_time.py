@@ -70,14 +70,10 @@ OLD_BLOCK = re.compile(r"(.*?<<<ctxeng:block nonce=(\d+) [^\n]*>>>\n)(.*)(\n<<<c
 
 
 def old_section_body(pattern: str, text: str) -> str | None:
-    heading = re.search(pattern.replace(r"^[^\S\n]*", r"^\s*", 1), text, re.I | re.M)
-    if heading is None:
-        return None
-    rest = text[heading.end():]
-    line_end = rest.find("\n")
-    same_line, after = (rest, "") if line_end < 0 else (rest[:line_end], rest[line_end + 1:])
-    nxt = OLD_ANY_HEADING.search(after)
-    return (same_line + "\n" + (after[: nxt.start()] if nxt else after)).strip()
+    """section_body as it was: the same function with the old heading patterns."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(transforms, "_ANY_HEADING", OLD_ANY_HEADING)
+        return section_body(pattern.replace(r"^[^\S\n]*", r"^\s*", 1), text)
 
 
 def old_split_block(text: str):
