@@ -87,6 +87,17 @@ def run(*, quick: bool = False) -> list[Row]:
             {"phases_ms": r["phases_ms"]},
         ),
         Row(
+            "4 service", "CPU per job, the least a worker could do to seal a job, in process (no Celery), worked example",
+            "total {total:.1f} ms, engine {assemble:.1f} ms; with the workers' CPU per no-op delivery ({noop:.1f} ms) "
+            "under Celery: {celery:.2f}x the engine".format(
+                noop=r["noop_cpu_ms"]["pool"], celery=(r["least_ms"]["total"] + r["noop_cpu_ms"]["pool"]) / r["least_ms"]["assemble"],
+                **r["least_ms"]),
+            round(r["least_ms"]["total"] / r["least_ms"]["assemble"], 3), "(reported)", None,
+            "total / the engine's part; claim, load, read and parse the request, engine, the manifest and payload as one "
+            "JSON row with the status update: no content store, item rows, artifacts, events or packing",
+            {"least_ms": r["least_ms"]},
+        ),
+        Row(
             "4 service", "ceiling: deliveries that claim nothing, same worker",
             f"{r['noop_throughput']:.1f} deliveries/s ({r['noop']} in {r['noop_seconds']:.2f} s); CPU per delivery: "
             f"workers {r['noop_cpu_ms']['pool']:.1f} ms, worker parent {r['noop_cpu_ms']['parent']:.1f} ms",
@@ -236,8 +247,10 @@ def _child(quick: bool) -> None:
         except subprocess.TimeoutExpired:
             os.killpg(worker.pid, signal.SIGKILL)
     phases = _phases(submit, 10 if quick else 40)
+    least = _least_worker(submit, 10 if quick else 40)
     print(json.dumps({
         "phases_ms": phases,
+        "least_ms": least,
         "engine_seconds": engine_seconds,
         "latencies": latencies,
         "latency_p50": statistics.median(latencies),
@@ -311,6 +324,52 @@ def _phases(submit, jobs: int) -> dict[str, float]:
     per_job = {name: 1000 * value / jobs for name, value in spent.items()}
     per_job["rest"] = per_job["total"] - sum(per_job[name] for name in (*PHASES, "claim"))
     return per_job
+
+
+def _least_worker(submit, jobs: int) -> dict[str, float]:
+    """CPU per job, in this process, of the least a worker could do and still seal a job: claim
+    it, load it, read its request from one JSON row and parse it, run the engine, and write the
+    manifest and payload as one JSON row next to the status update, in one transaction. No content
+    store, no item rows,
+    no artifacts or lifecycle events, no packing: what the product's worker adds to this is what
+    those features cost. Returns the total and the engine's part, medians of per-job CPU."""
+    from django.db import connection, transaction
+    from django.utils import timezone
+
+    import manifests.services as services
+    from ctxeng.engine import assemble, parse_request
+    from manifests.models import AssemblyJob, JobStatus
+
+    with connection.cursor() as cursor:
+        cursor.execute("CREATE TABLE IF NOT EXISTS bench_least_request (job_id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+        cursor.execute("CREATE TABLE IF NOT EXISTS bench_least_manifest (job_id TEXT PRIMARY KEY, body TEXT NOT NULL)")
+    ids = [submit() for _ in range(jobs + 5)]
+    with connection.cursor() as cursor:  # each request also as one JSON row, read without the content store
+        cursor.executemany("INSERT INTO bench_least_request (job_id, body) VALUES (%s, %s)",
+                           [(str(job_id), json.dumps(services.job_request(AssemblyJob.objects.get(id=job_id)))) for job_id in ids])
+    totals, engines = [], []
+    for job_id in ids:
+        t0 = time.process_time()
+        attempt = services.assembly_job_claim(job_id=job_id)
+        job = AssemblyJob.objects.select_related("policy_revision").defer("policy_revision__body").get(id=job_id)
+        policy = services._parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT body FROM bench_least_request WHERE job_id = %s", [str(job_id)])
+            request = parse_request(json.loads(cursor.fetchone()[0]))
+        t1 = time.process_time()
+        result = assemble(request, policy)
+        t2 = time.process_time()
+        body = json.dumps({"manifest": result.manifest_dict(), "payload": result.serialized_input}, separators=(",", ":"))
+        now = timezone.now()
+        with transaction.atomic():
+            AssemblyJob.objects.filter(id=job_id, status=JobStatus.RUNNING, attempts=attempt).update(
+                status=result.status, finished_at=now, heartbeat_at=now, updated_at=now)
+            with connection.cursor() as cursor:
+                cursor.execute("INSERT INTO bench_least_manifest (job_id, body) VALUES (%s, %s)", [str(job_id), body])
+        totals.append(time.process_time() - t0)
+        engines.append(t2 - t1)
+    totals, engines = totals[5:], engines[5:]  # the first few warm this process's caches
+    return {"total": 1000 * statistics.median(totals), "assemble": 1000 * statistics.median(engines)}
 
 
 def _cpu_seconds(parent: int, pool: list[int], redis_pid: int) -> dict[str, float]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import weakref
 
-from .bounds import bounds_tokens
+from .bounds import bounds_tokens, prefetch_runs
 from .budget import partition_of_kind
 from .hashing import sha256_json, sha256_text
 from .render import block_floor, block_tokens, count_key, count_offset, count_text, header_json
@@ -101,6 +101,8 @@ def measure(asm: Assembly) -> None:
     measured: list[Candidate] = []
     bounded = bounds_tokens(asm.tokenizer)
     count_later = _CountLater(asm)
+    planned: list[tuple[Candidate, str | None, str | None, bool]] = []  # candidate, header, count key, left uncounted
+    sharing = getattr(asm.tokenizer, "prefetch", None) is not None and getattr(asm.tokenizer, "shared", None) is not None
     for cand in asm.candidates:
         header = None
         if cand.role != Role.CONTROL:
@@ -108,12 +110,16 @@ def measure(asm: Assembly) -> None:
             header = header_json(cand)
             # Only sizes reductions (source limits, truncation); never what is recorded.
             cand.header_tokens = len(header) // 3 + 16
-            if bounded and may_be_evicted_on_a_bound(asm, cand):
-                cand.floor = block_floor(asm, cand, header)
-                cand.count_with = count_later
-                continue
+        later = header is not None and bounded and may_be_evicted_on_a_bound(asm, cand)
+        planned.append((cand, header, None if later and not sharing else count_key(asm, cand, header), later))
+    if sharing:
+        _prefetch(asm, planned)
+    for cand, header, key, later in planned:
+        if later:
+            cand.floor = block_floor(asm, cand, header)
+            cand.count_with = count_later
+            continue
         measured.append(cand)
-        key = count_key(asm, cand, header)
         keys.append(key)
         if key is None or key in counts or key in pending:
             continue
@@ -138,6 +144,15 @@ def measure(asm: Assembly) -> None:
     for cand, key in zip(measured, keys, strict=True):
         cand.original_tokens = block_tokens(asm, cand) if key is None else counts[key] + count_offset(asm, cand)
         cand.tokens = cand.original_tokens
+
+
+def _prefetch(asm: Assembly, planned: list[tuple[Candidate, str | None, str | None, bool]]) -> None:
+    """With a shared cache (another worker process may have assembled the agent's previous step),
+    ask it in one batch for every count this step may need, and for the lower bounds of the items
+    left uncounted: a worker then counts only what no process has counted before. Only speed: a
+    count or a bound is the same whichever process made it."""
+    asm.tokenizer.prefetch(key for _cand, _header, key, _later in planned if key is not None)  # type: ignore[attr-defined]
+    prefetch_runs(asm.tokenizer, [cand.content_digest for cand, _header, _key, later in planned if later])
 
 
 class _CountLater:

@@ -69,8 +69,11 @@ _RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 RUNS_KEPT = 50_000
 
 
-def remembered_runs(tokenizer, key: str, text: Callable[[], str]) -> int:
-    """`runs_floor(text())`, remembered under `key` (a content digest, or the text itself) for `tokenizer`."""
+def remembered_runs(tokenizer, key: str, text: Callable[[], str], *, shared: bool = False) -> int:
+    """`runs_floor(text())`, remembered under `key` (a content digest, or the text itself) for
+    `tokenizer`; `shared`: `key` is a content digest, and a floor made here is also told to the
+    tokenizer's shared cache (when it has one) under `SHARED_PREFIX`, as its counts are, so that
+    another worker process finds it (`prefetch_runs`)."""
     try:
         known = _RUNS.setdefault(tokenizer, {})
     except TypeError:  # a tokenizer that cannot be weakly referenced remembers nothing
@@ -80,4 +83,28 @@ def remembered_runs(tokenizer, key: str, text: Callable[[], str]) -> int:
         if len(known) >= RUNS_KEPT:
             known.clear()
         runs = known[key] = runs_floor(text())
+        share = getattr(tokenizer, "share_later", None)
+        if shared and share is not None:
+            share({SHARED_PREFIX + key: runs})
     return runs
+
+
+# The shared cache's keys for floors: its other keys are digests, so they never collide.
+SHARED_PREFIX = "runs:"
+
+
+def prefetch_runs(tokenizer, digests: list[str]) -> None:
+    """Hold the floors of these content digests that the tokenizer's shared cache has and this
+    process lacks (one batch): `remembered_runs(..., shared=True)` of them is then a lookup."""
+    get = getattr(tokenizer, "shared_get", None)
+    if get is None or getattr(tokenizer, "shared", None) is None:
+        return
+    try:
+        known = _RUNS.setdefault(tokenizer, {})
+    except TypeError:
+        return
+    missing = list(dict.fromkeys(d for d in digests if d not in known))
+    for key, runs in get([SHARED_PREFIX + d for d in missing]).items():
+        if len(known) >= RUNS_KEPT:
+            known.clear()
+        known[key.removeprefix(SHARED_PREFIX)] = runs

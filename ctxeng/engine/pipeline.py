@@ -213,6 +213,9 @@ def assemble(
         structure_checks=structure_checks,
         serialization_checks=serialization_checks,
     )
+    publish = getattr(tok, "publish", None)
+    if publish is not None:  # the counts made one at a time, for the agent's next step in another process
+        publish()
     return AssemblyResult(
         manifest=manifest, serialized_input=serialized, assembly_input=assembly_input, stage_timings=_timings(asm)
     )

@@ -231,7 +231,7 @@ def block_floor(asm: Assembly, cand: Candidate, header: str | None = None, *, bo
     if body is not None:
         body_runs = runs_floor(escape(body)[0])
     else:  # the content's runs, by its digest (the agent's next step sends most items again)
-        body_runs = remembered_runs(asm.tokenizer, cand.content_digest, lambda: escape(cand.content)[0])
+        body_runs = remembered_runs(asm.tokenizer, cand.content_digest, lambda: escape(cand.content)[0], shared=True)
     return runs + body_runs + (fence_tokens(asm) if splits_fences(asm) else 0)
 
 

