@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import copy
+import os
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -89,3 +90,24 @@ def reviewer_client(client, example):
 def outsider_client(client, example):
     client.force_login(example["outsider"])
     return client
+
+
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture(scope="module")
+def browser():
+    """Headless Debian Chromium driven by playwright, one per test module (and xdist worker): a
+    launch costs ~1 s of CPU, and each test opens its pages in fresh contexts (no shared cookies).
+    Module scope, not session: playwright's sync API holds an event loop on this thread, which no
+    test outside the browser modules should run beside."""
+    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
+    from playwright.sync_api import sync_playwright
+
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+        yield launched
+        launched.close()

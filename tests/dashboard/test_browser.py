@@ -23,9 +23,6 @@ from manifests.selectors import manifest_document
 
 from .conftest import PASSWORD, build_example
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SIZES = [(1440, 900), (1920, 1080)]
 # Items of the worked example that show each part of the story: a summary of three turns, a tool
 # result cut to its failures, a stale revision with a refresh condition, a summary whose assertions failed.
@@ -86,18 +83,6 @@ def shots(tmp_path):
         return path
 
     return save
-
-
-@pytest.fixture
-def browser():
-    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
-    from playwright.sync_api import sync_playwright
-
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    with sync_playwright() as playwright:
-        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
-        yield launched
-        launched.close()
 
 
 @pytest.fixture

@@ -6,15 +6,10 @@ admin adds a person and issues a token shown once. Screenshots go to pytest's tm
 
 from __future__ import annotations
 
-import os
-
 import pytest
 
 from .conftest import PASSWORD, build_example
 
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 EDIT = "/policies/source-research/revisions/4/edit/"
 
 pytestmark = pytest.mark.slow
@@ -27,26 +22,23 @@ STICKY_BOTTOM_JS = """() => Math.max(0, ...[...document.querySelectorAll('body *
 
 
 @pytest.fixture
-def open_page(transactional_db, live_server):
-    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: apt-get install chromium"
-    from playwright.sync_api import sync_playwright
-
-    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+def open_page(transactional_db, live_server, browser):
     example = build_example()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
+    pages = []
 
-        def open_as(username: str = "owner", width: int = 1440, height: int = 900):
-            page = browser.new_page(viewport={"width": width, "height": height})
-            page.goto(f"{live_server.url}/login/")
-            page.fill("#id_username", username)
-            page.fill("#id_password", PASSWORD)
-            page.click("button[type=submit]")
-            page.wait_for_url(f"{live_server.url}/")
-            return page
+    def open_as(username: str = "owner", width: int = 1440, height: int = 900):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(f"{live_server.url}/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        pages.append(page)
+        return page
 
-        yield example, open_as
-        browser.close()
+    yield example, open_as
+    for page in pages:
+        page.close()
 
 
 def test_validate_shows_the_errors_of_bad_yaml(open_page, live_server, tmp_path):
