@@ -111,3 +111,25 @@ def browser():
         launched = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS, headless=True)
         yield launched
         launched.close()
+
+
+@pytest.fixture
+def signed_in(transactional_db, live_server, browser):
+    """(the worked example, `open_page(width, height, *, username="owner")`: a new page logged in
+    as that user on the live server); the pages are closed after the test."""
+    example = build_example()
+    pages = []
+
+    def open_page(width: int = 1440, height: int = 900, *, username: str = "owner"):
+        page = browser.new_page(viewport={"width": width, "height": height})
+        page.goto(f"{live_server.url}/login/")
+        page.fill("#id_username", username)
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(f"{live_server.url}/")
+        pages.append(page)
+        return page
+
+    yield example, open_page
+    for page in pages:
+        page.close()

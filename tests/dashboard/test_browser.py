@@ -21,8 +21,6 @@ from manifests.examples import example_json
 from manifests.models import Manifest
 from manifests.selectors import manifest_document
 
-from .conftest import PASSWORD, build_example
-
 SIZES = [(1440, 900), (1920, 1080)]
 # Items of the worked example that show each part of the story: a summary of three turns, a tool
 # result cut to its failures, a stale revision with a refresh condition, a summary whose assertions failed.
@@ -86,24 +84,9 @@ def shots(tmp_path):
 
 
 @pytest.fixture
-def logged_in(transactional_db, live_server, browser):
-    """(example, a function opening a logged-in page at a viewport size)."""
-    example = build_example()
-    pages = []
-
-    def open_page(width: int = 1440, height: int = 900):
-        page = browser.new_page(viewport={"width": width, "height": height})
-        page.goto(f"{live_server.url}/login/")
-        page.fill("#id_username", "owner")
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
-        pages.append(page)
-        return page
-
-    yield example, open_page
-    for page in pages:
-        page.close()
+def logged_in(signed_in):
+    """(example, a function opening a page logged in as the owner at a viewport size)."""
+    return signed_in
 
 
 def _expected_texts(document: dict, item_id: str) -> list[str]:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import pytest
 
-from .conftest import PASSWORD, build_example
-
 EDIT = "/policies/source-research/revisions/4/edit/"
 
 pytestmark = pytest.mark.slow
@@ -22,23 +20,9 @@ STICKY_BOTTOM_JS = """() => Math.max(0, ...[...document.querySelectorAll('body *
 
 
 @pytest.fixture
-def open_page(transactional_db, live_server, browser):
-    example = build_example()
-    pages = []
-
-    def open_as(username: str = "owner", width: int = 1440, height: int = 900):
-        page = browser.new_page(viewport={"width": width, "height": height})
-        page.goto(f"{live_server.url}/login/")
-        page.fill("#id_username", username)
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
-        pages.append(page)
-        return page
-
-    yield example, open_as
-    for page in pages:
-        page.close()
+def open_page(signed_in):
+    """(example, `open_as(width, height, *, username)`: a logged-in page)."""
+    return signed_in
 
 
 def test_validate_shows_the_errors_of_bad_yaml(open_page, live_server, tmp_path):

@@ -110,6 +110,16 @@ def test_any_text_splits_into_its_own_parts_and_only_whole_blocks():
                 assert re.search(rf">>>\n{re.escape(segment['text'])}\n<<<ctxeng:end nonce=\d+>>>", text), (text, segment)
 
 
+def test_a_block_s_parts_are_its_header_body_and_zone():
+    text = "intro\n\n" + _block("42", '{"item_id": "w", "zone": "untrusted_data"}', "line 1\nline 2") + "\n\nafter"
+    segments = _segments(text)
+    assert [s["text"] for s in segments] == ["intro\n\n", "line 1\nline 2", "\n\nafter"]
+    assert segments[1]["block"] == {"item_id": "w", "zone": "untrusted_data"} and segments[1]["untrusted"] is True
+    # An end with another nonce does not close a block; an empty body is a body.
+    assert [s["block"] for s in _segments(_block("1", "{}", "x").replace("end nonce=1", "end nonce=2"))] == [None]
+    assert _segments(_block("7", "{}", ""))[0]["text"] == ""
+
+
 HOSTILE = {
     "openers without ends": "<<<ctxeng:block nonce=1 {}>>>\n" * 40_000,
     "openers on one line": "<<<ctxeng:block nonce=1 {" * 40_000 + "}>>>\n",
