@@ -330,9 +330,9 @@ def _least_worker(submit, jobs: int) -> dict[str, float]:
     """CPU per job, in this process, of the least a worker could do and still seal a job: claim
     it, load it, read its request from one JSON row and parse it, run the engine, and write the
     manifest and payload as one JSON row next to the status update, in one transaction. No content
-    store, no item rows,
-    no artifacts or lifecycle events, no packing: what the product's worker adds to this is what
-    those features cost. Returns the total and the engine's part, medians of per-job CPU."""
+    store, no item rows, no artifacts or lifecycle events, no packing: what the product's worker
+    adds to this is what those features cost. Returns the total and the engine's part, medians of
+    per-job CPU."""
     from django.db import connection, transaction
     from django.utils import timezone
 

@@ -413,9 +413,8 @@ def _segments(text: str) -> list[dict[str, Any]]:
             out.append({"text": text[cursor:start], "block": None, "untrusted": False})
         try:
             header = json.loads(text[space + 1 : line_end - 3])
-        except ValueError:
+        except ValueError:  # between `{` and `}`: an object, or no JSON at all
             header = {}
-        header = header if isinstance(header, dict) else {}
         zone = header.get("zone") or header.get("role") or ""
         out.append({"text": text[line_end + 1 : end], "block": header, "zone": zone, "untrusted": zone in UNTRUSTED_ZONES})
         cursor = search = end + len(_BLOCK_END) + len(nonce) + 3

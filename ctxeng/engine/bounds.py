@@ -74,18 +74,30 @@ def remembered_runs(tokenizer, key: str, text: Callable[[], str], *, shared: boo
     `tokenizer`; `shared`: `key` is a content digest, and a floor made here is also told to the
     tokenizer's shared cache (when it has one) under `SHARED_PREFIX`, as its counts are, so that
     another worker process finds it (`prefetch_runs`)."""
-    try:
-        known = _RUNS.setdefault(tokenizer, {})
-    except TypeError:  # a tokenizer that cannot be weakly referenced remembers nothing
+    known = _runs_known(tokenizer)
+    if known is None:  # a tokenizer that cannot be weakly referenced remembers nothing
         return runs_floor(text())
     runs = known.get(key)
     if runs is None:
-        if len(known) >= RUNS_KEPT:
-            known.clear()
-        runs = known[key] = runs_floor(text())
-        share = getattr(tokenizer, "share_later", None)
-        if shared and share is not None:
+        runs = _remember_runs(known, key, runs_floor(text()))
+        share = getattr(tokenizer, "share_later", None) if shared else None
+        if share is not None:
             share({SHARED_PREFIX + key: runs})
+    return runs
+
+
+def _runs_known(tokenizer) -> dict[str, int] | None:
+    """The floors remembered for `tokenizer`; None when it cannot be weakly referenced."""
+    try:
+        return _RUNS.setdefault(tokenizer, {})
+    except TypeError:
+        return None
+
+
+def _remember_runs(known: dict[str, int], key: str, runs: int) -> int:
+    if len(known) >= RUNS_KEPT:
+        known.clear()
+    known[key] = runs
     return runs
 
 
@@ -97,14 +109,9 @@ def prefetch_runs(tokenizer, digests: list[str]) -> None:
     """Hold the floors of these content digests that the tokenizer's shared cache has and this
     process lacks (one batch): `remembered_runs(..., shared=True)` of them is then a lookup."""
     get = getattr(tokenizer, "shared_get", None)
-    if get is None or getattr(tokenizer, "shared", None) is None:
-        return
-    try:
-        known = _RUNS.setdefault(tokenizer, {})
-    except TypeError:
+    known = _runs_known(tokenizer)
+    if get is None or known is None or getattr(tokenizer, "shared", None) is None:
         return
     missing = list(dict.fromkeys(d for d in digests if d not in known))
     for key, runs in get([SHARED_PREFIX + d for d in missing]).items():
-        if len(known) >= RUNS_KEPT:
-            known.clear()
-        known[key.removeprefix(SHARED_PREFIX)] = runs
+        _remember_runs(known, key.removeprefix(SHARED_PREFIX), runs)

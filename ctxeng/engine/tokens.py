@@ -200,7 +200,7 @@ class TiktokenTokenizer:
                 cache.move_to_end(key)
         self.hits += len(out)
         if missing and self.shared is not None:
-            found = self.shared.get_many(list(missing))
+            found = self.shared_get(list(missing))
             for key, n in found.items():
                 out[key] = n
                 self._remember(key, n)
