@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@PY="$(PY)" sh scripts/check-system venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -48,7 +48,7 @@ lint: install
 	$(BIN)/ruff check .
 
 bench: install
-	$(BIN)/python -m pip install -q -e '.[dev,bench]'
+	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,bench]'
 	$(BIN)/python -m bench.run
 
 # Mutation testing of ctxeng/engine/ against tests/engine (docs/mutation.md: score, run time, equivalent
@@ -57,7 +57,7 @@ bench: install
 MUTATE_CHILDREN ?= 1
 MUTANTS ?=
 mutate: install
-	$(BIN)/python -m pip install -q -e '.[dev,mutate]'
+	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,mutate]'
 	$(BIN)/mutmut run --max-children $(MUTATE_CHILDREN) $(MUTANTS)
 	$(BIN)/mutmut export-cicd-stats
 	$(BIN)/python -m tests.mutation.score

@@ -18,23 +18,52 @@ With a provider SDK (neither is imported here; install the one you use):
 `traceparent=` on `assemble`/`submit` (a W3C trace context header value) makes the assembly a
 child span of the agent's own span when the server exports OpenTelemetry traces.
 
+`assemble(wait=True)` takes two requests when the job is final within 30 s: the submit, and one
+long-poll of the job (`GET assemblies/{id}/?wait=30&include=manifest,input`) that returns as
+soon as the job is final, carrying the manifest and the provider input.
+
+Retries (`Client(max_retries=4, backoff_base=0.5, backoff_cap=30.0)`):
+
+- 429 and 503 are retried on every call (the server refused the request before acting on it),
+  after the response's `Retry-After` (seconds or an HTTP-date) plus up to `backoff_base` s of
+  jitter, or without the header after a full-jitter exponential backoff: a random wait up to
+  `min(backoff_cap, backoff_base * 2**attempt)`. A `Retry-After` longer than `backoff_cap` is not
+  waited for: the error is raised at once.
+- A connection error (refused, reset, closed without a response, timed out) is retried only on
+  an idempotent call. Every call this client makes is one: the GETs; `submit`, because it always
+  sends an Idempotency-Key (a uuid4 when the caller gives none, the same one on every retry), so
+  a repeat returns the job the first attempt created; `report_usage`, because the server keeps
+  one report per assembly and replaces it (the same body twice stores the same report);
+  `close_run`, which the server makes idempotent.
+- After `max_retries` retries the last error is raised: RateLimited (429) and ServiceUnavailable
+  (503) carry `.retry_after` (seconds, or None), ConnectionFailed the connection error.
+
 Errors are typed: InvalidRequest (400, `.errors` with field paths), AuthError (401/403),
-NotFound (404), Conflict (409), PayloadTooLarge (413), AssemblyFailed (the job ended `failed`),
-Timeout (not final within `timeout`). All derive from ClientError.
+NotFound (404), Conflict (409), PayloadTooLarge (413), RateLimited (429), ServiceUnavailable
+(503, a ServerError), ServerError (other 5xx), ConnectionFailed (no response), AssemblyFailed
+(the job ended `failed`), Timeout (not final within `timeout`). All derive from ClientError.
 """
 
 from __future__ import annotations
 
 import copy
+import email.utils
+import http.client
 import json
+import math
+import random
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 FINAL = ("ready", "blocked", "failed")
+# The server's longest long-poll (manifests.api.MAX_WAIT_SECONDS); a longer wait is clamped to it.
+MAX_WAIT = 30.0
 
 
 class ClientError(Exception):
@@ -68,6 +97,26 @@ class ServerError(ClientError):
     pass
 
 
+class RateLimited(ClientError):
+    """429 after every retry: the token's rate (CTXENG_THROTTLE_AGENT) is spent; `.retry_after` s."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class ServiceUnavailable(ServerError):
+    """503 after every retry: the service cannot take the request now; `.retry_after` s (or None)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class ConnectionFailed(ClientError):
+    """No response: the server could not be reached, or the connection broke or timed out."""
+
+
 class AssemblyFailed(ClientError):
     """The job ended `failed` (an engine error, or its worker died CTXENG_MAX_ATTEMPTS times)."""
 
@@ -77,6 +126,9 @@ class Timeout(ClientError):
 
 
 _BY_STATUS = {400: InvalidRequest, 401: AuthError, 403: AuthError, 404: NotFound, 409: Conflict, 413: PayloadTooLarge}
+_RETRY_STATUS = {429: RateLimited, 503: ServiceUnavailable}
+# Raised by urllib for a connection that fails before a response (HTTPError, a response, is handled first).
+_CONNECTION_ERRORS = (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException)
 
 
 @dataclass
@@ -165,14 +217,65 @@ def _field(obj: Any, name: str) -> Any:
 
 
 class Client:
-    def __init__(self, base_url: str, token: str, *, request_timeout: float = 30.0) -> None:
+    """The REST API with retries (see the module docstring).
+
+    `request_timeout` (30 s) bounds one HTTP request (a long-poll gets its wait on top);
+    `max_retries` (4) retries after the first attempt; `backoff_base` (0.5 s) and `backoff_cap`
+    (30 s) shape the waits between them.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        request_timeout: float = 30.0,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 30.0,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.token = token
         self.request_timeout = request_timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
 
     # ------------------------------------------------------------------ transport
 
-    def _call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        *,
+        idempotent: bool,
+        timeout: float | None = None,
+    ) -> tuple[int, Any]:
+        """One API call, retried as the module docstring says; `idempotent` allows retrying a
+        connection error (the request may have reached the server)."""
+        attempt = 0
+        while True:
+            try:
+                return self._send(method, path, body, headers, timeout or self.request_timeout)
+            except (RateLimited, ServiceUnavailable) as exc:
+                retry_after = exc.retry_after
+                if attempt >= self.max_retries or (retry_after is not None and retry_after > self.backoff_cap):
+                    raise
+                delay = self._backoff(attempt) if retry_after is None else retry_after + random.uniform(0, self.backoff_base)
+            except ConnectionFailed:
+                if not idempotent or attempt >= self.max_retries:
+                    raise
+                delay = self._backoff(attempt)
+            time.sleep(delay)
+            attempt += 1
+
+    def _backoff(self, attempt: int) -> float:
+        """Full jitter: a uniform wait up to the capped exponential step."""
+        return random.uniform(0, min(self.backoff_cap, self.backoff_base * 2**attempt))
+
+    def _send(self, method: str, path: str, body: Any, headers: dict[str, str] | None, timeout: float) -> tuple[int, Any]:
         url = path if path.startswith("http") else f"{self.base_url}{path}"
         data = None if body is None else json.dumps(body).encode("utf-8")
         request = urllib.request.Request(url, data=data, method=method)
@@ -183,46 +286,65 @@ class Client:
         for name, value in (headers or {}).items():
             request.add_header(name, value)
         try:
-            with urllib.request.urlopen(request, timeout=self.request_timeout) as response:  # noqa: S310
+            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
                 return response.status, _decode(response.read())
         except urllib.error.HTTPError as exc:
-            payload = _decode(exc.read())
+            try:
+                payload = _decode(exc.read())
+            except _CONNECTION_ERRORS:
+                payload = None
             errors = payload.get("errors") if isinstance(payload, dict) else None
             errors = errors or [f"HTTP {exc.code}"]
+            if exc.code in _RETRY_STATUS:
+                raise _RETRY_STATUS[exc.code]("; ".join(errors), status=exc.code, errors=errors,
+                                              retry_after=retry_after_seconds(exc.headers.get("Retry-After"))) from None
             error_class = _BY_STATUS.get(exc.code, ServerError)
             raise error_class("; ".join(errors), status=exc.code, errors=errors) from None
-        except urllib.error.URLError as exc:
-            raise ClientError(f"cannot reach {url}: {exc.reason}") from None
+        except _CONNECTION_ERRORS as exc:
+            reason = getattr(exc, "reason", None) or exc.__class__.__name__
+            raise ConnectionFailed(f"cannot reach {url}: {reason}") from None
 
     # ------------------------------------------------------------------ API
 
     def submit(
         self, request: dict[str, Any], *, idempotency_key: str | None = None, traceparent: str | None = None
     ) -> dict[str, Any]:
-        headers = {}
-        if idempotency_key:
-            headers["Idempotency-Key"] = idempotency_key
+        """POST the request (202 a new job, 200 the job an earlier submit with this key made).
+
+        Without `idempotency_key` a uuid4 is sent, the same on every retry of this call.
+        """
+        headers = {"Idempotency-Key": idempotency_key or f"ctxeng-client-{uuid.uuid4()}"}
         if traceparent:
             headers["traceparent"] = traceparent
-        return self._call("POST", "/api/v1/assemblies/", request, headers)[1]
+        return self._call("POST", "/api/v1/assemblies/", request, headers, idempotent=True)[1]
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/api/v1/assemblies/{job_id}/")[1]
+    def job(self, job_id: str, *, wait: float = 0, include: tuple[str, ...] = ()) -> dict[str, Any]:
+        """The job; with `wait` (s, at most 30) the server answers once it is final or the wait
+        ends; `include` ("manifest", "input") adds those documents to a final job."""
+        query = {}
+        wait = round(min(wait, MAX_WAIT), 1)
+        if wait > 0:
+            query["wait"] = f"{wait:g}"
+        if include:
+            query["include"] = ",".join(include)
+        path = f"/api/v1/assemblies/{job_id}/" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        return self._call("GET", path, idempotent=True, timeout=self.request_timeout + wait)[1]
 
     def manifest(self, job_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/api/v1/assemblies/{job_id}/manifest/")[1]
+        return self._call("GET", f"/api/v1/assemblies/{job_id}/manifest/", idempotent=True)[1]
 
     def input(self, job_id: str) -> dict[str, Any]:
-        return self._call("GET", f"/api/v1/assemblies/{job_id}/input/")[1]
+        return self._call("GET", f"/api/v1/assemblies/{job_id}/input/", idempotent=True)[1]
 
     def report_usage(self, job_id: str, *, input_tokens: int, cached_tokens: int = 0, output_tokens: int = 0) -> dict:
+        """Retried like a GET: the server replaces the assembly's one report, so a repeat is harmless."""
         body = {"input_tokens": input_tokens, "cached_tokens": cached_tokens, "output_tokens": output_tokens}
-        return self._call("POST", f"/api/v1/assemblies/{job_id}/usage/", body)[1]
+        return self._call("POST", f"/api/v1/assemblies/{job_id}/usage/", body, idempotent=True)[1]
 
     def close_run(self, run_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """Close a run and its task: later steps of the run are blocked with a task_closed event."""
         body = {"tenant": tenant} if tenant else {}
-        return self._call("POST", f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/close/", body)[1]
+        return self._call("POST", f"/api/v1/runs/{urllib.parse.quote(run_id, safe='')}/close/", body, idempotent=True)[1]
 
     def assemble(
         self,
@@ -230,27 +352,46 @@ class Client:
         *,
         wait: bool = True,
         timeout: float = 120.0,
-        poll_interval: float = 0.5,
         idempotency_key: str | None = None,
         traceparent: str | None = None,
     ) -> Assembly:
-        """Submit, and with `wait`, poll until final and fetch the manifest and input."""
+        """Submit, and with `wait`, long-poll until final (`timeout` s in all) with the manifest
+        and input in the final answer: two requests when the job is final within 30 s."""
         submitted = self.submit(request, idempotency_key=idempotency_key, traceparent=traceparent)
         job_id = submitted["id"]
         if not wait:
             return Assembly(id=job_id, status=submitted["status"], job=submitted, client=self)
         deadline = time.monotonic() + timeout
-        job = self.job(job_id)
-        while job["status"] not in FINAL:
+        while True:
+            job = self.job(job_id, wait=max(deadline - time.monotonic(), 0), include=("manifest", "input"))
+            if job["status"] in FINAL:
+                break
             if time.monotonic() >= deadline:
                 raise Timeout(f"assembly {job_id} still {job['status']} after {timeout} s", errors=[job["status"]])
-            time.sleep(poll_interval)
-            job = self.job(job_id)
         if job["status"] == "failed":
             raise AssemblyFailed(f"assembly {job_id} failed: {job.get('error')}", errors=[job.get("error") or "failed"])
-        manifest = self.manifest(job_id)
-        provider_input = self.input(job_id) if job["status"] == "ready" else None
+        manifest = job.pop("manifest", None)
+        provider_input = job.pop("input", None)
         return Assembly(id=job_id, status=job["status"], job=job, manifest=manifest, input=provider_input, client=self)
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """A `Retry-After` header in seconds from now: delta-seconds or an HTTP-date (RFC 9110 10.2.3);
+    None when absent or unreadable, 0 for a date already past."""
+    if value is None or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:  # an HTTP-date is GMT; a date without a zone is read as such
+            when = when.replace(tzinfo=UTC)
+        seconds = (when - datetime.now(UTC)).total_seconds()
+    return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
 def _decode(raw: bytes) -> Any:

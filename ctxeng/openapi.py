@@ -7,6 +7,11 @@ statuses any authenticated endpoint can give (400 malformed, 401 no/invalid/revo
 operations that take a body, plus 409 where the view declared it. A view's own declaration of a
 status wins.
 
+Operation ids are `<resource>_<action>` (`assemblies_submit`, `assemblies_get`,
+`assemblies_manifest`, `policies_revisions_publish`, ...), set on each view; every response the
+API gives has a declared shape (the views' pydantic `*Out` models, the engine's JSON Schemas), so
+a generated client is typed end to end.
+
 `add_links` adds OpenAPI links from what an operation creates to the operations that read or act
 on it (a submitted assembly to its job, manifest, input and usage; a created revision to its
 detail, edit, publish and diff), for clients and for schemathesis's stateful tests.
@@ -65,27 +70,27 @@ def _link(operation_id: str, **parameters: str) -> dict[str, Any]:
 _JOB = {"job_id": "$response.body#/id"}
 _REVISION = {"policy_id": "$response.body#/policy_id", "revision": "$response.body#/revision"}
 LINKS: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
-    ("v1_assemblies_create", "202"): {
-        "GetAssembly": _link("v1_assemblies_retrieve", **_JOB),
-        "GetManifest": _link("v1_assemblies_manifest_retrieve", **_JOB),
-        "GetInput": _link("v1_assemblies_input_retrieve", **_JOB),
-        "ReportUsage": _link("v1_assemblies_usage_create", **_JOB),
+    ("assemblies_submit", "202"): {
+        "GetAssembly": _link("assemblies_get", **_JOB),
+        "GetManifest": _link("assemblies_manifest", **_JOB),
+        "GetInput": _link("assemblies_input", **_JOB),
+        "ReportUsage": _link("assemblies_usage", **_JOB),
     },
-    ("v1_assemblies_retrieve", "200"): {
-        "GetManifest": _link("v1_assemblies_manifest_retrieve", **_JOB),
-        "GetInput": _link("v1_assemblies_input_retrieve", **_JOB),
-        "CloseRun": _link("v1_runs_close_create", run_id="$response.body#/run_id"),
+    ("assemblies_get", "200"): {
+        "GetManifest": _link("assemblies_manifest", **_JOB),
+        "GetInput": _link("assemblies_input", **_JOB),
+        "CloseRun": _link("runs_close", run_id="$response.body#/run_id"),
     },
-    ("v1_artifacts_create", "201"): {
-        "ListArtifact": _link("v1_artifacts_retrieve", **{"query.artifact_id": "$response.body#/artifact_id"}),
+    ("artifacts_create", "201"): {
+        "ListArtifact": _link("artifacts_list", **{"query.artifact_id": "$response.body#/artifact_id"}),
     },
-    ("v1_policies_revisions_create", "201"): {
-        "GetRevision": _link("v1_policies_revisions_retrieve", **_REVISION),
-        "UpdateRevision": _link("v1_policies_revisions_update", **_REVISION),
-        "PublishRevision": _link("v1_policies_revisions_publish_create", **_REVISION),
-        "ListRevisions": _link("policy_revisions_list", policy_id="$response.body#/policy_id"),
+    ("policies_revisions_create", "201"): {
+        "GetRevision": _link("policies_revisions_get", **_REVISION),
+        "UpdateRevision": _link("policies_revisions_update", **_REVISION),
+        "PublishRevision": _link("policies_revisions_publish", **_REVISION),
+        "ListRevisions": _link("policies_revisions_list", policy_id="$response.body#/policy_id"),
         "DiffRevision": _link(
-            "v1_policies_diff_retrieve",
+            "policies_diff",
             policy_id="$response.body#/policy_id",
             **{"query.from": "$response.body#/revision", "query.to": "$response.body#/revision"},
         ),

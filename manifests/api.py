@@ -1,17 +1,29 @@
 """REST API for assemblies, item decisions and artifacts: thin views over services and selectors.
 
 Assembly requests are validated by the engine's AssemblyRequest model (400 with field paths);
-the OpenAPI schema references the engine's JSON Schema instead of re-declaring it.
+the OpenAPI schema references the engine's JSON Schema instead of re-declaring it. Responses are
+documented by the pydantic models below (the `*Out` shapes the views build; the manifest is the
+engine's ContextAssemblyManifest).
+
+`GET assemblies/{id}/?wait=S&include=manifest,input` is a long-poll: it answers once the job is
+final or S seconds (at most MAX_WAIT_SECONDS; longer is clamped) have passed, and `include` adds
+the manifest and the provider input to a final job, so a client submits and waits in two
+requests. A waiting request holds a web worker (a thread or process) for up to the wait, but no
+database transaction (`selectors.job_get_when_final`).
 """
 
 from __future__ import annotations
 
+import math
+import uuid
+from datetime import datetime
+from enum import StrEnum
 from typing import Annotated, Any
 
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from pydantic import BaseModel, ConfigDict, Field
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from pydantic import BaseModel, ConfigDict, Field, RootModel
 from rest_framework import status
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
@@ -36,6 +48,188 @@ def assembly_html_url(job: AssemblyJob) -> str:
 
 def run_html_url(run_id: str) -> str:
     return f"/runs/{run_id}/"
+
+
+MAX_WAIT_SECONDS = 30
+INCLUDABLE = ("manifest", "input")
+
+# A job's status as the schema publishes it (its own component: the engine's AssemblyStatus is a manifest's).
+AssemblyJobStatus = StrEnum("AssemblyJobStatus", {status.name: status.value for status in JobStatus})
+
+
+class _Out(BaseModel):
+    """A documented response shape (the views build the dicts; these publish them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class AssemblyPolicyOut(_Out):
+    id: str
+    revision: int
+    digest: str
+
+
+class AssemblyJobOut(_Out):
+    """An assembly job: `manifest_url` once sealed, `input_url` once ready (None when blocked)."""
+
+    id: uuid.UUID
+    status: AssemblyJobStatus
+    run_id: str
+    step_id: str
+    tenant: str
+    policy: AssemblyPolicyOut
+    url: str
+    html_url: str
+    run_html_url: str
+    manifest_url: str | None
+    input_url: str | None
+    assembly_id: str | None
+    content_purged_at: datetime | None
+    error: str | None
+    attempts: int
+    created_at: datetime
+    finished_at: datetime | None
+
+
+class ProviderMessage(BaseModel):
+    """One message of a provider payload; its other keys (tool_calls, tool_call_id) are the provider's."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str
+    content: str | list[dict[str, Any]] | None
+
+
+class OpenAIChatInput(_Out):
+    """`openai_chat`: the keyword arguments of `chat.completions.create`."""
+
+    model: str
+    messages: list[ProviderMessage]
+    tools: list[dict[str, Any]] | None = Field(default=None, description="present only when the payload has tools")
+
+
+class AnthropicMessagesInput(_Out):
+    """`anthropic_messages`: the keyword arguments of `messages.create`."""
+
+    model: str
+    max_tokens: int
+    system: str
+    messages: list[ProviderMessage]
+    tools: list[dict[str, Any]] | None = Field(default=None, description="present only when the payload has tools")
+
+
+ProviderInput = OpenAIChatInput | AnthropicMessagesInput
+
+
+class AssemblyJobDetailOut(AssemblyJobOut):
+    """The job; `manifest` and `input` are present when `include` names them (null until the job
+    is final; `input` null when blocked or purged)."""
+
+    manifest: ContextAssemblyManifest | None = None
+    input: ProviderInput | None = None
+
+
+class AssemblySubmittedOut(_Out):
+    id: uuid.UUID
+    status: AssemblyJobStatus
+    url: str
+    html_url: str
+
+
+class _Page(_Out):
+    count: int
+    next: str | None
+    previous: str | None
+
+
+class AssemblyJobPage(_Page):
+    results: list[AssemblyJobOut]
+
+
+class ProviderInputOut(RootModel[ProviderInput]):
+    """The serialized provider input, as the request's (or the policy's) adapter made it."""
+
+
+class UsageOut(_Out):
+    id: uuid.UUID
+    input_tokens: int
+    cached_tokens: int
+    output_tokens: int
+    estimated_input_tokens: int
+    estimate_error: int = Field(description="estimated_input_tokens - input_tokens")
+    reported_at: datetime
+
+
+class ItemDecisionOut(_Out):
+    item_id: str
+    assembly: uuid.UUID
+    assembly_id: str
+    run_id: str
+    step_id: str
+    manifest_status: str
+    decision: str
+    reason: str
+    hard_gate: str | None
+    detail: str | None
+    partition: str | None
+    tokens: int | None
+    trust: str | None
+    role: str
+    kind: str
+    source_type: str
+    source_ref: dict[str, Any] = Field(description="the item's free-form source reference, as submitted")
+    sealed_at: datetime
+    html_url: str
+
+
+class ItemDecisionPage(_Page):
+    results: list[ItemDecisionOut]
+
+
+class ArtifactOut(_Out):
+    artifact_id: str
+    revision: str
+    kind: str
+    content_hash: str
+    writer: str
+    scope: str
+    tenant: str
+    created_at: datetime
+
+
+class ArtifactPage(_Page):
+    results: list[ArtifactOut]
+
+
+class RunClosedOut(_Out):
+    run_id: str
+    tenant: str
+    closed_at: datetime
+    html_url: str
+
+
+def _wait_seconds(value: str | None) -> float:
+    """`?wait=`: seconds to long-poll (0 when absent); above MAX_WAIT_SECONDS it is clamped."""
+    if value is None:
+        return 0.0
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise ApiError(status.HTTP_400_BAD_REQUEST,
+                       f"wait: expected a number of seconds from 0 to {MAX_WAIT_SECONDS} (longer waits are "
+                       f"clamped), got {value!r}")
+    return min(seconds, MAX_WAIT_SECONDS)
+
+
+def _included(values: list[str]) -> set[str]:
+    """`?include=manifest,input` (or repeated: `include=manifest&include=input`)."""
+    names = {name.strip() for value in values for name in value.split(",") if name.strip()}
+    unknown = sorted(names - set(INCLUDABLE))
+    if unknown:
+        raise ApiError(status.HTTP_400_BAD_REQUEST,
+                       f"include: expected a comma-separated list of {', '.join(INCLUDABLE)}, got {', '.join(map(repr, unknown))}")
+    return names
 
 
 def job_json(job: AssemblyJob) -> dict[str, Any]:
@@ -63,6 +257,23 @@ def job_json(job: AssemblyJob) -> dict[str, Any]:
 
 
 JOB_ID = OpenApiParameter("job_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the assembly's id")
+WAIT = OpenApiParameter(
+    "wait", {"type": "number", "minimum": 0}, description=(
+        f"long-poll: answer once the job is final or after this many seconds (at most {MAX_WAIT_SECONDS}; "
+        "a longer wait is clamped; 0 or absent: at once)"))
+INCLUDE = OpenApiParameter(
+    "include", {"type": "array", "items": {"type": "string", "enum": list(INCLUDABLE)}}, explode=False,
+    description="documents to add to a final job: `manifest` (as GET manifest/ serves it) and `input` "
+                "(as GET input/ serves it; null when blocked or purged), e.g. `include=manifest,input`")
+
+
+def _served_manifest(manifest: Manifest) -> dict[str, Any]:
+    document = selectors.manifest_document(manifest)
+    usage = UsageReport.objects.filter(manifest=manifest).only("input_tokens").first()
+    if usage is not None and isinstance(document.get("budget"), dict):
+        # The sealed row never changes; the served copy carries the provider's reported count.
+        document = {**document, "budget": {**document["budget"], "actual_input_tokens": usage.input_tokens}}
+    return document
 
 
 def _sealed_manifest(job: AssemblyJob) -> Manifest:
@@ -81,7 +292,7 @@ class AssemblyListApi(APIView):
             OpenApiParameter("status", str, enum=JobStatus.values),
             OpenApiParameter("policy", str, description="policy id"),
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: AssemblyJobPage},
         summary="Assembly jobs in your tenants",
         operation_id="assemblies_list",
     )
@@ -107,9 +318,12 @@ class AssemblyListApi(APIView):
                     OpenApiParameter("traceparent", str, OpenApiParameter.HEADER,
                                      description="W3C trace context: the assembly's span becomes a child of "
                                                  "this one (OpenTelemetry export on; a malformed value is ignored)")],
-        responses={202: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT,
-                   403: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT, 413: OpenApiTypes.OBJECT},
-        summary="Submit an assembly job (202); poll its url",
+        responses={202: OpenApiResponse(AssemblySubmittedOut, description="a new job, queued (or already final)"),
+                   200: OpenApiResponse(AssemblySubmittedOut, description="the job an earlier submit with this "
+                                                                          "Idempotency-Key and body created"),
+                   409: OpenApiResponse(OpenApiTypes.OBJECT, description="the Idempotency-Key was used for another body")},
+        summary="Submit an assembly job (202); long-poll its url (`?wait=30&include=manifest,input`)",
+        operation_id="assemblies_submit",
     )
     def post(self, request: Request) -> Response:
         key = request.headers.get("Idempotency-Key")
@@ -126,28 +340,35 @@ class AssemblyListApi(APIView):
 
 
 class AssemblyDetailApi(APIView):
-    @extend_schema(parameters=[JOB_ID], responses={200: OpenApiTypes.OBJECT}, summary="One assembly job")
+    @extend_schema(parameters=[JOB_ID, WAIT, INCLUDE], responses={200: AssemblyJobDetailOut},
+                   summary="One assembly job; with `wait`, once it is final (a long-poll)",
+                   operation_id="assemblies_get")
     def get(self, request: Request, job_id: str) -> Response:
-        return Response(job_json(selectors.job_get(request.user, job_id)))
+        wait = _wait_seconds(request.query_params.get("wait"))
+        include = _included(request.query_params.getlist("include"))
+        job = selectors.job_get_when_final(request.user, job_id, wait=wait)
+        body = job_json(job)
+        manifest = selectors.job_manifest(job) if include and job.is_final else None
+        if "manifest" in include:
+            body["manifest"] = _served_manifest(manifest) if manifest else None
+        if "input" in include:
+            readable = manifest is not None and manifest.content_purged_at is None
+            body["input"] = selectors.manifest_payload(manifest) if readable else None
+        return Response(body)
 
 
 class AssemblyManifestApi(APIView):
     @extend_schema(parameters=[JOB_ID], responses={200: ContextAssemblyManifest, 409: OpenApiTypes.OBJECT},
-                   summary="The sealed manifest")
+                   summary="The sealed manifest", operation_id="assemblies_manifest")
     def get(self, request: Request, job_id: str) -> Response:
-        manifest = _sealed_manifest(selectors.job_get(request.user, job_id))
-        document = selectors.manifest_document(manifest)
-        usage = UsageReport.objects.filter(manifest=manifest).only("input_tokens").first()
-        if usage is not None and isinstance(document.get("budget"), dict):
-            # The sealed row never changes; the served copy carries the provider's reported count.
-            document = {**document, "budget": {**document["budget"], "actual_input_tokens": usage.input_tokens}}
-        return Response(document)
+        return Response(_served_manifest(_sealed_manifest(selectors.job_get(request.user, job_id))))
 
 
 class AssemblyInputApi(APIView):
-    @extend_schema(parameters=[JOB_ID], responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT,
+    @extend_schema(parameters=[JOB_ID], responses={200: ProviderInputOut, 409: OpenApiTypes.OBJECT,
                                                    410: OpenApiTypes.OBJECT},
-                   summary="The serialized provider input (409 when blocked, 410 once its content was purged)")
+                   summary="The serialized provider input (409 when blocked, 410 once its content was purged)",
+                   operation_id="assemblies_input")
     def get(self, request: Request, job_id: str) -> Response:
         job = selectors.job_get(request.user, job_id)
         manifest = _sealed_manifest(job)
@@ -163,7 +384,8 @@ class AssemblyInputApi(APIView):
 class AssemblyRequestApi(APIView):
     @extend_schema(parameters=[JOB_ID], responses={200: AssemblyRequest},
                    summary="The request as submitted (rebuilt from the content store; candidates lose their "
-                           "content once the manifest's content is purged)")
+                           "content once the manifest's content is purged)",
+                   operation_id="assemblies_request")
     def get(self, request: Request, job_id: str) -> Response:
         return Response(selectors.job_request(selectors.job_get(request.user, job_id)))
 
@@ -178,8 +400,10 @@ class UsageBody(BaseModel):
 
 
 class AssemblyUsageApi(APIView):
-    @extend_schema(request=UsageBody, parameters=[JOB_ID], responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
-                   summary="Report the provider's actual token usage (stored beside the estimate)")
+    @extend_schema(request=UsageBody, parameters=[JOB_ID], responses={200: UsageOut, 409: OpenApiTypes.OBJECT},
+                   summary="Report the provider's actual token usage (stored beside the estimate; a new report "
+                           "replaces the last, so a repeat is harmless)",
+                   operation_id="assemblies_usage")
     def post(self, request: Request, job_id: str) -> Response:
         job = selectors.job_get(request.user, job_id)
         if Role.AGENT not in roles_in(request.user, job.tenant):
@@ -202,8 +426,9 @@ class AssemblyUsageApi(APIView):
 
 class ItemDecisionsApi(APIView):
     @extend_schema(parameters=[OpenApiParameter("decision", str, enum=Decision.values)],
-                   responses={200: OpenApiTypes.OBJECT},
-                   summary="Every manifest where an item appeared, with the decision and reason")
+                   responses={200: ItemDecisionPage},
+                   summary="Every manifest where an item appeared, with the decision and reason",
+                   operation_id="items_decisions")
     def get(self, request: Request, item_id: str) -> Response:
         rows = selectors.item_decisions(request.user, item_id)
         decision = request.query_params.get("decision")
@@ -272,17 +497,19 @@ def artifact_json(artifact: Artifact, *, with_content: bool = False) -> dict[str
 
 
 class ArtifactListApi(APIView):
-    @extend_schema(parameters=[OpenApiParameter("artifact_id", str)], responses={200: OpenApiTypes.OBJECT},
-                   summary="Artifacts in your tenants")
+    @extend_schema(parameters=[OpenApiParameter("artifact_id", str)], responses={200: ArtifactPage},
+                   summary="Artifacts in your tenants", operation_id="artifacts_list")
     def get(self, request: Request) -> Response:
         artifacts = selectors.artifacts_for(request.user, artifact_id=request.query_params.get("artifact_id"))
         paginator = LimitOffsetPagination()
         page = paginator.paginate_queryset(artifacts, request, view=self)
         return paginator.get_paginated_response([artifact_json(a) for a in page])
 
-    @extend_schema(request=ArtifactBody, responses={201: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT,
+    @extend_schema(request=ArtifactBody, responses={201: OpenApiResponse(ArtifactOut, description="stored"),
+                                                   200: OpenApiResponse(ArtifactOut, description="already stored"),
                                                    409: OpenApiTypes.OBJECT},
-                   summary="Store an artifact revision (re-posting identical content is a no-op)")
+                   summary="Store an artifact revision (re-posting identical content is a no-op)",
+                   operation_id="artifacts_create")
     def post(self, request: Request) -> Response:
         payload = read_model(request, ArtifactBody, what="artifact")
         tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
@@ -298,8 +525,9 @@ class RunCloseBody(BaseModel):
 
 
 class RunCloseApi(APIView):
-    @extend_schema(request=RunCloseBody, responses={200: OpenApiTypes.OBJECT, 404: OpenApiTypes.OBJECT},
-                   summary="Close a run: its task closes, later steps are blocked with a task_closed event")
+    @extend_schema(request=RunCloseBody, responses={200: RunClosedOut, 404: OpenApiTypes.OBJECT},
+                   summary="Close a run: its task closes, later steps are blocked with a task_closed event",
+                   operation_id="runs_close")
     def post(self, request: Request, run_id: str) -> Response:
         payload = read_model(request, RunCloseBody, what="run") if request.body else RunCloseBody()
         tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)

@@ -9,11 +9,13 @@ exists).
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
 from django.db.models import QuerySet
 
 from ctxeng.accounts.models import Membership, Tenant
@@ -31,7 +33,7 @@ from ctxeng.engine.models import LifecycleEventRecord
 from ctxeng.engine.vocabulary import LifecycleEvent
 from ctxeng.errors import NotFound
 
-from .models import Artifact, AssemblyJob, Manifest, ManifestItem
+from .models import FINAL_STATUSES, Artifact, AssemblyJob, Manifest, ManifestItem
 
 
 def jobs_for(
@@ -61,6 +63,29 @@ def job_get(user: AbstractBaseUser, job_id: str | uuid.UUID) -> AssemblyJob:
     if job is None:
         raise NotFound(f"assembly {job_id}: not found")
     return job
+
+
+def job_get_when_final(
+    user: AbstractBaseUser, job_id: str | uuid.UUID, *, wait: float, first_pause: float = 0.02, longest_pause: float = 0.25
+) -> AssemblyJob:
+    """The job (a long-poll): as soon as it is final, or as it is once `wait` seconds have passed.
+
+    Each look is one query of the job's status in autocommit, so no transaction stays open while
+    this sleeps and the next look sees what a worker committed meanwhile; the pauses between looks
+    start at `first_pause` and double up to `longest_pause`. Inside a transaction (a test's, or
+    ATOMIC_REQUESTS) it does not wait at all: sleeping there would hold the transaction open.
+    """
+    job = job_get(user, job_id)
+    if job.is_final or wait <= 0 or connection.in_atomic_block:
+        return job
+    deadline = time.monotonic() + wait
+    pause = first_pause
+    while (left := deadline - time.monotonic()) > 0:
+        time.sleep(min(pause, left))
+        pause = min(pause * 2, longest_pause)
+        if AssemblyJob.objects.filter(pk=job.pk, status__in=FINAL_STATUSES).exists():
+            break
+    return job_get(user, job_id)  # as it is now (running, perhaps, when it was queued)
 
 
 def job_manifest(job: AssemblyJob) -> Manifest | None:

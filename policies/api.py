@@ -6,6 +6,8 @@ editor role (or admin) is required to write. Others' policies are 404.
 
 from __future__ import annotations
 
+from datetime import datetime
+from enum import StrEnum
 from typing import Any
 
 from drf_spectacular.types import OpenApiTypes
@@ -26,7 +28,10 @@ from ctxeng.rest import read_json, read_model
 
 from . import selectors, services
 from .diffing import diff
-from .models import Policy, PolicyRevision
+from .models import Policy, PolicyRevision, RevisionStatus
+
+# A revision's status as the schema publishes it, as its own component.
+RevisionStatusName = StrEnum("PolicyRevisionStatus", {status.name: status.value for status in RevisionStatus})
 
 
 class RevisionBody(BaseModel):
@@ -99,15 +104,69 @@ class PolicyRevisionBody(BaseModel):
 REVISION_REQUEST = PolicyRevisionBody
 
 
+class _Out(BaseModel):
+    """A documented response shape (the views build the dicts; these publish them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class PolicyOut(_Out):
+    policy_id: str
+    tenant: str
+    current_revision: int | None
+    current_digest: str | None
+    revisions: list[int]
+
+
+class PolicyListOut(_Out):
+    results: list[PolicyOut]
+
+
+class PolicyRevisionOut(_Out):
+    policy_id: str
+    tenant: str
+    revision: int
+    status: RevisionStatusName
+    digest: str
+    created_by: str | None
+    created_at: datetime
+    published_by: str | None
+    published_at: datetime | None
+    publish_note: str
+    retired_at: datetime | None
+
+
+class PolicyRevisionWithBodyOut(PolicyRevisionOut):
+    body: ContextPolicy
+
+
+class PolicyRevisionListOut(_Out):
+    results: list[PolicyRevisionOut]
+
+
+class PolicyChangeOut(_Out):
+    path: str
+    change: str = Field(description="added | removed | changed")
+    from_: Any = Field(alias="from", description="the value in `from` (null when added)")
+    to: Any = Field(description="the value in `to` (null when removed)")
+
+
+class PolicyDiffOut(_Out):
+    policy_id: str
+    from_: int = Field(alias="from")
+    to: int
+    changes: list[PolicyChangeOut]
+
+
 class PolicyListApi(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Policies in your tenants")
+    @extend_schema(responses={200: PolicyListOut}, summary="Policies in your tenants", operation_id="policies_list")
     def get(self, request: Request) -> Response:
         return Response({"results": [policy_json(p) for p in selectors.policies_for(request.user)]})
 
 
 class RevisionListApi(APIView):
-    @extend_schema(parameters=[TENANT_PARAM], responses={200: OpenApiTypes.OBJECT}, summary="Revisions of a policy",
-                   operation_id="policy_revisions_list")
+    @extend_schema(parameters=[TENANT_PARAM], responses={200: PolicyRevisionListOut}, summary="Revisions of a policy",
+                   operation_id="policies_revisions_list")
     def get(self, request: Request, policy_id: str) -> Response:
         policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
         revisions = policy.revisions.select_related("policy__tenant", "created_by", "published_by").order_by("revision")
@@ -118,6 +177,7 @@ class RevisionListApi(APIView):
         responses={201: REVISION_RESPONSE, 400: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
         summary="Create a draft revision (body.policy.revision is the new number)",
         description="`body` is a ContextPolicy; see the ContextPolicy component schema.",
+        operation_id="policies_revisions_create",
     )
     def post(self, request: Request, policy_id: str) -> Response:
         payload = read_model(request, RevisionBody, what="policy")
@@ -132,7 +192,8 @@ class RevisionListApi(APIView):
 
 
 class RevisionDetailApi(APIView):
-    @extend_schema(parameters=[TENANT_PARAM], responses={200: OpenApiTypes.OBJECT}, summary="One revision, with its body")
+    @extend_schema(parameters=[TENANT_PARAM], responses={200: PolicyRevisionWithBodyOut}, summary="One revision, with its body",
+                   operation_id="policies_revisions_get")
     def get(self, request: Request, policy_id: str, revision: int) -> Response:
         policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
         return Response(revision_json(selectors.revision_get(policy, revision), with_body=True))
@@ -140,8 +201,9 @@ class RevisionDetailApi(APIView):
     @extend_schema(
         request=REVISION_REQUEST,
         parameters=[TENANT_PARAM],
-        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        responses={200: PolicyRevisionWithBodyOut, 409: OpenApiTypes.OBJECT},
         summary="Replace a draft's body (409 once published)",
+        operation_id="policies_revisions_update",
     )
     def put(self, request: Request, policy_id: str, revision: int) -> Response:
         policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
@@ -156,8 +218,9 @@ class RevisionPublishApi(APIView):
     @extend_schema(
         request=PublishBody,
         parameters=[TENANT_PARAM],
-        responses={200: OpenApiTypes.OBJECT, 409: OpenApiTypes.OBJECT},
+        responses={200: PolicyRevisionOut, 409: OpenApiTypes.OBJECT},
         summary="Publish a draft; the previous published revision is retired",
+        operation_id="policies_revisions_publish",
     )
     def post(self, request: Request, policy_id: str, revision: int) -> Response:
         policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
@@ -175,8 +238,9 @@ class PolicyDiffApi(APIView):
             OpenApiParameter("to", int, required=True),
             TENANT_PARAM,
         ],
-        responses={200: OpenApiTypes.OBJECT},
+        responses={200: PolicyDiffOut},
         summary="Structural diff of two revisions' bodies: [{path, change, from, to}]",
+        operation_id="policies_diff",
     )
     def get(self, request: Request, policy_id: str) -> Response:
         policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
@@ -202,6 +266,7 @@ class PolicyDiffApi(APIView):
     summary="Validate a policy body (no write; the policy_editor role in some tenant)",
 )
 class PolicyValidateApi(APIView):
+    @extend_schema(operation_id="policies_validate")
     def post(self, request: Request) -> Response:
         from ctxeng.engine import policy_digest
 
