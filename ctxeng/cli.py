@@ -3,14 +3,20 @@
     python -m ctxeng assemble --policy P.yaml --request R.json [--artifacts DIR] [--manifest-out M.json] [--input-out I.json]
     python -m ctxeng validate-policy P.yaml
     python -m ctxeng schema {request,policy,manifest}
+    python -m ctxeng policy list
+    python -m ctxeng policy init NAME [--id ID] [--revision N] > policy.yaml
 
 `--artifacts DIR` is the artifact store for re-injected items (`artifact_ref`): every `*.json` file
 in DIR is one stored artifact revision `{artifact_id, revision, kind, content, writer, scope}`
 (`content_hash` optional; checked when given). An item naming an older stored revision than the
 newest is hit by a `revision_replaced` lifecycle event, as the service does.
 
-Exit codes: 0 ready (or valid), 3 blocked, 2 invalid input, with one `path: message` line per
-error on stderr. No traceback reaches the user for bad input.
+`policy init` prints a starter policy (ctxeng.starters: chat-agent, coding-agent, research-agent)
+as commented YAML, with `--id` and `--revision` replacing its own `policy.id` and `policy.revision`.
+
+Exit codes: 0 ready (or valid, or printed), 3 blocked, 2 invalid input (an unknown starter
+too, with the known names), with one `path: message` line per error on stderr. No traceback
+reaches the user for bad input.
 """
 
 from __future__ import annotations
@@ -157,6 +163,31 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return EXIT_READY
 
 
+def cmd_policy_list(args: argparse.Namespace) -> int:
+    from . import starters
+
+    width = max(len(n) for n in starters.names())
+    for name in starters.names():
+        print(f"{name:<{width}}  {starters.SUMMARIES[name]}")
+    return EXIT_READY
+
+
+def cmd_policy_init(args: argparse.Namespace) -> int:
+    from . import starters
+    from .engine import InvalidInput, parse_policy
+
+    try:
+        text = starters.text(args.name, policy_id=args.id, revision=args.revision)
+    except starters.UnknownStarter as exc:
+        raise _Invalid([str(exc)]) from None
+    try:
+        parse_policy(text)  # an --id or --revision the policy refuses is an error here, not in the file
+    except InvalidInput as exc:
+        raise _Invalid(exc.errors) from None
+    _write_text(None, text)
+    return EXIT_READY
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # argparse exits 2 too; keep its message, drop the noise
         self.print_usage(sys.stderr)
@@ -180,7 +211,22 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("schema", help="print the JSON Schema of a wire format")
     s.add_argument("name", choices=SCHEMAS)
     s.set_defaults(func=cmd_schema)
+    p = sub.add_parser("policy", help="starter policies shipped with ctxeng")
+    psub = p.add_subparsers(dest="policy_command", required=True, parser_class=_Parser)
+    pl = psub.add_parser("list", help="list the starter policies")
+    pl.set_defaults(func=cmd_policy_list)
+    pi = psub.add_parser("init", help="print a starter policy as commented YAML")
+    pi.add_argument("name", help="a starter policy: " + ", ".join(_starter_names()))
+    pi.add_argument("--id", help="policy.id of the written policy (default: the starter's name)")
+    pi.add_argument("--revision", type=int, help="policy.revision of the written policy (default: 1)")
+    pi.set_defaults(func=cmd_policy_init)
     return parser
+
+
+def _starter_names() -> list[str]:
+    from . import starters
+
+    return starters.names()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -5,9 +5,16 @@ Contract:
     usable = min(model.context_limit, policy.model_context_limit)
              - response_reserve - protocol_overhead - safety_margin
 
-is split into the policy's partitions. Each admitted item belongs to the partition that lists its
-kind (unlisted kinds go to the partition evicted `first`, else the last one). A tool pair is one
-unit — call plus result, or call plus its synthetic result — so it is kept or evicted whole.
+is split into the policy's partitions. Amounts may be shares of the context limit (`"12.5%"`,
+`{fraction, min, max}`) and `model_context_limit` may be `model`: `resolve` turns them into tokens
+once, at the start of an assembly, at the request's model size (the policy digest stays that of
+the policy as written), so every stage sees tokens. A budget its shares cannot hold at that size
+blocks: no usable input, a response reserve of 0 tokens (`budget_exhausted`), a minimum above its
+partition's maximum or minimums beyond the usable input (`required_partition_missing`).
+
+Each admitted item belongs to the partition that lists its kind (unlisted kinds go to the
+partition evicted `first`, else the last one). A tool pair is one unit — call plus result, or call
+plus its synthetic result — so it is kept or evicted whole.
 
 Allocation walks units in rank order, in two passes. Pass 1 fills each partition up to its
 minimum (never past its maximum). Pass 2 lets partitions grow toward their maximum, in eviction
@@ -56,6 +63,7 @@ from dataclasses import dataclass, field
 
 from . import source_limits, transforms
 from .hashing import sha256_text
+from .models import ContextPolicy
 from .render import (
     block_count_parts,
     block_floor,
@@ -134,6 +142,13 @@ class Allocation:
     framing_reserved: int = 0
     used: dict[str, int] = field(default_factory=dict)
     total: int = 0
+
+
+def resolve(policy: ContextPolicy, model_context_limit: int) -> ContextPolicy:
+    """`policy` with its budget in tokens for a model of `model_context_limit` tokens
+    (`BudgetPolicy.resolved`); a policy whose budget is all tokens is returned as it is."""
+    budget = policy.budget.resolved(model_context_limit)
+    return policy if budget is policy.budget else policy.model_copy(update={"budget": budget})
 
 
 def usable_budget(asm: Assembly) -> tuple[int, int]:
@@ -349,6 +364,24 @@ def _allocate(asm: Assembly) -> Allocation:
             f"- safety_margin {policy.safety_margin} leaves no room for any input"
         )
         asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.usable_input"], why)
+        for unit in units:
+            _evict(asm, unit, why)
+        return alloc
+    # Only a budget written in shares can come to these at a model size (the validators refuse
+    # them in tokens): a share of a small window rounds a reserve to 0, or a token minimum
+    # passes a share maximum.
+    if policy.response_reserve < 1:
+        why = f"response_reserve comes to 0 tokens at context {limit}; a provider call needs at least one for the answer"
+        asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.response_reserve"], why)
+        for unit in units:
+            _evict(asm, unit, why)
+        return alloc
+    inverted = [n for n, p in policy.partitions.items() if p.maximum is not None and p.minimum > p.maximum]
+    if inverted:
+        why = f"at context {limit} the minimum of partition(s) {', '.join(inverted)} exceeds the maximum: " + ", ".join(
+            f"{n} {policy.partitions[n].minimum} > {policy.partitions[n].maximum}" for n in inverted
+        )
+        asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, inverted, why)
         for unit in units:
             _evict(asm, unit, why)
         return alloc

@@ -104,6 +104,16 @@ class SourceAcquisition(Frozen):
 TOOL_NAME_PATTERN = r"^[A-Za-z0-9_-]{1,64}$"
 
 
+class Turn(Frozen):
+    """Where a conversation message stood: its position in the agent's history and who said it.
+
+    Items with a turn are serialized in turn order after the context message, each in a message of
+    its speaker's role, so two assistant turns stay two messages (`render`, `adapters`)."""
+
+    index: int = Field(ge=0, description="position of the message in the agent's history")
+    speaker: Literal["user", "assistant"] = Field(description="assistant: only the agent's own output (intended_role derived_context)")
+
+
 class ToolCall(Frozen):
     """One call the agent's assistant turn made, in assistant source order."""
 
@@ -113,6 +123,9 @@ class ToolCall(Frozen):
     status: ToolResultStatus = ToolResultStatus.UNKNOWN
     result_item_id: str | None = Field(default=None, max_length=MAX_ITEM_ID, description="candidate holding the result; null = unresolved")
     completed_seq: int | None = Field(default=None, description="completion order; never changes pairing")
+    turn: int | None = Field(
+        default=None, ge=0, description="the history position of the assistant turn that made the call; null = with the context"
+    )
 
 
 class ToolDefinition(Frozen):
@@ -225,11 +238,19 @@ class ContextItem(Frozen):
     source_refs: list[JsonObject] | None = None
     preserves: JsonObject | None = None
     source_request_id: str | None = None
+    turn: Turn | None = Field(default=None, description="a conversation message's place in the history; null = context, not a turn")
 
     @model_validator(mode="after")
     def _content_or_artifact(self) -> ContextItem:
         if self.content is None and self.artifact_ref is None:
             raise ValueError("content: field required (or give artifact_ref for re-injection)")
+        if self.turn is not None:
+            if self.intended_role == Role.CONTROL:
+                raise ValueError("turn: a control item is system text and has no turn")
+            if self.call_id is not None:
+                raise ValueError("turn: a tool result stands where its call's turn is (set tool_calls[].turn)")
+            if self.turn.speaker == "assistant" and self.intended_role != Role.DERIVED_CONTEXT:
+                raise ValueError("turn.speaker: 'assistant' is only for the agent's own output (intended_role derived_context)")
         return self
 
 
@@ -346,6 +367,21 @@ class AssemblyRequest(Frozen):
                     raise ValueError(
                         f"candidates[{j}].call_id: tool call {item.call_id!r} names another result item"
                     )
+        user_turns = {item.turn.index: j for j, item in enumerate(self.candidates) if item.turn is not None and item.turn.speaker == "user"}
+        for i, call in enumerate(self.tool_calls):
+            if call.turn is not None and call.turn in user_turns:
+                raise ValueError(
+                    f"tool_calls[{i}].turn: turn {call.turn} is a user turn (candidates[{user_turns[call.turn]}]); a call is made by an assistant turn"
+                )
+        speakers: dict[int, tuple[str, int]] = {}
+        for j, item in enumerate(self.candidates):
+            if item.turn is None:
+                continue
+            seen_speaker = speakers.setdefault(item.turn.index, (item.turn.speaker, j))
+            if seen_speaker[0] != item.turn.speaker:
+                raise ValueError(
+                    f"candidates[{j}].turn.speaker: turn {item.turn.index} is already a {seen_speaker[0]} turn (candidates[{seen_speaker[1]}])"
+                )
         acq: set[str] = set()
         for i, rec in enumerate(self.source_acquisition):
             if rec.source_request_id in acq:
@@ -550,38 +586,265 @@ class SourceLimit(Frozen):
         return self
 
 
+# Budget amounts (`budget.*`, `budget.partitions.*.minimum|maximum`): a token count, or a share of
+# the effective context limit so one policy serves models of several sizes. A share is a
+# percentage string ("12.5%", in (0, 100], at most six decimals) or a clamped share
+# `{fraction: "10%", min: 1024, max: 8192}`. `BudgetPolicy.resolved` turns every amount into
+# tokens once per assembly; shares round down.
+PERCENT_SCALE = 10**8  # percentages are held in millionths of a percent: "12.5%" is 12_500_000
+PERCENT_PATTERN = r"^[0-9]{1,3}(\.[0-9]{1,6})?%$"
+MODEL_LIMIT = "model"
+
+
+def percent_units(text: str) -> int | None:
+    """`"12.5%"` in millionths of a percent (12_500_000); None when `text` is no percentage."""
+    if not text.endswith("%"):
+        return None
+    whole, dot, decimals = text[:-1].partition(".")
+    if not (whole.isascii() and whole.isdigit() and len(whole) <= 3):
+        return None
+    if dot and not (decimals.isascii() and decimals.isdigit() and len(decimals) <= 6):
+        return None
+    return int(whole) * 10**6 + int(decimals.ljust(6, "0") if dot else 0)
+
+
+def _percent_text(units: int) -> str:
+    whole, rest = divmod(units, 10**6)
+    return f"{whole}.{rest:06d}".rstrip("0").rstrip(".") + "%"
+
+
+def _check_percent(text: str) -> str:
+    units = percent_units(text)
+    if units is None:
+        raise ValueError(f"{text!r} is neither a token count nor a percentage of the context limit such as '12.5%'")
+    if not 0 < units <= PERCENT_SCALE:
+        raise ValueError(f"{text!r}: a share of the context limit must be more than 0% and at most 100%")
+    return text
+
+
+_Percent = Annotated[str, Field(json_schema_extra={"pattern": PERCENT_PATTERN})]
+
+
+class Share(Frozen):
+    """A share of the context limit held within token bounds. Where a plain percentage would not
+    do: `response_reserve` becomes the provider's `max_tokens`, which providers cap per model, so a
+    tenth of a 1M window would be refused, and a tenth of an 8k window is too little to answer."""
+
+    fraction: _Percent = Field(
+        description="a percentage of the effective context limit, such as '10%'"
+    )
+    min: int = Field(default=0, ge=0, description="tokens at least, whatever the context limit")
+    max: int | None = Field(default=None, gt=0, description="tokens at most; null = no bound")
+
+    @field_validator("fraction")
+    @classmethod
+    def _a_percentage(cls, v: str) -> str:
+        return _check_percent(v)
+
+    @model_validator(mode="after")
+    def _min_le_max(self) -> Share:
+        if self.max is not None and self.min > self.max:
+            raise ValueError(f"min: {self.min} exceeds max {self.max}")
+        return self
+
+    def tokens(self, context_limit: int) -> int:
+        share = context_limit * percent_units(self.fraction) // PERCENT_SCALE  # type: ignore[operator]
+        return max(self.min, share) if self.max is None else min(self.max, max(self.min, share))
+
+
+Amount = Annotated[int, Field(ge=0)] | _Percent | Share
+PositiveAmount = Annotated[int, Field(gt=0)] | _Percent | Share
+
+
+def amount_tokens(amount: int | str | Share, context_limit: int) -> int:
+    """An amount in tokens at `context_limit` (a share rounds down)."""
+    if isinstance(amount, Share):
+        return amount.tokens(context_limit)
+    if isinstance(amount, str):
+        return context_limit * percent_units(amount) // PERCENT_SCALE  # type: ignore[operator]
+    return amount
+
+
+def _share_units(amount: int | str | Share | None) -> int:
+    """The share of the context limit an amount takes as written (a token count takes none)."""
+    if isinstance(amount, Share):
+        return percent_units(amount.fraction) or 0
+    if isinstance(amount, str):
+        return percent_units(amount) or 0
+    return 0
+
+
+def _amount(value: Any, least: int) -> int | str | Share:
+    """One budget amount, validated into one plain error (a union would report every branch)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # what an int field accepts
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int | str | dict | Share):
+        raise ValueError("expected a token count, a percentage of the context limit such as '12.5%', or {fraction, min, max}")
+    if isinstance(value, int):
+        if value < least:  # pydantic's own words for an int field's bound
+            raise ValueError("Input should be greater than 0" if least == 1 else "Input should be greater than or equal to 0")
+        return value
+    if isinstance(value, str):
+        return _check_percent(value)
+    if isinstance(value, dict):
+        try:
+            return Share.model_validate(value)
+        except ValueError as exc:  # pydantic's ValidationError: name the share's own field
+            errs = getattr(exc, "errors", None)
+            if errs is None:
+                raise
+            first = errs(include_url=False)[0]
+            where = ".".join(str(p) for p in first["loc"])
+            msg = {"missing": "field required", "extra_forbidden": "unknown field"}.get(first["type"], first["msg"]).removeprefix("Value error, ")
+            raise ValueError(f"{where}: {msg}" if where else msg) from None
+    return value
+
+
 class Partition(Frozen):
-    minimum: int = Field(default=0, ge=0)
-    maximum: int | None = Field(default=None, gt=0)
+    minimum: Amount = Field(default=0, description="tokens (or a share of the context limit) kept for this partition")
+    maximum: PositiveAmount | None = Field(default=None, description="tokens (or a share of the context limit) at most; null = no bound")
     eviction: Eviction = Eviction.REDUCE_CANDIDATES
     kinds: list[str] = Field(default_factory=list)
     required: bool = False
 
+    @field_validator("minimum", mode="wrap")
+    @classmethod
+    def _minimum(cls, v: Any, handler: Any) -> Any:
+        return _amount(v, 0)
+
+    @field_validator("maximum", mode="wrap")
+    @classmethod
+    def _maximum(cls, v: Any, handler: Any) -> Any:
+        return None if v is None else _amount(v, 1)
+
     @model_validator(mode="after")
     def _min_le_max(self) -> Partition:
-        if self.maximum is not None and self.minimum > self.maximum:
+        # Amounts of the same form compare as written; a token minimum under a share maximum (or the
+        # reverse) compares only at a context limit: `BudgetPolicy` checks it where the limit is
+        # known, and an assembly whose model it fails is blocked.
+        if isinstance(self.minimum, int) and isinstance(self.maximum, int) and self.minimum > self.maximum:
+            raise ValueError(f"minimum {self.minimum} exceeds maximum {self.maximum}")
+        if isinstance(self.minimum, str) and isinstance(self.maximum, str) and _share_units(self.minimum) > _share_units(self.maximum):
             raise ValueError(f"minimum {self.minimum} exceeds maximum {self.maximum}")
         return self
 
 
 class BudgetPolicy(Frozen):
-    model_context_limit: int = Field(gt=0)
-    response_reserve: int = Field(gt=0, description="tokens kept for the answer; a provider call needs at least one")
-    protocol_overhead: int = Field(ge=0)
-    safety_margin: int = Field(ge=0)
+    model_context_limit: Annotated[int, Field(gt=0)] | Literal["model"] = Field(
+        description="tokens, or 'model': the request's model.context_limit; with a number the smaller of the two is the effective limit"
+    )
+    response_reserve: PositiveAmount = Field(description="tokens kept for the answer (the provider's max_tokens); a provider call needs at least one")
+    protocol_overhead: Amount
+    safety_margin: Amount
     partitions: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], Partition]
     borrowing: Borrowing = Borrowing.PRESERVE_ALL_MINIMUMS
 
+    @field_validator("model_context_limit", mode="wrap")
+    @classmethod
+    def _limit(cls, v: Any, handler: Any) -> Any:
+        if v == MODEL_LIMIT:
+            return v
+        if isinstance(v, str) and not (v.isascii() and v.isdigit()):
+            raise ValueError(f"{v!r}: expected a token count or 'model' (the request's model.context_limit)")
+        return _amount(v, 1)
+
+    @field_validator("response_reserve", mode="wrap")
+    @classmethod
+    def _reserve(cls, v: Any, handler: Any) -> Any:
+        return _amount(v, 1)
+
+    @field_validator("protocol_overhead", "safety_margin", mode="wrap")
+    @classmethod
+    def _overhead(cls, v: Any, handler: Any) -> Any:
+        return _amount(v, 0)
+
+    @property
+    def relative(self) -> bool:
+        """Does any amount depend on the model's context limit?"""
+        amounts = [self.response_reserve, self.protocol_overhead, self.safety_margin]
+        amounts += [a for p in self.partitions.values() for a in (p.minimum, p.maximum) if a is not None]
+        return self.model_context_limit == MODEL_LIMIT or not all(isinstance(a, int) for a in amounts)
+
+    def context_limit(self, model_context_limit: int) -> int:
+        """The effective context limit for a model of `model_context_limit` tokens."""
+        if self.model_context_limit == MODEL_LIMIT:
+            return model_context_limit
+        return min(model_context_limit, self.model_context_limit)  # type: ignore[type-var]
+
+    def resolved(self, model_context_limit: int) -> BudgetPolicy:
+        """This budget in tokens for a model of `model_context_limit` tokens: every share taken of
+        the effective context limit. An absolute budget is returned as it is. The result is not
+        validated again: a budget that cannot hold at this size blocks the assembly (`budget`)."""
+        if not self.relative:
+            return self
+        limit = self.context_limit(model_context_limit)
+        parts = {
+            name: p.model_copy(update={
+                "minimum": amount_tokens(p.minimum, limit),
+                "maximum": None if p.maximum is None else amount_tokens(p.maximum, limit),
+            })
+            for name, p in self.partitions.items()
+        }
+        return self.model_copy(update={
+            "model_context_limit": limit if self.model_context_limit == MODEL_LIMIT else self.model_context_limit,
+            "response_reserve": amount_tokens(self.response_reserve, limit),
+            "protocol_overhead": amount_tokens(self.protocol_overhead, limit),
+            "safety_margin": amount_tokens(self.safety_margin, limit),
+            "partitions": parts,
+        })
+
+    def _problem(self) -> str | None:
+        """Why this budget, in tokens (`resolved`), cannot hold, as `field: message`; None if it can."""
+        usable = self.model_context_limit - self.response_reserve - self.protocol_overhead - self.safety_margin  # type: ignore[operator]
+        if usable <= 0:
+            return "model_context_limit: leaves no usable input budget after reserve, overhead and margin"
+        if not self.partitions:
+            return "partitions: at least one partition required"
+        if self.response_reserve < 1:  # type: ignore[operator]
+            return "response_reserve: comes to 0 tokens; a provider call needs at least one for the answer"
+        for name, p in self.partitions.items():
+            if p.maximum is not None and p.minimum > p.maximum:  # type: ignore[operator]
+                return f"partitions.{name}.minimum: {p.minimum} exceeds its maximum {p.maximum}"
+        total_min = sum(p.minimum for p in self.partitions.values())  # type: ignore[misc]
+        if total_min > usable:
+            return f"partitions: minimums sum to {total_min}, more than the usable budget {usable}"
+        return None
+
+    def _shares_leave_room(self) -> None:
+        """The shares as written: reserve, overhead and margin leave some input, and the partitions'
+        minimums fit in what they leave (a clamped share counts with its fraction)."""
+        reserved = 0
+        for name in ("response_reserve", "protocol_overhead", "safety_margin"):
+            reserved += _share_units(getattr(self, name))
+            if reserved >= PERCENT_SCALE:
+                raise ValueError(
+                    f"{name}: response_reserve, protocol_overhead and safety_margin take {_percent_text(reserved)} "
+                    "of the context limit, leaving no usable input"
+                )
+        left, taken = PERCENT_SCALE - reserved, 0
+        for name, p in self.partitions.items():
+            taken += _share_units(p.minimum)
+            if taken > left:
+                raise ValueError(
+                    f"partitions.{name}.minimum: the partition minimums take {_percent_text(taken)} of the context limit, "
+                    f"more than the {_percent_text(left)} that response_reserve, protocol_overhead and safety_margin leave"
+                )
+
     @model_validator(mode="after")
     def _consistent(self) -> BudgetPolicy:
-        usable = self.model_context_limit - self.response_reserve - self.protocol_overhead - self.safety_margin
-        if usable <= 0:
-            raise ValueError("model_context_limit: leaves no usable input budget after reserve, overhead and margin")
-        if not self.partitions:
-            raise ValueError("partitions: at least one partition required")
-        total_min = sum(p.minimum for p in self.partitions.values())
-        if total_min > usable:
-            raise ValueError(f"partitions: minimums sum to {total_min}, more than the usable budget {usable}")
+        if self.relative:
+            self._shares_leave_room()
+        if self.model_context_limit == MODEL_LIMIT:
+            if not self.partitions:
+                raise ValueError("partitions: at least one partition required")
+        else:
+            # Checked at the largest context the policy allows; a smaller model's assembly that the
+            # budget cannot hold is blocked (budget_exhausted, required_partition_missing).
+            problem = self.resolved(self.model_context_limit)._problem()  # type: ignore[arg-type]
+            if problem is not None:
+                raise ValueError(problem + (f" (at model_context_limit {self.model_context_limit})" if self.relative else ""))
         owner: dict[str, str] = {}
         for name, part in self.partitions.items():
             for kind in part.kinds:
@@ -869,6 +1132,7 @@ class IncludedRecord(Frozen):
     transform_record_id: str | None = None
     call_id: str | None = None
     evidence_use: EvidenceUse | None = None
+    turn: Turn | None = Field(default=None, description="the conversation turn the item was serialized at; null = the context message")
 
 
 class ExcludedRecord(Frozen):
@@ -938,6 +1202,7 @@ class ToolPairRecord(Frozen):
     decision: Literal["included", "excluded", "unresolved"]
     unresolved_handling: UnresolvedCallHandling | None = None
     tokens: int | None = None
+    turn: int | None = Field(default=None, description="the assistant turn the call was serialized at; null = with the context")
 
 
 class SummaryRecord(Frozen):

@@ -127,7 +127,10 @@ def assemble(
     adapter = get_adapter(_check_compatible(request, policy))
     assert adapter is not None
     tok = tokenizer or default_tokenizer()
-    digest = policy_digest(policy)
+    digest = policy_digest(policy)  # of the policy as written, shares and all
+    # Budget shares become tokens once, at this model's size: every later stage, the manifest's
+    # budget record and the adapter's max_tokens (response_reserve) see tokens.
+    policy = budget.resolve(policy, request.model.context_limit)
 
     asm = Assembly(request=request, policy=policy, policy_digest=digest, tokenizer=tok, nonce="", candidate_set_digest="")
     asm.artifact_store = artifacts

@@ -229,3 +229,43 @@ def test_the_cli_reads_json_within_the_same_bounds_as_the_api(tmp_path, example)
         out = ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(tmp_path / name))
         assert out.returncode == 2, name
         assert message in out.stderr and "Traceback" not in out.stderr, (name, out.stderr)
+
+
+# --------------------------------------------------------------------------- starter policies
+
+
+def test_policy_list_names_each_starter_with_what_it_is_for():
+    out = ctxeng("policy", "list")
+    assert out.returncode == 0
+    assert [line.split()[0] for line in out.stdout.splitlines()] == ["chat-agent", "coding-agent", "research-agent"]
+
+
+def test_policy_init_writes_a_file_validate_policy_accepts(tmp_path):
+    out = ctxeng_process("policy", "init", "chat-agent")
+    assert out.returncode == 0, out.stderr
+    path = tmp_path / "policy.yaml"
+    path.write_text(out.stdout)
+    checked = ctxeng("validate-policy", str(path))
+    assert checked.returncode == 0
+    assert checked.stdout.startswith("valid: chat-agent/1 digest sha256:")
+
+
+def test_policy_init_takes_the_id_and_revision_to_write():
+    out = ctxeng("policy", "init", "coding-agent", "--id", "acme-coder", "--revision", "3")
+    assert out.returncode == 0
+    header = yaml.safe_load(out.stdout)["policy"]
+    assert header == {"id": "acme-coder", "revision": 3}
+    assert "# " in out.stdout  # the comments are kept
+
+
+def test_policy_init_of_an_unknown_starter_exits_2_with_the_known_names():
+    out = ctxeng("policy", "init", "agent-smith")
+    assert out.returncode == 2
+    assert out.stdout == ""
+    assert out.stderr == "invalid: no starter policy 'agent-smith'; known: chat-agent, coding-agent, research-agent\n"
+
+
+def test_policy_init_refuses_a_revision_the_policy_would_refuse():
+    out = ctxeng("policy", "init", "chat-agent", "--revision", "0")
+    assert (out.returncode, out.stdout) == (2, "")
+    assert out.stderr == "invalid: policy.revision: Input should be greater than or equal to 1\n"

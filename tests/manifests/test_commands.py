@@ -51,6 +51,25 @@ def test_load_example_falls_back_to_the_vendored_examples(db, settings, tmp_path
     assert "docs/examples/research-agent" in out.getvalue()
 
 
+def test_load_example_publishes_the_starter_policies_next_to_the_example_once(db, inline_jobs,
+                                                                             django_capture_on_commit_callbacks):
+    from ctxeng import starters
+    from ctxeng.engine import policy_digest
+
+    for _ in range(2):  # `make run` again on the same database changes nothing
+        out = StringIO()
+        with django_capture_on_commit_callbacks(execute=True):
+            call_command("load_example", stdout=out)
+    published = PolicyRevision.objects.filter(policy__tenant__slug="tenant-x", status="published")
+    rows = {r.policy.policy_id: (r.revision, r.digest) for r in published}
+    assert rows == {
+        "source-research": (3, rows["source-research"][1]),
+        **{name: (1, policy_digest(starters.load(name))) for name in ("chat-agent", "coding-agent", "research-agent")},
+    }
+    assert PolicyRevision.objects.count() == 4
+    assert "starter policy chat-agent/1 published" in out.getvalue()
+
+
 def test_the_examples_load_example_reads_are_the_contract_the_repository_records(settings):
     """Whichever copy `load_example` reads (the shared examples when present, else the vendored
     ones) holds the files SHA256SUMS records."""
