@@ -28,7 +28,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from .render import DATA_BOUNDARY_NOTICE, FENCE
+from .render import DATA_BOUNDARY_NOTICE, FENCE, transcript_entries
 from .vocabulary import AssertionResult, SerializationPreserve, StructurePreserve, Zone
 from .working import Assembly, Candidate
 
@@ -49,9 +49,14 @@ def _header(text: str | None) -> dict[str, Any] | None:
         return None
 
 
+def _all_pairs(assembly_input: dict[str, Any]) -> list[dict[str, Any]]:
+    return assembly_input["tool_pairs"] + [p for turn in transcript_entries(assembly_input) for p in turn["tool_pairs"]]
+
+
 def _rendered_headers(assembly_input: dict[str, Any]) -> list[dict[str, Any] | None]:
     texts = [b["text"] for b in assembly_input["blocks"]]
-    texts += [p["result"]["text"] for p in assembly_input["tool_pairs"] if not p["result"]["synthetic"]]
+    texts += [b["text"] for turn in transcript_entries(assembly_input) for b in turn["blocks"]]
+    texts += [p["result"]["text"] for p in _all_pairs(assembly_input) if not p["result"]["synthetic"]]
     return [_header(t) for t in texts]
 
 
@@ -86,7 +91,7 @@ def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: d
                 P if one_header and all(by_id[c.item_id][0].get("status") == calls[c.item.call_id].status.value for c in results) else F
             )
         else:
-            pairs = assembly_input["tool_pairs"]
+            pairs = _all_pairs(assembly_input)
             ids = [p["call_id"] for p in pairs]
             answered = all(p.get("result") and p["result"].get("text") for p in pairs)
             out[key.value] = P if answered and len(set(ids)) == len(ids) else F

@@ -5,7 +5,8 @@ Contract: only items that passed every hard gate are ranked. Resident kinds (pol
 never lose ranking. The rest are ordered by the policy's `admission.ranking` factors, in the order
 listed, with `item_id` as the final deterministic tie-break. An item loses ranking (`ranking_lost`)
 when it serves none of the current stages, when its relevance is below `admission.min_relevance`,
-or when a higher-ranked eligible item carries the same content hash (a duplicate). Ranking never
+or when a higher-ranked eligible item carries the same content hash (a duplicate; a tool result or a
+conversation turn never is one: words repeated in a history are repeated events). Ranking never
 evicts for budget: the budget stage walks this order and keeps going past items that do not fit.
 
 Before any of that, the policy's `retrieval` clause applies to every eligible item, pinned or not: a
@@ -189,7 +190,8 @@ def rank(asm: Assembly) -> None:
                 cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, f"relevance {relevance(cand)} below the policy floor {floor}", "ranking"))
                 continue
             twin = seen_hashes.get(cand.item.content_hash)
-            if twin is not None and cand.item.call_id is None:
+            # A tool result or a conversation turn is an event, not a copy: "yes" said twice is two turns.
+            if twin is not None and cand.item.call_id is None and cand.item.turn is None:
                 cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, f"duplicate content of higher-ranked item {twin!r}", "ranking"))
                 continue
         seen_hashes.setdefault(cand.item.content_hash, cand.item_id)

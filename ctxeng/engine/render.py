@@ -16,7 +16,14 @@ source ref or argument can spell a fence either. `assembly_input_hash` is the sh
 document's canonical JSON.
 
 Token accounting: an item's `tokens` is the tokenizer's count of exactly the block text the
-payload carries (`block_tokens`); a control item's is its text's. Counting runs on three pieces,
+payload carries (`block_tokens`); a control item's is its text's.
+
+Conversations: an item with a `turn` (a user message, the agent's own earlier text) and a call with
+a `turn` are not part of the context message; they form `transcript`, one entry per turn in
+history order, each with its fenced blocks and (assistant turns) its included pairs, so the
+adapters give each turn its own message. The key is present only when there is a turn, so a
+request without turns renders exactly as before. A turn's block is the same fenced block with the
+same count wherever it is sent; only the placeholder (`needs_placeholder`) depends on the layout. Counting runs on three pieces,
 the nonce prefix, the nonce-free middle (header identity, content) and the footer, so the middle's
 count is cached across steps; where the tokenizer guarantees piece boundaries at ` {` and at a
 newline before `<` (cl100k), the three counts add up to the count of the whole block, and a
@@ -267,6 +274,34 @@ def control_items(asm: Assembly, included: list[Candidate]) -> list[Candidate]:
     return control
 
 
+def serialized_pairs(asm: Assembly) -> list:
+    """The included tool pairs in payload order: calls made with the context (no turn) first, then
+    each assistant turn's calls at its turn, in assistant source order within a turn."""
+    included = [p for p in asm.pairs if p.included]
+    return sorted(included, key=lambda p: (p.call.turn is not None, p.call.turn or 0, p.source_order))
+
+
+def _pair_entry(pair, nonce: str) -> dict[str, Any]:
+    if pair.resolved:
+        result = {"item_id": pair.result.item_id, "synthetic": False, "text": fenced(pair.result, nonce)}
+    else:
+        result = {"item_id": None, "synthetic": True, "text": pair.synthetic_result}
+    return {
+        "call_id": pair.serialized_call_id,
+        "tool_name": pair.call.tool_name,
+        "arguments_json": pair.arguments_json,
+        "status": pair.call.status.value,
+        "evidence_use": pair.evidence_use.value,
+        # A synthetic result stands in for output that never arrived: never a success.
+        "is_error": not pair.resolved or pair.call.status.value in ("error", "canceled"),
+        "result": result,
+    }
+
+
+def _block(c: Candidate, nonce: str) -> dict[str, Any]:
+    return {"item_id": c.item_id, "zone": c.zone.value, "text": fenced(c, nonce)}  # type: ignore[union-attr]
+
+
 def render(asm: Assembly, included: list[Candidate]) -> dict[str, Any]:
     nonce = asm.nonce
     paired = {id(p.result) for p in asm.pairs if p.result is not None}
@@ -274,34 +309,10 @@ def render(asm: Assembly, included: list[Candidate]) -> dict[str, Any]:
     plain.sort(key=lambda c: (ZONE_ORDER.index(c.zone), placement_key(c)))  # type: ignore[arg-type]
     stable_sources = set(asm.policy.cache.stable_prefix_sources)
     control = control_items(asm, plain)
-    blocks = [
-        {
-            "item_id": c.item_id,
-            "zone": c.zone.value,  # type: ignore[union-attr]
-            "text": fenced(c, nonce),
-        }
-        for c in plain
-        if c.zone != Zone.CONTROL
-    ]
-    pairs = []
-    for pair in sorted((p for p in asm.pairs if p.included), key=lambda p: p.source_order):
-        if pair.resolved:
-            result = {"item_id": pair.result.item_id, "synthetic": False, "text": fenced(pair.result, nonce)}  # type: ignore[union-attr]
-        else:
-            result = {"item_id": None, "synthetic": True, "text": pair.synthetic_result}
-        pairs.append(
-            {
-                "call_id": pair.serialized_call_id,
-                "tool_name": pair.call.tool_name,
-                "arguments_json": pair.arguments_json,
-                "status": pair.call.status.value,
-                "evidence_use": pair.evidence_use.value,
-                # A synthetic result stands in for output that never arrived: never a success.
-                "is_error": not pair.resolved or pair.call.status.value in ("error", "canceled"),
-                "result": result,
-            }
-        )
-    return {
+    blocks = [_block(c, nonce) for c in plain if c.zone != Zone.CONTROL and c.item.turn is None]
+    ordered = serialized_pairs(asm)
+    pairs = [_pair_entry(p, nonce) for p in ordered if p.call.turn is None]
+    doc: dict[str, Any] = {
         "format": "ctxeng-assembly-input/v1",
         "nonce": nonce,
         "control": {
@@ -312,8 +323,41 @@ def render(asm: Assembly, included: list[Candidate]) -> dict[str, Any]:
         },
         "blocks": blocks,
         "tool_pairs": pairs,
-        "tools": _tool_definitions(asm, pairs),
+        "tools": _tool_definitions(asm, [{"tool_name": p.call.tool_name} for p in ordered]),
     }
+    transcript = _transcript(asm, plain, ordered, nonce)
+    if transcript:  # only a conversation has one, so a request without turns renders as it always did
+        doc["transcript"] = transcript
+    return doc
+
+
+def _transcript(asm: Assembly, plain: list[Candidate], ordered: list, nonce: str) -> list[dict[str, Any]]:
+    """The conversation turns, in history order: each turn's admitted items (a user turn's, or the
+    assistant's own text) and, for an assistant turn, the included pairs of the calls it made. A
+    turn whose items were all excluded and that made no included call is absent."""
+    turns: dict[int, dict[str, Any]] = {}
+    for c in sorted((c for c in plain if c.item.turn is not None), key=placement_key):
+        turn = c.item.turn
+        entry = turns.setdefault(turn.index, {"turn": turn.index, "speaker": turn.speaker, "blocks": [], "tool_pairs": []})
+        entry["blocks"].append(_block(c, nonce))
+    for pair in ordered:
+        if pair.call.turn is not None:
+            entry = turns.setdefault(pair.call.turn, {"turn": pair.call.turn, "speaker": "assistant", "blocks": [], "tool_pairs": []})
+            entry["tool_pairs"].append(_pair_entry(pair, nonce))
+    return [turns[i] for i in sorted(turns)]
+
+
+def transcript_entries(inp: dict[str, Any]) -> list[dict[str, Any]]:
+    return inp.get("transcript", [])
+
+
+def needs_placeholder(inp: dict[str, Any]) -> bool:
+    """Is the empty-user placeholder sent? When the payload would otherwise not open with a user
+    message: no context blocks, and no user turn first (both providers want a user turn first)."""
+    if inp["blocks"]:
+        return False
+    transcript = transcript_entries(inp)
+    return not (not inp["tool_pairs"] and transcript and transcript[0]["speaker"] == "user")
 
 
 # --------------------------------------------------------------------------- framing
@@ -349,7 +393,7 @@ def framing_tokens(asm: Assembly, inp: dict[str, Any], included: list[Candidate]
     tool definitions sent."""
     count = asm.tokenizer.count
     control = sum(c.tokens for c in included if c.zone == Zone.CONTROL)
-    empty = count(EMPTY_USER) if not inp["blocks"] else 0
+    empty = count(EMPTY_USER) if needs_placeholder(inp) else 0
     return count(system_text(inp)) - control + empty + sum(count(tool_definition_text(d)) for d in inp["tools"])
 
 

@@ -28,6 +28,7 @@ from .models import (
     StageRecord,
     ToolPairRecord,
 )
+from .render import serialized_pairs
 from .vocabulary import ARTIFACT_KINDS, AssemblyStatus, BlockedReason
 from .working import Assembly, Candidate
 
@@ -125,6 +126,7 @@ def _included_record(c: Candidate) -> IncludedRecord:
         transform_record_id=c.transform_record_id,
         call_id=i.call_id,
         evidence_use=c.evidence_use,
+        turn=i.turn,
     )
 
 
@@ -168,12 +170,9 @@ def _excluded_record(c: Candidate) -> ExcludedRecord:
 
 def _tool_pair_records(asm: Assembly) -> list[ToolPairRecord]:
     out = []
-    serialized = 0
+    serialized_at = {id(p): n for n, p in enumerate(serialized_pairs(asm))}
     for pair in sorted(asm.pairs, key=lambda p: p.source_order):
-        order = None
-        if pair.included:
-            order = serialized
-            serialized += 1
+        order = serialized_at.get(id(pair))
         result = pair.result
         if pair.evicted:
             decision = "excluded"
@@ -198,6 +197,7 @@ def _tool_pair_records(asm: Assembly) -> list[ToolPairRecord]:
                 decision=decision,  # type: ignore[arg-type]
                 unresolved_handling=pair.unresolved_handling,
                 tokens=pair.tokens if pair.included else None,
+                turn=pair.call.turn,
             )
         )
     return out
