@@ -234,10 +234,15 @@ def _cached(prompt: int) -> int:
 
 
 class ProviderStub:
-    """Serve both APIs on 127.0.0.1 in a thread; `openai_base_url`, `anthropic_base_url`."""
+    """Serve both APIs on 127.0.0.1 in a thread; `openai_base_url`, `anthropic_base_url`.
 
-    def __init__(self) -> None:
+    `script`: what the model answers to the first requests, in order: a list of tool calls
+    `[(call_id, tool_name, arguments), ...]` for a turn that calls tools, or None for a text reply;
+    past the script every answer is the text reply. An agent loop thus runs the same turns each time."""
+
+    def __init__(self, script: list[list[tuple[str, str, dict[str, Any]]] | None] | None = None) -> None:
         self.requests: list[tuple[str, dict[str, Any]]] = []
+        self.script = list(script or [])
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -302,16 +307,26 @@ class ProviderStub:
         self.server.shutdown()
         self.server.server_close()
 
+    def _scripted(self) -> list[tuple[str, str, dict[str, Any]]] | None:
+        """The tool calls the model makes in answer to the request just recorded, if any."""
+        n = len(self.requests) - 1
+        return self.script[n] if 0 <= n < len(self.script) else None
+
     def openai_response(self, body: dict[str, Any]) -> dict[str, Any]:
         prompt = _prompt_tokens("", body["messages"])
         completion = count_tokens(REPLY)
+        calls = self._scripted()
+        message: dict[str, Any] = {"role": "assistant", "content": REPLY, "refusal": None}
+        if calls:
+            message = {"role": "assistant", "content": None, "refusal": None, "tool_calls": [
+                {"id": cid, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}} for cid, name, args in calls]}
         return {
             "id": f"chatcmpl-stub{len(self.requests)}",
             "object": "chat.completion",
             "created": 1764460800,
             "model": body["model"],
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": REPLY, "refusal": None},
-                         "finish_reason": "stop", "logprobs": None}],
+            "choices": [{"index": 0, "message": message,
+                         "finish_reason": "tool_calls" if calls else "stop", "logprobs": None}],
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
                       "prompt_tokens_details": {"cached_tokens": _cached(prompt), "audio_tokens": 0},
                       "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0}},
@@ -322,13 +337,17 @@ class ProviderStub:
         system = body.get("system") if isinstance(body.get("system"), str) else _text_of(body.get("system"))
         prompt = _prompt_tokens(system or "", body["messages"])
         cache_read = _cached(prompt)
+        calls = self._scripted()
+        content: list[dict[str, Any]] = [{"type": "text", "text": REPLY}]
+        if calls:
+            content = [{"type": "tool_use", "id": cid, "name": name, "input": args} for cid, name, args in calls]
         return {
             "id": f"msg_stub{len(self.requests)}",
             "type": "message",
             "role": "assistant",
             "model": body["model"],
-            "content": [{"type": "text", "text": REPLY}],
-            "stop_reason": "end_turn",
+            "content": content,
+            "stop_reason": "tool_use" if calls else "end_turn",
             "stop_sequence": None,
             "usage": {"input_tokens": prompt - cache_read, "output_tokens": count_tokens(REPLY),
                       "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": 0},

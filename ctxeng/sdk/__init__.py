@@ -1,0 +1,33 @@
+"""ctxeng.sdk — put ctxeng between an agent and its model in a few lines.
+
+    from ctxeng import sdk
+    session = sdk.Session("chat-agent", model="gpt-4o")
+    step = session.step(messages, tools=tools)          # OpenAI, Anthropic or LangChain messages
+    response = openai.OpenAI().chat.completions.create(**step.kwargs)
+    step.report_usage(response)
+
+The public names are these and nothing else: `Session`, `Step`, `Item`, the builders `code`, `web`,
+`file`, `memory`, `plan`, `summary`, `artifact`, and the errors `SDKError`, `ContextBlocked`.
+Framework adapters live in their own modules, each importing its framework only when used:
+`ctxeng.sdk.langchain` (LangChain v1 middleware) and `ctxeng.sdk.openai_agents` (OpenAI Agents
+SDK input filter). The SDK is part of the light install: it imports no Django, Celery or DRF.
+"""
+
+from ._builders import Item, artifact, code, file, memory, plan, summary, web
+from ._session import Session, Step
+from .errors import ContextBlocked, SDKError
+
+__all__ = [
+    "ContextBlocked",
+    "Item",
+    "SDKError",
+    "Session",
+    "Step",
+    "artifact",
+    "code",
+    "file",
+    "memory",
+    "plan",
+    "summary",
+    "web",
+]

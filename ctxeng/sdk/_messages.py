@@ -1,0 +1,315 @@
+"""Message formats: what an agent holds, turned into candidates, and the payload turned back.
+
+Three shapes come in: OpenAI chat messages (dicts), Anthropic messages (dicts with content blocks,
+the system text beside them) and LangChain `BaseMessage`s. All three are first read into one
+neutral shape, OpenAI chat dicts, which is what the candidates are built from; the assembled
+payload goes back the same way: to neutral OpenAI dicts, then to the caller's shape, with the
+caller's own tool-call ids put back where the engine had to rewrite them.
+
+Defaults per message (DESIGN "The agent side"; docs/sdk.md has the table):
+
+| message | kind | source_type | trust | intended_role | turn |
+| system / developer | instruction | system_policy | control_authority | control | - |
+| user | user_message | user_request | task_authority | task_intent | its index, user |
+| assistant text | assistant_message | model_output | derived_context | derived_context | its index, assistant |
+| assistant tool call | a request tool call (`tool_calls[].turn` = its index) | | | | |
+| tool result | tool_result | tool_output (or `Session(tool_sources=)`'s) | the policy's default | untrusted_data | its call's |
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import SDKError
+
+FORMATS = ("openai", "anthropic", "langchain")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,80}$")
+
+
+def detect_format(messages: Any, *, system: Any = None) -> str:
+    """`openai`, `anthropic` or `langchain`, from the messages' own shape. A history that is both
+    (plain user/assistant strings) reads as OpenAI unless a `system=` was given beside it."""
+    if isinstance(messages, dict) and "messages" in messages:
+        return "anthropic"
+    if not isinstance(messages, Sequence) or isinstance(messages, (str, bytes)):
+        raise SDKError("messages: expected a list of messages")
+    for m in messages:
+        if not isinstance(m, dict):
+            if type(m).__module__.startswith("langchain"):
+                return "langchain"
+            raise SDKError(f"messages: {type(m).__name__} is not a message (dict or LangChain BaseMessage)")
+    for m in messages:
+        if m.get("role") in ("system", "developer", "tool") or "tool_calls" in m:
+            return "openai"
+        content = m.get("content")
+        if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") in ("tool_use", "tool_result") for b in content):
+            return "anthropic"
+    return "anthropic" if system is not None else "openai"
+
+
+def to_neutral(messages: Any, fmt: str, *, system: Any = None) -> list[dict[str, Any]]:
+    """The history as OpenAI chat dicts (a copy; the caller's list is never changed)."""
+    if fmt == "langchain":
+        from .langchain import to_openai_messages
+
+        return to_openai_messages(list(messages))
+    if fmt == "anthropic":
+        if isinstance(messages, dict):
+            system = messages.get("system", system)
+            messages = messages["messages"]
+        return anthropic_to_openai(messages, system)
+    if fmt == "openai":
+        return copy.deepcopy(list(messages))
+    raise SDKError(f"format: {fmt!r} is not one of {', '.join(FORMATS)}")
+
+
+def _text(content: Any, where: str) -> str:
+    """The text of a message's content: a string, or text parts joined by newlines."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for j, part in enumerate(content):
+            if isinstance(part, str):
+                texts.append(part)
+            elif isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
+                texts.append(str(part.get("text", "")))
+            else:
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise SDKError(f"{where}[{j}]: only text content is assembled, not {kind!r}")
+        return "\n".join(texts)
+    raise SDKError(f"{where}: expected a string or a list of text parts")
+
+
+def anthropic_to_openai(messages: list[dict[str, Any]], system: Any = None) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if system:
+        out.append({"role": "system", "content": _text(system, "system")})
+    for i, m in enumerate(messages):
+        role, content = m.get("role"), m.get("content")
+        where = f"messages[{i}]"
+        if role not in ("user", "assistant"):
+            raise SDKError(f"{where}.role: Anthropic messages are 'user' or 'assistant', not {role!r}")
+        if not isinstance(content, list):
+            out.append({"role": role, "content": _text(content, f"{where}.content")})
+            continue
+        texts: list[str] = []
+        calls: list[dict[str, Any]] = []
+        for j, block in enumerate(content):
+            kind = block.get("type") if isinstance(block, dict) else None
+            if kind == "tool_result":
+                out.append({"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": _text(block.get("content"), f"{where}.content[{j}].content"),
+                            **({"status": "error"} if block.get("is_error") else {})})
+            elif kind == "tool_use":
+                calls.append({"id": block.get("id"), "type": "function", "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})}})
+            else:
+                texts.append(_text([block], f"{where}.content"))
+        if texts or calls:
+            msg: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
+            if calls:
+                msg["tool_calls"] = calls
+            out.append(msg)
+    return out
+
+
+def openai_to_anthropic(messages: list[dict[str, Any]]) -> tuple[str | None, list[dict[str, Any]]]:
+    """(system text, Anthropic messages) of OpenAI chat dicts, joining same-role neighbours."""
+    system: list[str] = []
+    out: list[dict[str, Any]] = []
+
+    def append(role: str, blocks: list[dict[str, Any]]) -> None:
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+
+    for m in messages:
+        role = m.get("role")
+        if role in ("system", "developer"):
+            system.append(_text(m.get("content"), "content"))
+        elif role == "tool":
+            append("user", [{"type": "tool_result", "tool_use_id": m.get("tool_call_id"), "content": _text(m.get("content"), "content")}])
+        else:
+            text = _text(m.get("content"), "content")
+            blocks: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+            for call in m.get("tool_calls") or []:
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": json.loads(call["function"]["arguments"] or "{}")})
+            append(role, blocks)
+    return ("\n\n".join(system) if system else None), out
+
+
+# --------------------------------------------------------------------------- candidates
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
+
+
+def content_hash(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class MessageItems:
+    """The candidates and tool calls of one history, with ids that stay the same across steps.
+
+    A message's item id is its own `id` when it has a usable one (LangChain messages do), else its
+    role and a digest of its text, with `-2`, `-3` … for the second and later message with the
+    same key in the history: an agent appends to its history, so each message keeps its id from
+    step to step and the run timeline follows it."""
+
+    def __init__(self, tool_sources: dict[str, str] | None = None) -> None:
+        self.tool_sources = tool_sources or {}
+        self.candidates: list[dict[str, Any]] = []
+        self.tool_calls: list[dict[str, Any]] = []
+        self._seen: dict[str, int] = {}
+
+    def _item_id(self, message: dict[str, Any], role: str, text: str) -> str:
+        own = message.get("id")
+        base = f"msg-{own}" if isinstance(own, str) and _SAFE_ID.match(own) else f"{role}-{_digest(role, text)[:16]}"
+        n = self._seen.get(base, 0) + 1
+        self._seen[base] = n
+        return base if n == 1 else f"{base}-{n}"
+
+    def read(self, messages: list[dict[str, Any]], *, relevance_from: int = 0) -> None:
+        calls_by_id: dict[str, dict[str, Any]] = {}
+        total = max(len(messages), 1)
+        for i, m in enumerate(messages):
+            where = f"messages[{i}]"
+            role = m.get("role")
+            # Newer turns rank higher, so a budget that must drop history drops the oldest first.
+            recency = round(0.5 + 0.5 * (i + 1) / total, 6)
+            if role in ("system", "developer"):
+                text = _text(m.get("content"), f"{where}.content")
+                self._add(m, "system", text, kind="instruction", source_type="system_policy", trust="control_authority",
+                          intended_role="control", ref_key="object_id")
+            elif role == "user":
+                text = _text(m.get("content"), f"{where}.content")
+                self._add(m, "user", text, kind="user_message", source_type="user_request", trust="task_authority",
+                          intended_role="task_intent", ref_key="object_id", turn={"index": i, "speaker": "user"}, relevance=recency)
+            elif role == "assistant":
+                text = _text(m.get("content"), f"{where}.content")
+                if text.strip():
+                    self._add(m, "assistant", text, kind="assistant_message", source_type="model_output", trust="derived_context",
+                              intended_role="derived_context", ref_key="message_id", turn={"index": i, "speaker": "assistant"}, relevance=recency)
+                for j, call in enumerate(m.get("tool_calls") or []):
+                    self._call(call, i, f"{where}.tool_calls[{j}]", calls_by_id)
+            elif role == "tool":
+                self._result(m, where, calls_by_id, recency)
+            else:
+                raise SDKError(f"{where}.role: {role!r} is not system, developer, user, assistant or tool")
+
+    def _add(self, message: dict[str, Any], role: str, text: str, *, ref_key: str, **fields: Any) -> dict[str, Any]:
+        item_id = self._item_id(message, role, text)
+        cand = {"item_id": item_id, "content": text, "content_hash": content_hash(text), "source_ref": {ref_key: item_id}, **fields}
+        self.candidates.append(cand)
+        return cand
+
+    def _call(self, call: dict[str, Any], index: int, where: str, calls_by_id: dict[str, dict[str, Any]]) -> None:
+        call_id = call.get("id")
+        function = call.get("function") or {}
+        if not isinstance(call_id, str) or not call_id:
+            raise SDKError(f"{where}.id: a tool call needs its id (it pairs the call with its result)")
+        if call_id in calls_by_id:
+            raise SDKError(f"{where}.id: call id {call_id!r} is used twice in the history")
+        raw = function.get("arguments")
+        try:
+            arguments = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+        except ValueError:
+            raise SDKError(f"{where}.function.arguments: not JSON: {raw[:60]!r}") from None
+        if not isinstance(arguments, dict):
+            raise SDKError(f"{where}.function.arguments: must be a JSON object")
+        entry = {"call_id": call_id, "tool_name": function.get("name"), "arguments": arguments, "status": "unknown", "turn": index}
+        calls_by_id[call_id] = entry
+        self.tool_calls.append(entry)
+
+    def _result(self, message: dict[str, Any], where: str, calls_by_id: dict[str, dict[str, Any]], recency: float) -> None:
+        call_id = message.get("tool_call_id")
+        call = calls_by_id.get(call_id) if isinstance(call_id, str) else None
+        if call is None:
+            raise SDKError(f"{where}.tool_call_id: no earlier assistant tool call has id {call_id!r}")
+        if call.get("result_item_id"):
+            raise SDKError(f"{where}.tool_call_id: call {call_id!r} already has a result")
+        text = _text(message.get("content"), f"{where}.content")
+        item_id = f"result-{_digest(call_id)[:16]}"
+        source_type = self.tool_sources.get(call["tool_name"], "tool_output")
+        ref = {"call_id": call_id, "tool_name": call["tool_name"]}
+        if source_type == "test_log":  # the whole log's identity, which its reduction keeps (failures + artifact ref)
+            ref["artifact_id"] = f"log-{item_id.removeprefix('result-')}"
+        self.candidates.append({
+            "item_id": item_id,
+            "kind": "tool_result",
+            "source_type": source_type,
+            "intended_role": "untrusted_data",
+            "content": text,
+            "content_hash": content_hash(text),
+            "source_ref": ref,
+            "call_id": call_id,
+            "relevance": recency,
+        })
+        call["result_item_id"] = item_id
+        call["status"] = message.get("status") if message.get("status") in ("success", "error", "canceled", "partial", "unknown") else "success"
+
+
+def tool_definitions(tools: Any) -> list[dict[str, Any]]:
+    """`{name, description, parameters}` of OpenAI, Anthropic or plain tool dicts."""
+    out = []
+    for i, tool in enumerate(tools or []):
+        if not isinstance(tool, dict):
+            raise SDKError(f"tools[{i}]: expected a tool dict (OpenAI, Anthropic or {{name, description, parameters}})")
+        spec = tool.get("function") if tool.get("type") == "function" and isinstance(tool.get("function"), dict) else tool
+        if not spec.get("name"):
+            raise SDKError(f"tools[{i}].name: field required")
+        parameters = spec.get("parameters", spec.get("input_schema")) or {"type": "object", "properties": {}}
+        out.append({"name": spec["name"], "description": spec.get("description") or "", "parameters": parameters})
+    return out
+
+
+# --------------------------------------------------------------------------- the payload, back
+
+
+def restore_call_ids(payload: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the payload with each serialized call id replaced by the caller's own."""
+    back = {p["serialized_call_id"]: p["call_id"] for p in manifest.get("tool_pairs", [])}
+    out = copy.deepcopy(payload)
+    for m in out.get("messages", []):
+        for call in m.get("tool_calls") or []:
+            call["id"] = back.get(call["id"], call["id"])
+        if m.get("role") == "tool":
+            m["tool_call_id"] = back.get(m["tool_call_id"], m["tool_call_id"])
+        if isinstance(m.get("content"), list):
+            for block in m["content"]:
+                if block.get("type") == "tool_use":
+                    block["id"] = back.get(block["id"], block["id"])
+                elif block.get("type") == "tool_result":
+                    block["tool_use_id"] = back.get(block["tool_use_id"], block["tool_use_id"])
+    return out
+
+
+def payload_as_openai(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """The payload's messages as OpenAI chat dicts, system first, for either adapter's payload."""
+    if "system" in payload:
+        return anthropic_to_openai(payload["messages"], payload["system"])
+    return copy.deepcopy(payload["messages"])
+
+
+def in_format(payload: dict[str, Any], fmt: str) -> tuple[str | None, list[Any]]:
+    """(system text, messages) of a payload (caller ids already restored) in the caller's format.
+    OpenAI and LangChain messages carry the system message first; Anthropic's stand beside it."""
+    if fmt == "anthropic":
+        if "system" in payload:
+            return payload["system"], copy.deepcopy(payload["messages"])
+        return openai_to_anthropic(payload["messages"])
+    messages = payload_as_openai(payload)
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+    if fmt == "langchain":
+        from .langchain import from_openai_messages
+
+        return system, from_openai_messages(messages)
+    return system, messages

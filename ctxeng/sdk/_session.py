@@ -1,0 +1,325 @@
+"""`Session` and `Step`: one agent run, one assembly per model call.
+
+    session = Session("chat-agent", model="gpt-4o")            # local: the engine in this process
+    session = Session("chat-agent", model="gpt-4o", url=URL, token=TOKEN, principal=...)  # remote: REST
+    step = session.step(messages, tools=tools)
+    response = openai.OpenAI().chat.completions.create(**step.kwargs)
+    step.report_usage(response)
+
+A session holds the run: its id, the step counter, the principal and scope, when it first saw each
+item (`observed_at` stays the same from step to step), and the previous step's cache record (so the
+manifest says whether the stable prefix was a hit). Local and remote build the same request: the
+service assembles it with the same engine, so the manifest's decisions and the payload are the
+same either way (the assembly id and the seal time differ).
+"""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..engine.models import ContextPolicy
+from . import _messages
+from ._builders import Item
+from ._models import ADAPTER_BY_PROVIDER, model_spec
+from .errors import ContextBlocked, SDKError
+
+DEFAULT_TENANT = "local"
+DEFAULT_PROJECT = "default"
+DEFAULT_STAGE = "default"
+PRODUCER = "ctxeng.sdk"
+
+
+class Step:
+    """One assembled model call. `kwargs` is what the provider SDK takes; `messages` the same
+    context in the caller's own message format, with the caller's own tool-call ids."""
+
+    def __init__(self, *, manifest: dict[str, Any], payload: dict[str, Any] | None, fmt: str,
+                 job_id: str | None = None, dashboard_url: str | None = None,
+                 reporter: Callable[[dict[str, int]], dict[str, Any]] | None = None) -> None:
+        self.manifest = manifest
+        self._job_id = job_id
+        self.payload = payload
+        self.format = fmt
+        self.dashboard_url = dashboard_url
+        self.usage: dict[str, Any] | None = None
+        self._reporter = reporter
+
+    @property
+    def status(self) -> str:
+        return self.manifest["assembly"]["status"]
+
+    @property
+    def blocked_reason(self) -> str | None:
+        return self.manifest["assembly"].get("blocked_reason")
+
+    @property
+    def assembly_id(self) -> str:
+        """Remote: the service's job id (what its API and dashboard URLs take); local: the manifest's id."""
+        return self._job_id or self.manifest["assembly"]["id"]
+
+    @property
+    def ready(self) -> bool:
+        return self.status == "ready"
+
+    def raise_for_status(self) -> Step:
+        if not self.ready or self.payload is None:
+            raise ContextBlocked(self)
+        return self
+
+    @property
+    def kwargs(self) -> dict[str, Any]:
+        """A copy of the exact payload the manifest hashes (`serialized_model_input_hash`): for
+        `openai_chat`, `chat.completions.create(**kwargs)`; for `anthropic_messages`,
+        `messages.create(**kwargs)`. Raises `ContextBlocked` for a blocked step."""
+        return copy.deepcopy(self.raise_for_status().payload)  # type: ignore[arg-type]
+
+    @property
+    def messages(self) -> list[Any]:
+        """The assembled messages in the caller's format (OpenAI dicts and LangChain messages
+        with the system message first; Anthropic's without it, see `system`)."""
+        return self._caller()[1]
+
+    @property
+    def system(self) -> str | None:
+        """The assembled system text: the control items and the data-boundary notice."""
+        return self._caller()[0]
+
+    def _caller(self) -> tuple[str | None, list[Any]]:
+        self.raise_for_status()
+        restored = _messages.restore_call_ids(self.payload, self.manifest)  # type: ignore[arg-type]
+        return _messages.in_format(restored, self.format)
+
+    def report_usage(self, response: Any) -> dict[str, Any]:
+        """Record the provider's usage for this step (an OpenAI or Anthropic SDK response or its
+        dict, or a LangChain AIMessage with `usage_metadata`): remote, posted to the assembly's
+        `usage/`; local, kept on `step.usage` beside the estimate."""
+        from ..client import usage_from_response
+
+        metadata = getattr(response, "usage_metadata", None)
+        if isinstance(metadata, dict) and metadata.get("input_tokens") is not None:
+            # LangChain's input_tokens is the whole prompt (its integrations add cached reads and
+            # cache writes in); input_token_details.cache_read is the cached part.
+            details = metadata.get("input_token_details") or {}
+            usage = {"input_tokens": int(metadata["input_tokens"]), "cached_tokens": int(details.get("cache_read") or 0),
+                     "output_tokens": int(metadata.get("output_tokens") or 0)}
+        else:
+            usage = usage_from_response(response)
+        estimate = self.manifest["budget"].get("payload_tokens")
+        self.usage = {**usage, "estimated_input_tokens": estimate}
+        if self._reporter is not None:
+            return self._reporter(usage)
+        return self.usage
+
+    def __repr__(self) -> str:
+        return f"<Step {self.manifest['assembly']['step_id']} {self.status} {self.assembly_id}>"
+
+
+def _load_policy(policy: Any) -> ContextPolicy | dict[str, Any]:
+    """A parsed policy (local), or, for `"<id>@<revision>"`, the reference to one on the server."""
+    from ..engine import parse_policy
+    from ..engine.errors import InvalidInput
+
+    if isinstance(policy, ContextPolicy):
+        return policy
+    try:
+        if isinstance(policy, dict):
+            return parse_policy(policy)
+        if isinstance(policy, Path) or (isinstance(policy, str) and Path(policy).suffix in (".yaml", ".yml", ".json")):
+            path = Path(policy)
+            if not path.is_file():
+                raise SDKError(f"policy: no file {str(path)!r}")
+            return parse_policy(path.read_text(encoding="utf-8"))
+    except InvalidInput as exc:
+        raise SDKError("policy: " + "; ".join(exc.errors)) from None
+    if isinstance(policy, str):
+        from .. import starters
+
+        if policy in starters.names():
+            return starters.load(policy)
+        if "@" in policy:
+            pid, _, rev = policy.rpartition("@")
+            if not pid or not rev.isdecimal():
+                raise SDKError(f"policy: {policy!r} is not '<id>@<revision>'")
+            return {"id": pid, "revision": int(rev)}
+        raise SDKError(f"policy: {policy!r} is not a starter policy ({', '.join(starters.names())}), a file, or '<id>@<revision>'")
+    raise SDKError("policy: expected a starter name, a path, a dict, or '<id>@<revision>'")
+
+
+class Session:
+    """An agent run assembled step by step under one policy.
+
+    `policy`: a starter name (`chat-agent`, `coding-agent`, `research-agent`), a path to a YAML or
+    JSON policy, a dict, or `"<id>@<revision>"` of a policy published on the server (remote only).
+    Remote, a starter name runs under the server's current revision of that policy id, a path or
+    dict under exactly its own id and revision (published on the server).
+    `url`, `token`: assemble through the ctxeng service instead of in this process.
+    `run_id`: default a new `run-<uuid>`. `model`: a known name or `{name, provider, context_limit}`.
+    `adapter`: default from the model's provider (`openai_chat`, `anthropic_messages`).
+    `principal`: `{id, tenant, project[, permissions]}` (default `agent`, `local`/`default`; remote:
+    the tenant your token acts for). `scope`: default `<tenant>/<project>/<run_id>`. `producer`:
+    recorded on every candidate the session builds (default `ctxeng.sdk`).
+    `artifacts`: local re-injection store, `lookup(artifact_id, revision) -> StoredArtifact | None`
+    or a directory as the CLI's `--artifacts`. `stage`: the default stage of each step.
+    `tool_sources`: tool name -> the source type of its results (default `tool_output`), e.g.
+    `{"run_tests": "test_log"}` so a policy's `test_log` source limit keeps a long log's failures.
+    """
+
+    def __init__(self, policy: Any, *, url: str | None = None, token: str | None = None, run_id: str | None = None,
+                 model: Any = "gpt-4o", adapter: str | None = None, principal: dict[str, Any] | None = None,
+                 scope: str | None = None, producer: str | None = None, artifacts: Any = None,
+                 stage: str = DEFAULT_STAGE, tool_sources: dict[str, str] | None = None, timeout: float = 120.0) -> None:
+        if url is not None and not token:
+            raise SDKError("token: required with url= (an agent token: manage.py issue_token)")
+        if url is None and principal is None:
+            principal = {"id": "agent", "tenant": DEFAULT_TENANT, "project": DEFAULT_PROJECT}
+        if url is not None and principal is None:
+            raise SDKError("principal: required with url= ({id, tenant, project}: the tenant your token acts for)")
+        missing = [k for k in ("id", "tenant", "project") if not (principal or {}).get(k)]
+        if missing:
+            raise SDKError(f"principal.{missing[0]}: field required")
+        self.policy = _load_policy(policy)
+        self._starter = isinstance(policy, str) and isinstance(self.policy, ContextPolicy) and policy == self.policy.policy.id
+        if url is None and isinstance(self.policy, dict):
+            raise SDKError(f"policy: {policy!r} names a policy on a server; give url= and token=, or a starter name, path or dict")
+        self.model = model_spec(model)
+        self.adapter = adapter or ADAPTER_BY_PROVIDER.get(self.model["provider"], "openai_chat")
+        self.principal = dict(principal)  # type: ignore[arg-type]
+        self.run_id = run_id or f"run-{uuid.uuid4().hex[:16]}"
+        self.scope = scope or f"{self.principal['tenant']}/{self.principal['project']}/{self.run_id}"
+        self.producer = producer or PRODUCER
+        self.stage = stage
+        self.steps: list[Step] = []
+        self._seen_at: dict[str, str] = {}
+        self._previous_cache: dict[str, Any] | None = None
+        self._artifacts = _artifact_store(artifacts)
+        self.tool_sources = dict(tool_sources or {})
+        self._client = None
+        if url is not None:
+            from ..client import Client
+
+            self._client = Client(url, token)  # type: ignore[arg-type]
+        self._timeout = timeout
+
+    @property
+    def remote(self) -> bool:
+        return self._client is not None
+
+    # ------------------------------------------------------------------ building the request
+
+    def request(self, messages: Any, *, tools: Any = None, items: Iterable[Item | dict[str, Any]] = (),
+                stage: str | None = None, format: str | None = None, system: Any = None) -> tuple[dict[str, Any], str]:
+        """The assembly request `step` would submit (and the detected format), without assembling."""
+        fmt = format or _messages.detect_format(messages, system=system)
+        neutral = _messages.to_neutral(messages, fmt, system=system)
+        built = _messages.MessageItems(self.tool_sources)
+        built.read(neutral)
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        candidates = []
+        for cand in built.candidates:
+            candidates.append({**cand, "scope": self.scope, "producer": self.producer,
+                               "observed_at": self._seen_at.setdefault(cand["item_id"], now)})
+        for i, item in enumerate(items):
+            candidates.append(self._extra_item(item, i, now))
+        if isinstance(self.policy, ContextPolicy):
+            ref: dict[str, Any] = {"id": self.policy.policy.id, "revision": self.policy.policy.revision}
+            if self.remote and self._starter:  # the server's current revision of the starter (an editor may have revised it)
+                ref = {"id": self.policy.policy.id}
+        else:
+            ref = dict(self.policy)
+        request: dict[str, Any] = {
+            "run_id": self.run_id,
+            "step_id": f"step-{len(self.steps) + 1}",
+            "policy": ref,
+            "principal": self.principal,
+            "scope": self.scope,
+            "stage": stage or self.stage,
+            "model": self.model,
+            "adapter": self.adapter,
+            "tool_calls": built.tool_calls,
+            "tools": _messages.tool_definitions(tools),
+            "candidates": candidates,
+        }
+        if self._previous_cache is not None:
+            request["previous_cache"] = self._previous_cache
+        return request, fmt
+
+    def _extra_item(self, item: Item | dict[str, Any], i: int, now: str) -> dict[str, Any]:
+        if isinstance(item, Item):
+            cand = item.candidate(scope=self.scope, producer=self.producer)
+        elif isinstance(item, dict):
+            cand = {"scope": self.scope, "producer": self.producer, **item}
+            if isinstance(cand.get("content"), str) and "content_hash" not in cand:
+                cand["content_hash"] = _messages.content_hash(cand["content"])
+        else:
+            raise SDKError(f"items[{i}]: expected an item from a builder (sdk.code, sdk.web, ...) or a candidate dict")
+        cand.setdefault("observed_at", self._seen_at.setdefault(str(cand.get("item_id")), now))
+        return cand
+
+    # ------------------------------------------------------------------ assembling
+
+    def step(self, messages: Any, *, tools: Any = None, items: Iterable[Item | dict[str, Any]] = (),
+             stage: str | None = None, format: str | None = None, system: Any = None) -> Step:
+        """Assemble the context of the next model call from the agent's history (`messages`), its
+        tools and any further items. Returns the `Step` whether ready or blocked; `step.kwargs`
+        and `step.messages` raise `ContextBlocked` when it is blocked."""
+        request, fmt = self.request(messages, tools=tools, items=items, stage=stage, format=format, system=system)
+        step = self._remote(request, fmt) if self.remote else self._local(request, fmt)
+        self.steps.append(step)
+        self._previous_cache = step.manifest.get("cache")
+        return step
+
+    async def astep(self, messages: Any, **kwargs: Any) -> Step:
+        """`step` for async agents: the assembly (and, remote, the HTTP wait) runs in a worker
+        thread, so the event loop is not blocked meanwhile. Steps are numbered in call order."""
+        import asyncio
+
+        return await asyncio.to_thread(self.step, messages, **kwargs)
+
+    def _local(self, request: dict[str, Any], fmt: str) -> Step:
+        from ..engine import assemble, parse_request
+        from ..engine.errors import InvalidInput
+
+        try:
+            result = assemble(parse_request(request), self.policy, artifacts=self._artifacts)  # type: ignore[arg-type]
+        except InvalidInput as exc:
+            raise SDKError("; ".join(exc.errors)) from None
+        return Step(manifest=result.manifest_dict(), payload=result.serialized_input, fmt=fmt)
+
+    def _remote(self, request: dict[str, Any], fmt: str) -> Step:
+        from ..client import AssemblyFailed, InvalidRequest
+
+        client = self._client
+        assert client is not None
+        try:
+            assembly = client.assemble(request, wait=True, timeout=self._timeout, idempotency_key=f"{self.run_id}/{request['step_id']}")
+        except InvalidRequest as exc:
+            raise SDKError("; ".join(exc.errors)) from None
+        except AssemblyFailed:
+            raise
+        html = assembly.job.get("html_url")
+        url = html if not html or html.startswith("http") else client.base_url + html
+        assembly_id = assembly.id
+
+        def report(usage: dict[str, int]) -> dict[str, Any]:
+            return client.report_usage(assembly_id, **usage)
+
+        return Step(manifest=assembly.manifest or {}, payload=assembly.input, fmt=fmt, job_id=assembly_id, dashboard_url=url,
+                    reporter=report)
+
+
+def _artifact_store(artifacts: Any):
+    if artifacts is None or callable(artifacts):
+        return artifacts
+    if isinstance(artifacts, (str, Path)):
+        from ..cli import _Invalid, load_artifacts
+
+        try:
+            return load_artifacts(str(artifacts))[0]
+        except _Invalid as exc:
+            raise SDKError("artifacts: " + "; ".join(exc.errors)) from None
+    raise SDKError("artifacts: expected a lookup(artifact_id, revision) or a directory")
