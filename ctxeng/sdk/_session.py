@@ -291,7 +291,7 @@ class Session:
         return Step(manifest=result.manifest_dict(), payload=result.serialized_input, fmt=fmt)
 
     def _remote(self, request: dict[str, Any], fmt: str) -> Step:
-        from ..client import AssemblyFailed, InvalidRequest
+        from ..client import InvalidRequest
 
         client = self._client
         assert client is not None
@@ -299,8 +299,6 @@ class Session:
             assembly = client.assemble(request, wait=True, timeout=self._timeout, idempotency_key=f"{self.run_id}/{request['step_id']}")
         except InvalidRequest as exc:
             raise SDKError("; ".join(exc.errors)) from None
-        except AssemblyFailed:
-            raise
         html = assembly.job.get("html_url")
         url = html if not html or html.startswith("http") else client.base_url + html
         assembly_id = assembly.id

@@ -85,3 +85,16 @@ def test_a_starter_name_runs_under_the_servers_current_revision_and_a_reference_
     pinned = sdk.Session("chat-agent@1", url=live_server.url, token=token, principal=PRINCIPAL).step(HISTORY)
     assert by_name.manifest["assembly"]["policy"]["revision"] == 2
     assert pinned.manifest["assembly"]["policy"]["revision"] == 1
+
+
+@pytest.mark.slow
+def test_a_conversation_steps_pages_show_each_turn_to_a_reviewer(live_server, token, reviewer_user, client):
+    history = [*HISTORY, {"role": "assistant", "content": "It is 18C in Paris."}, {"role": "user", "content": "And <b>Oslo</b>?"}]
+    step = sdk.Session("chat-agent", url=live_server.url, token=token, principal=PRINCIPAL).step(history)
+    client.force_login(reviewer_user)
+    page = client.get(f"/assemblies/{step.assembly_id}/input/")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert html.count("It is 18C in Paris.") == 1 and "And &lt;b&gt;Oslo&lt;/b&gt;?" in html and "<b>Oslo</b>" not in html
+    inspector = client.get(f"/assemblies/{step.assembly_id}/")
+    assert inspector.status_code == 200 and "assistant_message" in inspector.content.decode()
