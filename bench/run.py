@@ -29,6 +29,8 @@ SECTIONS = (
     ("4", "4 service", "bench.service"),
     ("5", "5 dashboard", "bench.dashboard"),
     ("6", "6 storage", "bench.storage"),
+    # Context quality (issue 28): `make bench-quality` runs it on its own; here only with --only 7.
+    ("7", "7 quality", "bench.quality.run"),
 )
 
 
@@ -56,7 +58,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
-    parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated section numbers")
+    parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated section numbers (7, context quality: make bench-quality)")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(","))
     started = time.monotonic()

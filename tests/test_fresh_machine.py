@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -93,16 +92,14 @@ def test_only_the_packages_asked_for_are_checked(bare_path):
 
 
 def test_make_test_stops_before_pytest_on_a_machine_without_them(bare_path):
-    """`make test` itself, redis-server and chromium hidden from PATH, not root: a stop in seconds."""
+    """`make test` itself, redis-server and chromium hidden from PATH, not root: a stop before any test runs."""
     bin_dir = bare_path(1000)
     env = {"PATH": str(bin_dir), "HOME": str(bin_dir.parent)}
-    started = time.monotonic()
     done = subprocess.run(["make", "--no-print-directory", "test", f"PY={sys.executable}"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120, executable=shutil.which("make"))
     assert done.returncode != 0
     assert "sudo apt-get install -y chromium redis-server" in done.stderr
     assert "pytest" not in done.stdout and "passed" not in done.stdout
-    assert time.monotonic() - started < 60  # nothing long ran (generous: a shared, busy machine)
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/apt-get"), reason="a Debian-family system")

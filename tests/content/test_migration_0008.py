@@ -15,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -181,7 +180,6 @@ def _run(args: list[str], env: dict[str, str], timeout: float = 120) -> str:
 
 
 def test_migration_0008_converts_requests_manifests_item_rows_and_artifacts_losing_nothing(tmp_path):
-    started = time.monotonic()
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "REDIS_URL", "CTXENG_CONTENT_STORE") and not k.startswith("CTXENG_TEST_")}
     env.update(DJANGO_SETTINGS_MODULE="ctxeng.settings", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
@@ -201,4 +199,3 @@ def test_migration_0008_converts_requests_manifests_item_rows_and_artifacts_losi
     # Every blob went to the database, each once, and every one of them is referred to.
     assert counts["content_rows"] > 0 and counts["s3_rows"] == 0, counts
     assert (counts["purged"], counts["pruned"], counts["after_purge"]) == (0, 0, counts["content_rows"]), counts
-    assert time.monotonic() - started < 60

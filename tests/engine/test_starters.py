@@ -148,6 +148,7 @@ def test_chat_and_coding_starters_pin_no_principal_or_task_type():
 # What the SDK leaves unlabelled (trust None), by source type, and the role it asks for.
 SDK_UNLABELLED = {
     "tool_output": "untrusted_data",
+    "test_log": "untrusted_data",  # a tool's results named a test log (Session(tool_sources=...))
     "repository_source": "untrusted_data",
     "web_document": "untrusted_data",
     "editable_project_file": "untrusted_data",

@@ -1,0 +1,126 @@
+"""The per-step checks, computed on the payload a system would send (OpenAI chat messages).
+
+- `text_of(message)`: everything of a message the model reads: its content (a string or text
+  parts) and, for an assistant message, each tool call's name and arguments.
+- required / forbidden: a marker is present when it occurs anywhere in the payload's texts.
+- injected in authority: an injected marker counts once per step when it occurs (a) in a
+  `system` or `developer` message, or (b) in any other message outside every ctxeng data fence.
+  A data fence is a span that opens with `<<<ctxeng:block nonce=N {header}>>>` whose header's
+  `role` is `untrusted_data` or `derived_context`, and closes with `<<<ctxeng:end nonce=N>>>`
+  (the same N). Tool call arguments are outside any fence. Baselines have no fences, so every
+  occurrence of injected text in their payloads counts; in ctxeng's, text fenced as data does not,
+  while text in a fence of the task zone (a user turn) or in the system message does.
+- refused: `tests.provider_stub.check_openai_chat` rejects the body (a tool call without its
+  result, a result without its call, an empty message list ...), or the payload's input tokens
+  exceed the model's context window (the provider's `context_length_exceeded`).
+- input tokens: OpenAI's counting recipe with cl100k (the encoding gpt-4o's predecessors use and
+  the one every system here counts with): 3 per message, its texts, each call's name and
+  arguments, and 3 to prime the reply.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+_FENCE = re.compile(r"<<<ctxeng:block nonce=(\d+) (\{[^\n]*\})>>>\n")
+DATA_ROLES = ("untrusted_data", "derived_context")
+
+
+@lru_cache(maxsize=1)
+def _tokenizer():
+    from ctxeng.engine.tokens import default_tokenizer
+
+    return default_tokenizer()
+
+
+def count(text: str) -> int:
+    return _tokenizer().count(text) if text else 0
+
+
+def content_text(content: Any) -> str:
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def call_texts(message: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(c["function"]["name"], c["function"]["arguments"]) for c in message.get("tool_calls") or []]
+
+
+def text_of(message: dict[str, Any]) -> str:
+    parts = [content_text(message.get("content"))]
+    for name, arguments in call_texts(message):
+        parts.append(f"{name} {arguments}")
+    return "\n".join(parts)
+
+
+def message_tokens(message: dict[str, Any]) -> int:
+    return 3 + count(content_text(message.get("content"))) + sum(count(n) + count(a) for n, a in call_texts(message))
+
+
+def input_tokens(messages: list[dict[str, Any]]) -> int:
+    return 3 + sum(message_tokens(m) for m in messages)
+
+
+def outside_data_fences(text: str) -> str:
+    """`text` with every ctxeng data fence (header to footer) cut out."""
+    out, at = [], 0
+    while True:
+        m = _FENCE.search(text, at)
+        if m is None:
+            out.append(text[at:])
+            return "".join(out)
+        try:
+            role = json.loads(m.group(2)).get("role")
+        except ValueError:
+            role = None
+        footer = f"\n<<<ctxeng:end nonce={m.group(1)}>>>"
+        end = text.find(footer, m.end())
+        if role not in DATA_ROLES or end < 0:
+            out.append(text[at:m.end()])
+            at = m.end()
+            continue
+        out.append(text[at:m.start()])
+        at = end + len(footer)
+
+
+def refusal(body: dict[str, Any], context_limit: int, tokens: int) -> str | None:
+    from tests.provider_stub import Rejected, check_openai_chat
+
+    try:
+        check_openai_chat(body)
+    except Rejected as exc:
+        return f"pairing: {exc}"[:200]
+    if tokens > context_limit:
+        return f"over_window: {tokens} input tokens > context limit {context_limit}"
+    return None
+
+
+def score(messages: list[dict[str, Any]] | None, step: dict[str, Any], *, context_limit: int,
+          model: str = "gpt-4o") -> dict[str, Any]:
+    """The step's figures for one payload (None: the system produced no payload, a blocked step)."""
+    required = step["required"]
+    if messages is None:
+        return {"blocked": True, "required": len(required), "required_present": 0, "missing": list(required),
+                "forbidden_present": [], "injected_in_authority": [], "refused": None, "input_tokens": 0}
+    texts = [text_of(m) for m in messages]
+    whole = "\n".join(texts)
+    authority = "\n".join(t if m.get("role") in ("system", "developer") else outside_data_fences(t)
+                          for m, t in zip(messages, texts, strict=True))
+    missing = [m for m in required if m not in whole]
+    tokens = input_tokens(messages)
+    return {
+        "blocked": False,
+        "required": len(required),
+        "required_present": len(required) - len(missing),
+        "missing": missing,
+        "forbidden_present": [m for m in step["forbidden"] if m in whole],
+        "injected_in_authority": [m for m in step["injected"] if m in authority],
+        "refused": refusal({"model": model, "messages": messages}, context_limit, tokens),
+        "input_tokens": tokens,
+    }
