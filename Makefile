@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install check-system run test test-engine lint bench mutate schema screenshots clean
+.PHONY: install check-system run test test-engine lint bench bench-quality mutate schema screenshots clean
 
 # System packages (scripts/check-system): present, installed with apt-get when root, or a stop
 # naming the command. `make test` needs redis-server (a private broker per test worker; not with
@@ -17,7 +17,7 @@ $(STAMP): pyproject.toml
 	@PY="$(PY)" sh scripts/check-system venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks]'
+	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,otel-grpc]'
 	@touch $(STAMP)
 
 install: $(STAMP)
@@ -47,9 +47,15 @@ test-engine: install
 lint: install
 	$(BIN)/ruff check .
 
-bench: install
+bench: install bench-quality
 	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,bench]'
 	$(BIN)/python -m bench.run
+
+# Context quality (issue 28): three long-horizon runs through ctxeng and three baselines, scored per
+# step; writes bench/results/quality.json and quality.png (about a minute on 2 cores).
+bench-quality: install
+	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,bench]'
+	$(BIN)/python -m bench.quality.run
 
 # Mutation testing of ctxeng/engine/ against tests/engine (docs/mutation.md: score, run time, equivalent
 # mutants). Needs a green tests/engine. MUTANTS="ctxeng.engine.budget*" limits the run to one module;

@@ -11,6 +11,9 @@ interleaved rounds with the floor (see `bench.timing`):
   candidates re-fetched with new content, a new step id and so a new fence nonce);
 - the next step in *another* process whose only cache is Redis (`ctxeng.token_cache`), filled by
   this process's assembly of the previous step.
+
+Not timed: over a 10-step run (`workload.step_run`), the share of the input tokens that was the
+cache-eligible stable prefix (issue 27), with the default adapter and with anthropic_messages.
 """
 
 from __future__ import annotations
@@ -175,6 +178,57 @@ def run(*, rounds: int = 7, cli_rounds: int = 5, quick: bool = False) -> list[Ro
 
     rows.append(_cross_process(request, policy, data, rounds))
     rows.append(_cli(data, policy_doc, cli_rounds))
+    rows.extend(cache_prefix_rows(request, policy))
+    return rows
+
+
+CACHE_RUN_STEPS = 10
+# A model Anthropic's minimum cacheable length table knows (1024 tokens), for the adapter run.
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+def cache_prefix_share(steps: list[dict], policy) -> dict:
+    """Over a run's steps, the input tokens that were the cache-eligible stable prefix (the
+    `cache.stable_prefix_sources` control items, first in the system text) against the steps'
+    `budget.payload_tokens`, from each manifest's own counts: the provider marker's tokens when
+    the payload carries one, else the included tokens of `cache.prefix_source_ids`. One
+    tokenizer for the run, as a worker keeps its counts across an agent's steps; not timed."""
+    tokenizer = _fresh_tokenizer()
+    per_step = []
+    for step in steps:
+        manifest = assemble_bytes(workload.dumps(step), policy, tokenizer).manifest
+        marker = manifest.cache.provider_marker
+        prefix_ids = set(manifest.cache.prefix_source_ids)
+        items = sum(item.tokens for item in manifest.included if item.item_id in prefix_ids)
+        per_step.append({"prefix_tokens": marker.tokens if marker else items, "prefix_items_tokens": items,
+                         "marker": None if marker is None else marker.kind, "payload_tokens": manifest.budget.payload_tokens,
+                         "prefix_source_ids": manifest.cache.prefix_source_ids})
+    prefix = sum(s["prefix_tokens"] for s in per_step)
+    payload = sum(s["payload_tokens"] for s in per_step)
+    return {"prefix_tokens": prefix, "payload_tokens": payload, "share": prefix / payload if payload else 0.0,
+            "steps": per_step}
+
+
+def cache_prefix_rows(request: dict, policy) -> list[Row]:
+    """The cache-eligible share of a 10-step run's input (issue 27), with the default adapter
+    (openai_chat) and with anthropic_messages on a model with a documented minimum."""
+    from ctxeng.engine.cache import anthropic_minimum
+
+    anthropic = copy.deepcopy(request)
+    anthropic["adapter"] = "anthropic_messages"
+    anthropic["model"] = {**anthropic["model"], "provider": "anthropic", "name": ANTHROPIC_MODEL}
+    rows = []
+    for label, first in (("openai_chat", request), (f"anthropic_messages, {ANTHROPIC_MODEL}", anthropic)):
+        r = cache_prefix_share(list(workload.step_run(first, CACHE_RUN_STEPS, changed=0.10)), policy)
+        markers = sum(s["marker"] is not None for s in r["steps"])
+        marked = f"{markers} of {CACHE_RUN_STEPS} steps carry a provider marker"
+        if first is anthropic and not markers:
+            marked += f" (prefix below the {anthropic_minimum(ANTHROPIC_MODEL)}-token minimum)"
+        rows.append(Row(
+            "1 engine", f"cache-eligible stable prefix, share of input tokens over a {CACHE_RUN_STEPS}-step run ({label})",
+            f"{r['prefix_tokens']:,} of {r['payload_tokens']:,} payload tokens ({100 * r['share']:.3f}%); {marked}",
+            None, "(reported)", data=r,
+        ))
     return rows
 
 

@@ -257,6 +257,9 @@ def make_request(
     request = copy.deepcopy(base)
     request["run_id"] = f"bench-run-{seed}"
     request["model"]["context_limit"] = context_limit
+    # gpt-4 counts with cl100k_base, exact (ctxeng.engine.estimators): the encoding the floor and the
+    # trim_messages baseline count with, so every ratio compares like with like.
+    request["model"]["name"] = "gpt-4"
     if not example:
         keep = {"instruction", "goal", "required_repository_manifest", "hard_constraints", "current_stage", "open_items_summary"}
         request["candidates"] = [c for c in base["candidates"] if c["kind"] in keep]

@@ -6,7 +6,7 @@ Celery imports and `import ctxeng.engine` loads neither. Configuration comes fro
 imports no Django app: the worker's start checks and its stale-job sweeper are connected by
 `manifests.apps` (see manifests.worker_startup), so the task modules that import `app` form no
 import cycle with it. Each pool process attaches the Redis token cache (ctxeng.token_cache) to the
-engine's tokenizer, so a count any worker made is reused by every other one, and a restarted
+engine's tokenizers (one per encoding), so a count any worker made is reused by every other one, and a restarted
 worker does not start cold.
 """
 
@@ -31,7 +31,6 @@ def _share_token_counts(sender=None, **kwargs) -> None:
 
     if not settings.REDIS_URL:
         return
-    from ctxeng.engine.tokens import default_tokenizer
-    from ctxeng.token_cache import RedisTokenCache
+    from ctxeng.token_cache import share_through_redis
 
-    default_tokenizer().shared = RedisTokenCache(settings.REDIS_URL)
+    share_through_redis(settings.REDIS_URL)  # every encoding's tokenizer, each under its own keys

@@ -11,6 +11,10 @@ in DIR is one stored artifact revision `{artifact_id, revision, kind, content, w
 (`content_hash` optional; checked when given). An item naming an older stored revision than the
 newest is hit by a `revision_replaced` lifecycle event, as the service does.
 
+With the OpenTelemetry variables set (`OTEL_EXPORTER_OTLP_ENDPOINT`, ...; ctxeng.telemetry),
+`assemble` emits the assembly span and its stage spans, a child of `TRACEPARENT` when that is set;
+a protocol it cannot export refuses the command (exit 2). Unset, nothing of OpenTelemetry is imported.
+
 `policy init` prints a starter policy (ctxeng.starters: chat-agent, coding-agent, research-agent)
 as commented YAML, with `--id` and `--revision` replacing its own `policy.id` and `policy.revision`.
 
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 
 EXIT_READY = 0
@@ -114,6 +119,7 @@ def cmd_assemble(args: argparse.Namespace) -> int:
         with_events,
     )
 
+    traced = _traces_checked()
     try:
         policy = parse_policy(_read(args.policy, "policy"))
         request = parse_request(_read(args.request, "request"))
@@ -121,9 +127,15 @@ def cmd_assemble(args: argparse.Namespace) -> int:
         if args.artifacts:
             lookup, revisions = load_artifacts(args.artifacts)
             request = with_events(request, policy, replaced_revision_events(request, revisions))
+        started_ns = time.perf_counter_ns()
         result = assemble(request, policy, artifacts=lookup)
     except InvalidInput as exc:
         raise _Invalid([f"{exc.what}: {e}" if exc.what == "policy" else e for e in exc.errors]) from None
+    if traced:
+        from . import telemetry
+
+        if telemetry.record_local_assembly(result=result, started_ns=started_ns, ended_ns=time.perf_counter_ns()):
+            telemetry.force_flush()
     # The same bytes as _write_json(manifest_dict()), from pydantic's serializer: json.dumps with
     # an indent runs the pure-Python encoder, most of the CLI's time on a manifest of 2,000 items.
     _write_text(args.manifest_out, result.manifest.model_dump_json(indent=2) + "\n")
@@ -138,6 +150,18 @@ def cmd_assemble(args: argparse.Namespace) -> int:
         summary += f"; blocked_reason={m.assembly.blocked_reason.value} missing={','.join(m.assembly.missing)}"
     print(summary, file=sys.stderr)
     return EXIT_BLOCKED if m.assembly.blocked_reason else EXIT_READY
+
+
+def _traces_checked() -> bool:
+    """Whether the OTel variables ask for traces; a protocol that cannot be honoured refuses the
+    command before it assembles (exit 2), rather than send spans where no collector listens."""
+    from . import telemetry
+
+    try:
+        telemetry.check()
+    except telemetry.ConfigurationError as exc:
+        raise _Invalid([str(exc)]) from None
+    return telemetry.enabled()
 
 
 def cmd_validate_policy(args: argparse.Namespace) -> int:

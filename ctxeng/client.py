@@ -13,6 +13,7 @@ With a provider SDK (neither is imported here; install the one you use):
 
     response = openai.OpenAI().chat.completions.create(**assembly.openai_kwargs())
     response = anthropic.Anthropic().messages.create(**assembly.anthropic_kwargs())
+    response = openai.OpenAI().responses.create(**assembly.responses_kwargs())
     assembly.report_usage(response)   # the SDK's usage -> the assembly's usage/ endpoint
 
 `traceparent=` on `assemble`/`submit` (a W3C trace context header value) makes the assembly a
@@ -146,7 +147,8 @@ class Assembly:
 
     @property
     def adapter(self) -> str | None:
-        """The adapter that serialized `input` (`openai_chat` | `anthropic_messages`), from the manifest."""
+        """The adapter that serialized `input` (`openai_chat` | `anthropic_messages` |
+        `openai_responses`), from the manifest."""
         return ((self.manifest or {}).get("assembly") or {}).get("adapter", {}).get("name")
 
     def openai_kwargs(self, **overrides: Any) -> dict[str, Any]:
@@ -160,9 +162,19 @@ class Assembly:
     def anthropic_kwargs(self, **overrides: Any) -> dict[str, Any]:
         """`anthropic.Anthropic().messages.create(**kwargs)` takes these as they are.
 
-        A copy of the payload (`model`, `max_tokens`, `system`, `messages`, `tools` when any).
+        A copy of the payload (`model`, `max_tokens`, `system`, `messages`, `tools` when any);
+        `system` is a list of text blocks when the stable prefix carries a cache breakpoint.
         """
         return {**self._payload("anthropic_messages"), **overrides}
+
+    def responses_kwargs(self, **overrides: Any) -> dict[str, Any]:
+        """`openai.OpenAI().responses.create(**kwargs)` takes these as they are (adapter
+        `openai_responses`).
+
+        A copy of the payload (`model`, `instructions`, `input`, `tools` when any,
+        `max_output_tokens`, `prompt_cache_key` when the policy opts in); `overrides` on top.
+        """
+        return {**self._payload("openai_responses"), **overrides}
 
     def report_usage(self, response: Any) -> dict[str, Any]:
         """Report the usage of the provider's response (an SDK object or its dict) to `usage/`."""
@@ -183,7 +195,8 @@ def usage_from_response(response: Any) -> dict[str, int]:
     """`input_tokens`, `cached_tokens`, `output_tokens` from an OpenAI or Anthropic response.
 
     OpenAI chat: `prompt_tokens` (cached included), `prompt_tokens_details.cached_tokens`,
-    `completion_tokens`. Anthropic: `input_tokens` counts only the uncached part, so the prompt
+    `completion_tokens`. OpenAI Responses: `input_tokens` (cached included),
+    `input_tokens_details.cached_tokens`, `output_tokens`. Anthropic: `input_tokens` counts only the uncached part, so the prompt
     is `input_tokens + cache_read_input_tokens + cache_creation_input_tokens`, and the cached
     part is `cache_read_input_tokens`; `output_tokens`. Both are what the estimate is set against.
     """
@@ -196,6 +209,12 @@ def usage_from_response(response: Any) -> dict[str, int]:
             "input_tokens": int(_field(usage, "prompt_tokens")),
             "cached_tokens": int(_field(details, "cached_tokens") or 0),
             "output_tokens": int(_field(usage, "completion_tokens") or 0),
+        }
+    if _field(usage, "input_tokens") is not None and _field(usage, "input_tokens_details") is not None:
+        return {
+            "input_tokens": int(_field(usage, "input_tokens")),
+            "cached_tokens": int(_field(_field(usage, "input_tokens_details"), "cached_tokens") or 0),
+            "output_tokens": int(_field(usage, "output_tokens") or 0),
         }
     if _field(usage, "input_tokens") is not None:
         cache_read = int(_field(usage, "cache_read_input_tokens") or 0)

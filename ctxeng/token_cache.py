@@ -1,14 +1,15 @@
 """A Redis-backed `SharedTokenCache`: token counts shared by every worker process.
 
 The engine caches counts per process; an agent's next step often lands on another worker, and a
-restarted worker starts cold. Attach one of these to the worker's tokenizer and every process
-reuses every count any of them made:
+restarted worker starts cold. Attach one of these to each of the worker's tokenizers (one per
+encoding: a model picks its encoding, `ctxeng.engine.estimators`) and every process reuses every
+count any of them made:
 
-    from ctxeng.engine.tokens import default_tokenizer
-    from ctxeng.token_cache import RedisTokenCache
-    default_tokenizer().shared = RedisTokenCache(settings.REDIS_URL)
+    from ctxeng.token_cache import share_through_redis
+    share_through_redis(settings.REDIS_URL)       # what ctxeng.celery does in each pool process
 
-Keys are `ctxeng:tok:<encoding>:<content digest>`, values the decimal count, each with a TTL
+Keys are `ctxeng:tok:<encoding>:<content digest>` (so counts of two encodings never mix), values
+the decimal count, each with a TTL
 (refreshed on write, not on read: a count never goes stale, the TTL only bounds memory). One MGET
 per assembly for the digests the process lacks, one pipelined SET per assembly for the counts it
 made. Redis being down never fails an assembly: the cache answers "nothing known" and the engine
@@ -23,6 +24,17 @@ log = logging.getLogger(__name__)
 
 DEFAULT_TTL = 7 * 24 * 3600
 _CHUNK = 5000
+
+
+def share_through_redis(url: str, *, ttl: int = DEFAULT_TTL) -> None:
+    """Every tokenizer of this process, of every encoding, shares its counts through Redis at `url`
+    under its own encoding's keys (one connection pool for all of them)."""
+    import redis
+
+    from ctxeng.engine.tokens import share_counts
+
+    client = redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    share_counts(lambda encoding: RedisTokenCache(url, encoding=encoding, ttl=ttl, client=client))
 
 
 class RedisTokenCache:

@@ -45,10 +45,19 @@ from django.db.models.functions import Abs, Cast, NullIf, RowNumber
 from ctxeng.accounts.models import Tenant
 from ctxeng.content.store import content_read, content_read_many
 from ctxeng.engine import parse_request
+from ctxeng.engine.estimators import calibrate, estimate_for
+from ctxeng.engine.models import BudgetCalibration, ModelSpec
 from ctxeng.engine.vocabulary import ExclusionReason
 
 from .models import AssemblyJob, Decision, ItemDecision, JobStatus, Manifest, ManifestItem, Run, UsageReport
-from .selectors import artifact_content, artifact_for_ref, job_request, manifest_document, manifest_payload
+from .selectors import (
+    CALIBRATION_WINDOW,
+    artifact_content,
+    artifact_for_ref,
+    job_request,
+    manifest_document,
+    manifest_payload,
+)
 
 # The sections a manifest page shows; candidate_items (the largest part) is never fetched.
 PAGE_SECTIONS = (
@@ -129,16 +138,40 @@ def run_get(*, tenant_ids: list[int], run_id: str, prefer_tenant: Tenant | None)
 
 
 def run_timeline(run: Run) -> list[AssemblyJob]:
-    """A run's attempts in order, with the manifest's budget figures pulled out of the document."""
+    """A run's attempts in order, with the manifest's budget figures pulled out of the document
+    and the provider's reported usage (`usage_input`, `usage_cached`; None when no report), in
+    the same query: a usage report belongs to one manifest, so to this run's tenant."""
     return list(
         light_jobs([run.tenant_id])
         .filter(run=run)
         .annotate(
             usable_input=F("manifest__usable_input"),
             blocked_reason=_blocked_reason(),
+            usage_input=F("manifest__usage__input_tokens"),
+            usage_cached=F("manifest__usage__cached_tokens"),
         )
         .order_by("created_at", "id")
     )
+
+
+def cache_hit_percent(cached: int | None, input_tokens: int | None) -> float | None:
+    """The share of reported input tokens the provider served from its cache, as a percentage;
+    None when nothing was reported (or 0 input tokens, where no share exists)."""
+    if cached is None or not input_tokens:
+        return None
+    return 100.0 * cached / input_tokens
+
+
+def run_cache_hits(steps: list[AssemblyJob]) -> dict[str, Any]:
+    """The run's overall cache hit ratio (a percentage) over the steps with a usage report: their
+    cached tokens over their input tokens (weighted by tokens, not a mean of the steps' ratios).
+    `steps` counts the ready ones: a blocked assembly made no model call to report."""
+    reported = [job for job in steps if job.usage_input is not None]
+    cached = sum(job.usage_cached for job in reported)
+    input_tokens = sum(job.usage_input for job in reported)
+    return {"percent": cache_hit_percent(cached, input_tokens) if reported else None, "cached": cached,
+            "input_tokens": input_tokens, "reported": len(reported),
+            "steps": sum(job.status == JobStatus.READY for job in steps)}
 
 
 def policy_ids_in(tenant: Tenant) -> list[str]:
@@ -812,7 +845,52 @@ def usage_by_model(*, tenant: Tenant) -> list[dict[str, Any]]:
     for row in rows:
         found = worst.get((row["provider"], row["model_name"]), {})
         row["worst_over"], row["worst_under"] = found.get("worst_over"), found.get("worst_under")
+    calibrated = usage_calibration(tenant=tenant)
+    for row in rows:
+        row["calibration"] = calibrated.get((row["provider"], row["model_name"]))
     return rows
+
+
+def usage_calibration(*, tenant: Tenant, clause: BudgetCalibration | None = None) -> dict[tuple[Any, Any], dict[str, Any]]:
+    """Per model (provider, name): its counter, the calibration factor its newest reports give
+    under `clause` (default: the documented defaults, as a policy without the clause has) and
+    the estimate error before and after that factor over those reports. One query: the newest
+    CALIBRATION_WINDOW reports of every model, as the worker reads them (`usage_ratios`).
+
+    After calibration the estimate is `estimated × factor`; an exact counter's factor is 1, so
+    its figures do not move. `under_*`: the share of calls whose estimate was below the actual
+    count, the error the budget must not make."""
+    clause = clause or BudgetCalibration()
+    by_model = [F("provider"), F("model_name")]
+    rows = (
+        _usage_reports(tenant)
+        .annotate(newest=Window(RowNumber(), partition_by=by_model, order_by=[F("reported_at").desc(), F("id").desc()]))
+        .filter(newest__lte=CALIBRATION_WINDOW)
+        .values_list("provider", "model_name", "input_tokens", "estimated_input_tokens")
+    )
+    reports: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
+    for provider, name, actual, estimated in rows:
+        reports.setdefault((provider, name), []).append((actual, estimated))
+    out = {}
+    for (provider, name), pairs in reports.items():
+        estimate = estimate_for(ModelSpec(provider=provider or "?", name=name or "?", context_limit=1))
+        ratios = [actual / estimated for actual, estimated in pairs if estimated > 0]
+        cal = None if estimate.exact else calibrate(name or "?", ratios, clause)
+        factor = 1.0 if cal is None else cal.factor
+        counted = [(actual, estimated) for actual, estimated in pairs if actual > 0]
+
+        def pct(scale: float, counted=counted) -> float | None:
+            return sum(100.0 * (e * scale - a) / a for a, e in counted) / len(counted) if counted else None
+
+        out[(provider, name)] = {
+            "encoding": estimate.encoding, "exact": estimate.exact, "basis": estimate.basis,
+            "factor": factor, "calibration_basis": "exact count" if cal is None else cal.basis,
+            "reports_used": 0 if cal is None else cal.reports_used, "window": len(pairs),
+            "error_pct_before": pct(1.0), "error_pct_after": pct(factor),
+            "under_before": sum(e < a for a, e in pairs) / len(pairs),
+            "under_after": sum(e * factor < a for a, e in pairs) / len(pairs),
+        }
+    return out
 
 
 def usage_reports_latest(*, tenant: Tenant) -> QuerySet[UsageReport]:

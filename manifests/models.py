@@ -88,6 +88,10 @@ class AssemblyJob(models.Model):
     claimed_by = models.CharField(max_length=200, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    traceparent = models.CharField(
+        max_length=55, blank=True,
+        help_text="the submit's W3C traceparent: the assembly span and its usage spans join its trace (ctxeng.telemetry)",
+    )
 
     class Meta:
         ordering = ["-created_at"]

@@ -28,12 +28,13 @@ from ctxeng.engine import (
     replaced_revision_events,
     with_events,
 )
+from ctxeng.engine.estimators import calibrate, estimate_for
 from ctxeng.engine.lifecycle import named_artifact
-from ctxeng.engine.models import LifecycleEventRecord
+from ctxeng.engine.models import Calibration, LifecycleEventRecord, ModelSpec
 from ctxeng.engine.vocabulary import LifecycleEvent
 from ctxeng.errors import NotFound
 
-from .models import FINAL_STATUSES, Artifact, AssemblyJob, Manifest, ManifestItem
+from .models import FINAL_STATUSES, Artifact, AssemblyJob, Manifest, ManifestItem, UsageReport
 
 
 def jobs_for(
@@ -269,3 +270,31 @@ def request_as_assembled(*, job: AssemblyJob, request: AssemblyRequest, policy: 
     pinned = request.pinned_to(policy.policy.revision)
     stored = StoredArtifacts(job.tenant, pinned)
     return with_events(pinned, policy, lifecycle_events_for(job=job, request=pinned, stored=stored)), artifact_lookup(job.tenant, stored)
+
+
+# --------------------------------------------------------------------------- token calibration
+
+# The newest reports of a model that its calibration reads: enough for a 0.99 quantile to rest on
+# several reports, few enough to follow a provider's tokenizer change within days.
+CALIBRATION_WINDOW = 500
+
+
+def usage_ratios(*, tenant_id: int, provider: str, model_name: str, window: int = CALIBRATION_WINDOW) -> list[float]:
+    """actual / estimated input tokens of the tenant's newest `window` usage reports for this model
+    (reports of an estimate of 0 have no ratio). One query."""
+    rows = (
+        UsageReport.objects.filter(manifest__job__tenant_id=tenant_id, manifest__model_provider=provider,
+                                   manifest__model_name=model_name, estimated_input_tokens__gt=0)
+        .order_by("-reported_at", "-id")
+        .values_list("input_tokens", "estimated_input_tokens")[:window]
+    )
+    return [actual / estimated for actual, estimated in rows]
+
+
+def model_calibration(*, tenant_id: int, model: ModelSpec, policy: ContextPolicy) -> Calibration | None:
+    """The calibration a job of this tenant assembles `model` with, under `policy`'s
+    `budget.calibration`: None for a model counted exactly (no query; the engine applies 1.0)."""
+    if estimate_for(model).exact:
+        return None
+    ratios = usage_ratios(tenant_id=tenant_id, provider=model.provider, model_name=model.name)
+    return calibrate(model.name, ratios, policy.budget.calibration_clause)

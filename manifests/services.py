@@ -68,7 +68,7 @@ from .models import (
     Run,
     UsageReport,
 )
-from .selectors import job_request, request_as_assembled
+from .selectors import job_request, model_calibration, request_as_assembled
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +147,7 @@ def assembly_job_submit(
                 policy_revision=revision,
                 submitted_by=user,
                 enqueued_at=timezone.now(),
+                traceparent=traceparent or "",
             )
             transaction.on_commit(lambda: assembly_job_enqueue(job_id=job.id, traceparent=traceparent))
     except IntegrityError:
@@ -325,10 +326,14 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int, traceparent:
             .get(id=job_id)
         )
         _crash_point("claimed", job=job, attempt=attempt)
+        traceparent = traceparent or job.traceparent or None  # a job re-sent by the sweep keeps its trace
         step = "assemble"
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
         request, artifacts = request_as_assembled(job=job, request=parse_request(job_request(job)), policy=policy)
-        result = assemble(request, policy, artifacts=artifacts)
+        # The encoding follows request.model (the engine picks it); an inexact count gets the margin
+        # this tenant's usage reports of the model give it.
+        calibration = model_calibration(tenant_id=job.tenant_id, model=request.model, policy=policy)
+        result = assemble(request, policy, artifacts=artifacts, calibration=calibration)
         _crash_point("assembled", job=job, attempt=attempt)
         step = "seal"
         sealed_ns = time.perf_counter_ns()
@@ -640,7 +645,23 @@ def usage_report_record(
             "reported_by": user,
         },
     )
+    if telemetry.enabled():
+        transaction.on_commit(lambda: _trace_usage(manifest=manifest, report=report))
     return report
+
+
+def _trace_usage(*, manifest: Manifest, report: UsageReport) -> None:
+    """The report as a `ctxeng.usage` span, a child of the assembly's span (ctxeng.telemetry)."""
+    job_id = str(manifest.job_id)
+    submitted = AssemblyJob.objects.filter(id=manifest.job_id).values_list("traceparent", flat=True).first()
+    telemetry.record_usage(
+        parent=telemetry.job_traceparent(job_id, submitted or None),
+        attributes=telemetry.usage_attributes(
+            input_tokens=report.input_tokens, output_tokens=report.output_tokens, cached_tokens=report.cached_tokens,
+            model={"provider": manifest.model_provider, "name": manifest.model_name},
+            assembly_id=manifest.assembly_id, estimated_input_tokens=report.estimated_input_tokens, job_id=job_id,
+        ),
+    )
 
 
 # --------------------------------------------------------------------------- retention

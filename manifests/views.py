@@ -90,8 +90,9 @@ def runs(request: HttpRequest) -> HttpResponse:
 @require_GET
 @dashboard_page
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A run's attempts, and its item timeline: per item, one cell per step (in / out with the
-    reason / absent), a page of items at a time (`?page=`; `?changed=1` keeps items that changed)."""
+    """A run's attempts (each step's provider cache hit ratio, and the run's), and its item
+    timeline: per item, one cell per step (in / out with the reason / absent), a page of items at
+    a time (`?page=`; `?changed=1` keeps items that changed)."""
     run = sel.run_get(tenant_ids=request.tenancy.tenant_ids, run_id=run_id, prefer_tenant=request.tenancy.current)
     if run is None:
         raise Http404("run not found")
@@ -106,6 +107,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         job.usable = usable
         job.used = used
         job.used_percent = min(100, round(100 * used / usable)) if usable and used is not None else 0
+        job.cache_hit = sel.cache_hit_percent(job.usage_cached, job.usage_input)
     steps = [job for job in jobs if hasattr(job, "manifest")]
     changed_only = request.GET.get("changed") == "1"
     item_ids = sel.run_item_ids(run, steps=len(steps), changed_only=changed_only) if steps else []
@@ -114,7 +116,8 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     grid = [{"item_id": item_id, "cells": [{"job": job, "row": cells.get((item_id, str(job.id)))} for job in steps]}
             for item_id in page.object_list]
     return render(request, "manifests/run.html", {"run": run, "jobs": jobs, "steps": steps, "grid": grid,
-                                                  "page": page, "changed_only": changed_only})
+                                                  "page": page, "changed_only": changed_only,
+                                                  "cache_hits": sel.run_cache_hits(steps)})
 
 
 # --------------------------------------------------------------------------- the manifest page

@@ -1,10 +1,13 @@
 """What a Celery worker does at start and stop, connected to Celery's signals by ManifestsConfig.ready().
 
 At `worker_init` (before the pool forks, before anything is consumed) the worker checks that it can
-do its job: the database answers and has every migration applied, and the broker (REDIS_URL)
-accepts a connection. If not, it exits non-zero with one line naming what is unreachable, without
-credentials, instead of logging "ready", taking jobs and failing each of them. At `worker_ready` it
-starts the stale-job sweeper (manifests.recovery), and stops it at `worker_shutting_down`.
+do its job: the OpenTelemetry protocol, when traces are on, is one it can export (ctxeng.telemetry),
+the database answers and has every migration applied, and the broker (REDIS_URL) accepts a
+connection. If not, it exits non-zero with one line naming what is wrong (the variable and the fix,
+or what is unreachable, without credentials), instead of logging "ready", taking jobs and failing
+each of them (or sending their traces where no collector listens for that protocol). At
+`worker_ready` it starts the stale-job sweeper (manifests.recovery), and stops it at
+`worker_shutting_down`.
 """
 
 from __future__ import annotations
@@ -68,10 +71,21 @@ def check_broker(app) -> None:
             raise WorkerCannotStart(f"the broker ({label}) is unreachable: {_first_line(exc)}") from exc
 
 
+def check_telemetry() -> None:
+    """Traces asked for over a protocol this worker cannot speak: refuse, never send to the wrong port."""
+    from ctxeng import telemetry
+
+    try:
+        telemetry.check()
+    except telemetry.ConfigurationError as exc:
+        raise WorkerCannotStart(str(exc)) from None
+
+
 def on_worker_init(sender=None, **kwargs) -> None:
     """Celery's `worker_init`. Celery logs and swallows a receiver's exception, so a failed check
     exits here, with SystemExit, which it lets through."""
     try:
+        check_telemetry()
         check_database()
         check_broker(sender.app)
     except WorkerCannotStart as exc:

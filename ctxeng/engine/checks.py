@@ -20,6 +20,11 @@ that breaks a preserved property ever leaves the engine.
 - tool_call_result_pair (payload): every call id is answered by exactly one result, after its call;
 - instruction_data_boundary: the system text is the control items' text plus the data-boundary
   notice, nothing else (so no data block, fenced or not, reached it).
+
+The payload walk reads all three adapters' shapes: OpenAI chat (a first system message), Anthropic
+(top-level `system`, a string or text blocks, one of which may carry `cache_control`), and the
+Responses API (`instructions`; `input` items: user/assistant messages, `function_call` and
+`function_call_output` items paired by `call_id`).
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from .render import DATA_BOUNDARY_NOTICE, FENCE, transcript_entries
+from .render import DATA_BOUNDARY_NOTICE, FENCE, SYSTEM_SEPARATOR, transcript_entries
 from .vocabulary import AssertionResult, SerializationPreserve, StructurePreserve, Zone
 from .working import Assembly, Candidate
 
@@ -99,11 +104,13 @@ def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: d
 
 
 def _payload_messages(payload: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
-    """(the system text, the messages after it), for either adapter's payload."""
+    """(the system text, the messages or input items after it), for each adapter's payload."""
+    if "input" in payload:  # Responses: the system text is `instructions`
+        return str(payload.get("instructions") or ""), list(payload["input"])
     messages = list(payload.get("messages", []))
     if "system" in payload:
         system = payload["system"]
-        return (system if isinstance(system, str) else "".join(b.get("text", "") for b in system)), messages
+        return (system if isinstance(system, str) else SYSTEM_SEPARATOR.join(str(b.get("text", "")) for b in system)), messages
     if messages and messages[0].get("role") in ("system", "developer"):
         content = messages[0]["content"]
         return (content if isinstance(content, str) else "".join(p.get("text", "") for p in content)), messages[1:]
@@ -114,6 +121,10 @@ def _calls_and_results(messages: list[dict[str, Any]]) -> tuple[list[tuple[int, 
     calls: list[tuple[int, str, str]] = []
     results: list[tuple[int, str]] = []
     for n, msg in enumerate(messages):
+        if msg.get("type") == "function_call":
+            calls.append((n, msg.get("call_id", ""), msg.get("name", "")))
+        elif msg.get("type") == "function_call_output":
+            results.append((n, msg.get("call_id", "")))
         for tc in msg.get("tool_calls") or []:
             calls.append((n, tc["id"], tc["function"]["name"]))
         if msg.get("role") == "tool":
@@ -136,7 +147,7 @@ def serialization_checks(
     out: dict[str, AssertionResult] = {}
     for key in asm.policy.serialization.preserve:
         if key == SerializationPreserve.MESSAGE_ROLES:
-            out[key.value] = P if all(m.get("role") in ("user", "assistant", "tool") for m in rest) else F
+            out[key.value] = P if _roles_kept(payload, rest) else F
         elif key == SerializationPreserve.TOOL_DEFINITIONS:
             out[key.value] = P if all(name in defined for _, _, name in calls) else F
         elif key == SerializationPreserve.TOOL_CALL_RESULT_PAIR:
@@ -149,6 +160,22 @@ def serialization_checks(
             controls = [c.content for c in included if c.zone == Zone.CONTROL]
             out[key.value] = P if _only(system, [*controls, DATA_BOUNDARY_NOTICE]) else F
     return out
+
+
+def _roles_kept(payload: dict[str, Any], rest: list[dict[str, Any]]) -> bool:
+    """Nothing after the system text speaks as system or developer: chat messages are user,
+    assistant or tool; Responses input items are user or assistant messages or function call
+    items; a list-form Anthropic `system` holds text blocks only."""
+    if "input" in payload:
+        return all(
+            m.get("type") in ("function_call", "function_call_output")
+            or (m.get("type", "message") == "message" and m.get("role") in ("user", "assistant"))
+            for m in rest
+        )
+    system = payload.get("system")
+    if isinstance(system, list) and not all(isinstance(b, dict) and b.get("type") == "text" for b in system):
+        return False
+    return all(m.get("role") in ("user", "assistant", "tool") for m in rest)
 
 
 def _only(text: str, parts: list[str]) -> bool:

@@ -12,7 +12,16 @@ from __future__ import annotations
 from collections.abc import Hashable
 from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, JsonObject
 from .vocabulary import (
@@ -731,6 +740,17 @@ class Partition(Frozen):
         return self
 
 
+class BudgetCalibration(Frozen):
+    """`budget.calibration`: the margin kept for a model whose count is not exact (no public
+    tokenizer, or an OpenAI name the model table does not know; `ctxeng.engine.estimators`). The
+    usable input is divided by a factor: the `quantile` of actual / estimated input tokens over the
+    model's usage reports once there are `min_reports` of them, `default_factor` until then."""
+
+    quantile: float = Field(default=0.95, gt=0, le=1, description="of the reports' actual/estimate ratios (nearest rank)")
+    default_factor: float = Field(default=1.15, ge=1, le=4, description="the factor while a model has fewer than min_reports reports")
+    min_reports: int = Field(default=5, ge=1, description="reports a model needs before its own ratios decide (the service reads its newest 500)")
+
+
 class BudgetPolicy(Frozen):
     model_context_limit: Annotated[int, Field(gt=0)] | Literal["model"] = Field(
         description="tokens, or 'model': the request's model.context_limit; with a number the smaller of the two is the effective limit"
@@ -740,6 +760,23 @@ class BudgetPolicy(Frozen):
     safety_margin: Amount
     partitions: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], Partition]
     borrowing: Borrowing = Borrowing.PRESERVE_ALL_MINIMUMS
+    calibration: BudgetCalibration | None = Field(
+        default=None, description="the margin for models whose count is not exact; absent: quantile 0.95, default_factor 1.15, min_reports 5"
+    )
+
+    @model_serializer(mode="wrap")
+    def _without_absent_calibration(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # An absent clause is not written out, so every policy written before the clause existed
+        # keeps its body and its digest.
+        body = handler(self)
+        if self.calibration is None and isinstance(body, dict):
+            body.pop("calibration", None)
+        return body
+
+    @property
+    def calibration_clause(self) -> BudgetCalibration:
+        """The calibration clause in force: the policy's, else the documented defaults."""
+        return self.calibration if self.calibration is not None else BudgetCalibration()
 
     @field_validator("model_context_limit", mode="wrap")
     @classmethod
@@ -928,7 +965,7 @@ class TransformPolicy(Frozen):
 
 
 class SerializationPolicy(Frozen):
-    adapter: Literal["openai_chat", "anthropic_messages"] = "openai_chat"
+    adapter: Literal["openai_chat", "anthropic_messages", "openai_responses"] = "openai_chat"
     policy_version: str = "openai-chat/1"
     preserve: list[SerializationPreserve] = Field(default_factory=lambda: list(SerializationPreserve))
 
@@ -945,6 +982,12 @@ class CachePolicy(Frozen):
     )
     invalidate_on: Unique[InvalidationCause] = Field(
         default_factory=lambda: list(InvalidationCause), description="each cause turns a would-be hit into a miss, recorded"
+    )
+    # Left out of the dump while false, so a policy written before this clause keeps its digest.
+    prompt_cache_key: bool = Field(
+        default=False,
+        exclude_if=lambda v: v is False,
+        description="OpenAI adapters: send a prompt_cache_key derived from the prefix identity (routes steps sharing the stable prefix to the same cache)",
     )
 
     @field_validator("identity")
@@ -1029,6 +1072,36 @@ class AdapterIdentity(Frozen):
     serialization_policy_version: str
 
 
+EstimateBasis = Literal["model table", "newest encoding for an unknown OpenAI model", "no public tokenizer", "tokenizer given by the caller"]
+CalibrationBasis = Literal["exact count", "reported usage", "default factor"]
+
+
+class Estimate(Frozen):
+    """How input tokens were counted for the request's model (`ctxeng.engine.estimators`)."""
+
+    encoding: str = Field(description="the encoding that counted (tiktoken name), or the caller's tokenizer's name")
+    exact: bool = Field(description="true only when this encoding is the model's own tokenizer")
+    basis: EstimateBasis
+
+
+class Calibration(Frozen):
+    """The margin for one model's inexact counts: an input of `assemble(calibration=...)`, computed
+    from usage reports by `estimators.calibrate` (the service) or the policy's default."""
+
+    model: str = Field(min_length=1)
+    factor: float = Field(ge=1, le=4, description="usable input tokens are divided by this before allocation")
+    quantile: float | None = Field(default=None, gt=0, le=1, description="budget.calibration.quantile; null for an exact count")
+    reports_used: int = Field(default=0, ge=0, description="usage reports the factor was taken from (0: the default factor)")
+    reports_available: int = Field(default=0, ge=0, description="usage reports of this model the calibration could read")
+    basis: CalibrationBasis
+
+
+class CalibrationRecord(Calibration):
+    usable_input_uncalibrated: int | None = Field(
+        default=None, description="context - response_reserve - protocol_overhead - safety_margin before the division; budget.usable_input is after it"
+    )
+
+
 class AssemblyHeader(Frozen):
     id: str
     run_id: str
@@ -1044,6 +1117,8 @@ class AssemblyHeader(Frozen):
     scope: str
     stage: str
     estimator: str
+    estimate: Estimate | None = Field(default=None, description="which encoding counted and whether that count is exact for this model (absent in manifests before it was recorded)")
+    calibration: CalibrationRecord | None = Field(default=None, description="the factor the usable input was divided by before allocation, and where it came from")
     candidate_set_digest: str
     assembly_input_hash: str | None = None
     serialized_model_input_hash: str | None = None
@@ -1233,6 +1308,21 @@ class CacheRecord(Frozen):
     identity_fields: list[CacheIdentityField] = Field(default_factory=list, description="what prefix_identity was computed from (policy cache.identity)")
     invalidation_keys: dict[InvalidationCause, str] = Field(default_factory=dict, description="one digest per policy cache.invalidate_on cause")
     invalidated_by: list[str] = Field(default_factory=list, description="why a would-be hit is a miss")
+    provider_marker: ProviderCacheMarker | None = Field(
+        default=None, description="the provider cache marker the payload carries (read back from it); null: none was set"
+    )
+
+
+class ProviderCacheMarker(Frozen):
+    """Where the payload asks the provider to cache, and which prefix that covers (`cache.py`)."""
+
+    provider: Literal["anthropic", "openai"]
+    kind: Literal["cache_control", "prompt_cache_key"]
+    at: str = Field(description="JSON path in the payload: `system[0]` (the block carrying cache_control) or `prompt_cache_key`")
+    key: str | None = Field(default=None, description="the prompt_cache_key sent; null for cache_control")
+    prefix_identity: str | None = Field(description="the cache record's prefix identity when exactly the stable prefix is marked, else null")
+    tokens: int = Field(ge=0, description="the marked prefix's tokens by the manifest's estimator")
+    minimum_tokens: int | None = Field(default=None, description="the provider's documented minimum cacheable length for this model")
 
 
 class StageRecord(Frozen):

@@ -21,6 +21,7 @@ from . import (
     acquisition,
     budget,
     checks,
+    estimators,
     gates,
     loading,
     ranking,
@@ -30,13 +31,20 @@ from . import (
     structure,
     transforms,
 )
-from .adapters import get_adapter
-from .cache import cache_record
+from .adapters import ADAPTERS, get_adapter
+from .cache import cache_record, provider_cache_options
 from .errors import InvalidInput
-from .models import AssemblyRequest, ContextAssemblyManifest, ContextPolicy, StoredArtifact
+from .models import (
+    AssemblyRequest,
+    Calibration,
+    CalibrationRecord,
+    ContextAssemblyManifest,
+    ContextPolicy,
+    StoredArtifact,
+)
 from .policy import policy_digest
 from .render import fence_nonce, framing_tokens, render
-from .tokens import Tokenizer, default_tokenizer
+from .tokens import Tokenizer, tokenizer_for
 from .vocabulary import BlockedReason, ExternalizationTarget
 from .working import Assembly
 
@@ -73,7 +81,7 @@ def compatibility_errors(request: AssemblyRequest, policy: ContextPolicy) -> lis
         errors.append(f"policy.revision: request names revision {request.policy.revision}, the policy given is revision {policy.policy.revision}")
     adapter = request.adapter or policy.serialization.adapter
     if get_adapter(adapter) is None:
-        errors.append(f"adapter: unknown adapter {adapter!r}; expected 'openai_chat' or 'anthropic_messages'")
+        errors.append(f"adapter: unknown adapter {adapter!r}; expected one of {', '.join(repr(name) for name in ADAPTERS)}")
     return errors + _clause_errors(request, policy)
 
 
@@ -121,12 +129,21 @@ def assemble(
     tokenizer: Tokenizer | None = None,
     created_at: str | None = None,
     artifacts: ArtifactStore | None = None,
+    calibration: Calibration | None = None,
 ) -> AssemblyResult:
     """Assemble one step. `artifacts` looks up stored artifacts for re-injected items (`artifact_ref`)
-    by (artifact_id, revision); without it such items cannot be loaded and are rejected."""
+    by (artifact_id, revision); without it such items cannot be loaded and are rejected.
+    `tokenizer`: what counts; by default the encoding `estimators` gives the request's model.
+    `calibration`: the margin for a model whose count is not exact, from its usage reports
+    (`estimators.calibrate`); without it the policy's `budget.calibration.default_factor`."""
     adapter = get_adapter(_check_compatible(request, policy))
     assert adapter is not None
-    tok = tokenizer or default_tokenizer()
+    if tokenizer is None:
+        estimate = estimators.estimate_for(request.model)
+        tok: Tokenizer = tokenizer_for(estimate.encoding)
+    else:
+        estimate, tok = estimators.estimate_with(request.model, tokenizer), tokenizer
+    applied = estimators.applied_calibration(estimate, request.model.name, calibration, policy.budget.calibration_clause)
     digest = policy_digest(policy)  # of the policy as written, shares and all
     # Budget shares become tokens once, at this model's size: every later stage, the manifest's
     # budget record and the adapter's max_tokens (response_reserve) see tokens.
@@ -175,7 +192,7 @@ def assemble(
     asm.log("summary_verification", n, f"{len(asm.summaries)} supplied summaries checked")
 
     n = len(asm.alive())
-    alloc = budget.allocate(asm)
+    alloc = budget.allocate(asm, calibration_factor=applied.factor)
     asm.log("budget", n, f"usable {alloc.usable}")
 
     asm.log("transforms", len(asm.alive()), f"{len(asm.transforms)} transform records")
@@ -194,7 +211,8 @@ def assemble(
             asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.framing"], f"payload {payload} tokens exceeds the usable input {alloc.usable_input} (framing {framing}, reserved {alloc.framing_reserved})")
             assembly_input = None
     if asm.blocked_reason is None:
-        model = {"name": request.model.name, "max_tokens": policy.budget.response_reserve}
+        model = {"name": request.model.name, "max_tokens": policy.budget.response_reserve,
+                 **provider_cache_options(asm, included, adapter.name)}
         serialized = adapter.serialize(assembly_input, model)
         structure_checks = checks.structure_checks(asm, included, assembly_input)
         serialization_checks = checks.serialization_checks(asm, included, serialized)
@@ -211,11 +229,14 @@ def assemble(
         created_at=created_at or datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         assembly_input=assembly_input,
         serialized=serialized,
-        cache=cache_record(asm, included),
+        cache=cache_record(asm, included, serialized),
         estimator=getattr(tok, "name", type(tok).__name__),
         structure_checks=structure_checks,
         serialization_checks=serialization_checks,
     )
+    # How the count was made and the margin it was given: facts of this assembly, beside `estimator`.
+    calibrated = CalibrationRecord(**applied.model_dump(), usable_input_uncalibrated=alloc.uncalibrated_input)
+    manifest = manifest.model_copy(update={"assembly": manifest.assembly.model_copy(update={"estimate": estimate, "calibration": calibrated})})
     publish = getattr(tok, "publish", None)
     if publish is not None:  # the counts made one at a time, for the agent's next step in another process
         publish()

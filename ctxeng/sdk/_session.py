@@ -16,6 +16,7 @@ same either way (the assembly id and the seal time differ).
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -48,6 +49,7 @@ class Step:
         self.dashboard_url = dashboard_url
         self.usage: dict[str, Any] | None = None
         self._reporter = reporter
+        self._traceparent: str | None = None  # local: the assembly span's, when traced (ctxeng.telemetry)
 
     @property
     def status(self) -> str:
@@ -75,7 +77,8 @@ class Step:
     def kwargs(self) -> dict[str, Any]:
         """A copy of the exact payload the manifest hashes (`serialized_model_input_hash`): for
         `openai_chat`, `chat.completions.create(**kwargs)`; for `anthropic_messages`,
-        `messages.create(**kwargs)`. Raises `ContextBlocked` for a blocked step."""
+        `messages.create(**kwargs)`; for `openai_responses`, `responses.create(**kwargs)`.
+        Raises `ContextBlocked` for a blocked step."""
         return copy.deepcopy(self.raise_for_status().payload)  # type: ignore[arg-type]
 
     @property
@@ -113,6 +116,10 @@ class Step:
         self.usage = {**usage, "estimated_input_tokens": estimate}
         if self._reporter is not None:
             return self._reporter(usage)
+        if self._traceparent is not None:
+            from .. import telemetry
+
+            telemetry.record_local_usage(parent=self._traceparent, manifest=self.manifest, usage=self.usage)
         return self.usage
 
     def __repr__(self) -> str:
@@ -159,7 +166,8 @@ class Session:
     dict under exactly its own id and revision (published on the server).
     `url`, `token`: assemble through the ctxeng service instead of in this process.
     `run_id`: default a new `run-<uuid>`. `model`: a known name or `{name, provider, context_limit}`.
-    `adapter`: default from the model's provider (`openai_chat`, `anthropic_messages`).
+    `adapter`: default from the model's provider (`openai_chat`, `anthropic_messages`);
+    `"openai_responses"` serializes for the OpenAI Responses API (`client.responses.create`).
     `principal`: `{id, tenant, project[, permissions]}` (default `agent`, `local`/`default`; remote:
     the tenant your token acts for). `scope`: default `<tenant>/<project>/<run_id>`. `producer`:
     recorded on every candidate the session builds (default `ctxeng.sdk`).
@@ -281,14 +289,20 @@ class Session:
         return await asyncio.to_thread(self.step, messages, **kwargs)
 
     def _local(self, request: dict[str, Any], fmt: str) -> Step:
+        from .. import telemetry
         from ..engine import assemble, parse_request
         from ..engine.errors import InvalidInput
 
+        started_ns = time.perf_counter_ns()
         try:
             result = assemble(parse_request(request), self.policy, artifacts=self._artifacts)  # type: ignore[arg-type]
         except InvalidInput as exc:
             raise SDKError("; ".join(exc.errors)) from None
-        return Step(manifest=result.manifest_dict(), payload=result.serialized_input, fmt=fmt)
+        step = Step(manifest=result.manifest_dict(), payload=result.serialized_input, fmt=fmt)
+        # With the OTel variables set, the same spans as the service's (ctxeng.telemetry).
+        step._traceparent = telemetry.record_local_assembly(result=result, started_ns=started_ns,
+                                                            ended_ns=time.perf_counter_ns())
+        return step
 
     def _remote(self, request: dict[str, Any], fmt: str) -> Step:
         from ..client import InvalidRequest

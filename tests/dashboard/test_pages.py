@@ -106,7 +106,7 @@ def test_a_runs_timeline_shows_each_attempt_with_tokens_and_revision(owner_clien
 
 def test_the_manifest_page_shows_every_section_side_by_side(owner_client, example):
     body = owner_client.get(f"/assemblies/{example['ready'].id}/").content.decode()
-    for text in ("assembly_input_hash", "tiktoken/cl100k_base", "openai_chat", "response reserve",
+    for text in ("assembly_input_hash", "tiktoken/o200k_base", "openai_chat", "response reserve",
                  "protocol overhead", "safety margin", "direct_evidence", "stale_revision", "not_retrieved",
                  "retrieval_failed", "evidence-pi-transform-context-raw", "cache prefix"):
         assert text in body, text

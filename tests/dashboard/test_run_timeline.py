@@ -1,11 +1,19 @@
 """The run page's item timeline: per item, one cell per step (in with its partition, out with its
-reason, or absent), each cell opening that step's inspector on the item; paged in bounded queries."""
+reason, or absent), each cell opening that step's inspector on the item; paged in bounded queries.
+Each attempt shows the provider cache hit ratio of its reported usage, and the run its overall
+ratio; the expected ratios are computed here by hand from the reports the tests post."""
 
 from __future__ import annotations
 
+import json
 import re
 
-from manifests.examples import example_json
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from ctxeng.accounts.models import Tenant
+from manifests.examples import example_json, example_text
+from policies.services import policy_import
 
 from .conftest import run_job
 
@@ -75,3 +83,96 @@ def test_the_timeline_pages_items_in_bounded_queries(owner_client, example, djan
 
 def test_an_outsider_gets_404_for_the_run(outsider_client, example):
     assert outsider_client.get("/runs/run-42/").status_code == 404
+
+
+# --------------------------------------------------------------------------- provider cache hits per step
+
+def _attempts(body: str) -> dict[str, str]:
+    """step id -> its attempt row's HTML."""
+    timeline = body.split('<ol class="timeline">', 1)[1].split("</ol>", 1)[0]
+    return dict(re.findall(r'<li class="attempt [^"]*">.*?<strong>([^<]+)</strong>(.*?)</li>', timeline, re.S))
+
+
+def _cache_hit(row: str) -> tuple[str, str]:
+    """(title, text) of an attempt row's cache-hit span."""
+    title, text = re.search(r'<span class="cache-hit[^"]*" title="([^"]*)">([^<]*)</span>', row).groups()
+    return title, " ".join(text.split())
+
+
+def _run_ratio(body: str) -> tuple[str, str]:
+    title, text = re.search(r'<p class="cache-run">.*?<strong title="([^"]*)">([^<]*)</strong>', body, re.S).groups()
+    return title, text
+
+
+def _report(api_client, job, input_tokens: int, cached_tokens: int) -> None:
+    response = api_client.post(f"/api/v1/assemblies/{job.id}/usage/",
+                               {"input_tokens": input_tokens, "cached_tokens": cached_tokens, "output_tokens": 9},
+                               format="json")
+    assert response.status_code == 200, response.content
+
+
+def test_each_step_shows_its_cache_hit_ratio_and_the_run_its_overall_ratio(owner_client, example, api):
+    owner_api = api(example["owner"])
+    _report(owner_api, example["ready"], 1000, 400)
+    _report(owner_api, example["hostile"], 800, 600)
+    body = owner_client.get("/runs/run-42/").content.decode()
+    rows = _attempts(body)
+    assert _cache_hit(rows[example["ready"].step_id]) == ("400 of 1000 reported input tokens cached", "cache hit 40.0%")
+    assert _cache_hit(rows[example["hostile"].step_id]) == ("600 of 800 reported input tokens cached", "cache hit 75.0%")
+    # (400 + 600) / (1000 + 800), weighted by tokens: not the mean of 40% and 75%
+    assert _run_ratio(body) == ("1000 of 1800 reported input tokens cached", "55.6%")
+    assert "over the 2 of 2 ready steps with reported usage" in body
+
+
+def test_a_step_without_a_usage_report_shows_a_placeholder(owner_client, example, api):
+    _report(api(example["owner"]), example["ready"], 1000, 0)
+    rows = _attempts(owner_client.get("/runs/run-42/").content.decode())
+    assert _cache_hit(rows[example["ready"].step_id]) == ("0 of 1000 reported input tokens cached", "cache hit 0.0%")
+    for job in (example["blocked"], example["hostile"]):
+        assert _cache_hit(rows[job.step_id]) == ("no usage reported", "cache hit —")
+
+
+def test_a_run_with_no_usage_reported_has_no_overall_ratio(owner_client, example):
+    body = owner_client.get("/runs/run-42/").content.decode()
+    assert _run_ratio(body) == ("no usage reported", "—")
+    assert "no step has reported usage" in body
+
+
+def test_a_report_of_zero_input_tokens_has_no_ratio(owner_client, example, api):
+    _report(api(example["owner"]), example["ready"], 0, 0)
+    body = owner_client.get("/runs/run-42/").content.decode()
+    assert _cache_hit(_attempts(body)[example["ready"].step_id]) == ("0 input tokens reported", "cache hit —")
+    assert _run_ratio(body) == ("0 input tokens reported", "—")
+
+
+def test_another_tenants_usage_never_counts(owner_client, example, api):
+    """tenant-o has its own run-42 with a report; tenant-x's run page counts tenant-x's alone."""
+    outsider = example["outsider"]
+    policy_import(tenant=Tenant.objects.get(slug="tenant-o"), text=example_text("policy.yaml"), user=outsider,
+                  publish=True, note="tenant-o copy")
+    request = json.loads(json.dumps(example_json("request.json")).replace("tenant-x", "tenant-o"))
+    theirs = run_job(outsider, request, "tenant-o-run-42")
+    assert theirs.status == "ready" and theirs.run.run_id == "run-42" and theirs.tenant.slug == "tenant-o"
+    _report(api(outsider), theirs, 4321, 4321)
+    _report(api(example["owner"]), example["ready"], 1000, 250)
+    body = owner_client.get("/runs/run-42/").content.decode()
+    assert _run_ratio(body) == ("250 of 1000 reported input tokens cached", "25.0%")
+    assert "over the 1 of 2 ready steps with reported usage" in body
+    assert "4321" not in body
+
+
+def test_cache_hit_ratios_cost_no_query_per_step(owner_client, example, api):
+    owner_api = api(example["owner"])
+    request = example_json("request.json")
+
+    def queries() -> int:
+        with CaptureQueriesContext(connection) as captured:
+            assert owner_client.get("/runs/run-42/").status_code == 200
+        return len(captured)
+
+    _report(owner_api, example["ready"], 1000, 400)
+    before = queries()
+    for step in range(4):
+        job = run_job(example["owner"], dict(request, step_id=f"step-cached-{step}"), f"cached-{step}")
+        _report(owner_api, job, 1000 + step, 500)
+    assert queries() == before

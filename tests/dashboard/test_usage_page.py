@@ -283,3 +283,56 @@ def test_the_query_count_does_not_grow_with_reports(owner_client, example, api, 
     assert response.status_code == 200
     assert len(tables(response)["dense usage-models"]) == 1 + 3
     assert len(tables(response)["dense usage-reports"]) == 1 + 8
+
+
+# --------------------------------------------------------------------------- calibration per model
+
+CLAUDE_ERRORS = [-40, -120, 15, -75, -210, -60]  # estimate − actual: mostly under-estimates
+
+
+def nearest_rank_factor(ratios: list[float], quantile: float = 0.95, min_reports: int = 5, default: float = 1.15) -> float:
+    """The documented rule, by hand: the ceil(q·n)-th smallest ratio, at least 1, rounded up to 4 decimals."""
+    if len(ratios) < min_reports:
+        return default
+    import math
+
+    ranked = sorted(ratios)[math.ceil(quantile * len(ratios)) - 1]
+    return max(1.0, math.ceil(round(ranked * 10_000, 6)) / 10_000)
+
+
+def test_the_page_shows_each_models_counter_factor_and_error_before_and_after(owner_client, example, reported, api):
+    owner_api = api(example["owner"])
+    claude = [report(owner_api, submit_with_model(example["owner"], "claude-sonnet-4-5", f"c{i}", provider="anthropic"), error)
+              for i, error in enumerate(CLAUDE_ERRORS)]
+    head, *rows = tables(owner_client.get("/usage/"))["dense usage-models"]
+    columns = [text for text, _ in head]
+    by_model = {row[0][0]: dict(zip(columns, row, strict=True)) for row in rows}
+
+    ratios = [r["actual"] / r["estimated"] for r in claude]
+    factor = nearest_rank_factor(ratios)
+    assert factor > 1
+    cell = by_model["anthropic / claude-sonnet-4-5"]
+    assert cell["counter"][0] == "cl100k_base estimate (no public tokenizer)"
+    assert cell["calibration factor"][0] == f"{factor:.4f} (quantile of {len(claude)} reports)"
+    after = mean(100.0 * (r["estimated"] * factor - r["actual"]) / r["actual"] for r in claude)
+    assert number(cell["mean error % after"][0]) == pytest.approx(after, abs=0.051)
+    under_before = sum(r["estimated"] < r["actual"] for r in claude) / len(claude)
+    under_after = sum(r["estimated"] * factor < r["actual"] for r in claude) / len(claude)
+    assert cell["under-estimated before"][0] == f"{round(100 * under_before)}%"
+    assert cell["under-estimated after"][0] == f"{round(100 * under_after)}%"
+    assert under_after < under_before
+
+    # An exact counter is not calibrated: after is before.
+    gpt = by_model["openai / gpt-4o"]
+    assert gpt["counter"][0] == "o200k_base exact"
+    assert gpt["calibration factor"][0] == "1.0000 (exact count)"
+    assert number(gpt["mean error % after"][0]) == pytest.approx(number(gpt["mean error %"][0]), abs=0.051)
+
+
+def test_a_model_with_too_few_reports_shows_the_default_factor(owner_client, example, api):
+    owner_api = api(example["owner"])
+    for i in range(2):
+        report(owner_api, submit_with_model(example["owner"], "claude-opus-4-1", f"few{i}", provider="anthropic"), -50)
+    head, *rows = tables(owner_client.get("/usage/"))["dense usage-models"]
+    cell = dict(zip([text for text, _ in head], rows[0], strict=True))
+    assert cell["calibration factor"][0] == "1.1500 (default factor)"

@@ -114,7 +114,7 @@ def request(candidates: list[dict[str, Any]] | None = None, *, extra: list[dict[
         "principal": {"id": "agent/v1", "tenant": "tenant-x", "project": "project-y"},
         "scope": SCOPE,
         "stage": "drafting",
-        "model": {"provider": "openai", "name": "gpt-4o", "context_limit": 16000},
+        "model": {"provider": "openai", "name": "gpt-4", "context_limit": 16000},  # cl100k, exact: the counts these tests reason about
         "candidates": cands,
     }
     out.update(fields)

@@ -30,7 +30,7 @@ def test_usable_budget_is_the_limit_minus_reserve_overhead_and_margin():
 
 
 def test_a_model_with_a_smaller_context_than_the_policy_shrinks_the_usable_budget():
-    r = run(request(model={"provider": "openai", "name": "small", "context_limit": 8000}))
+    r = run(request(model={"provider": "openai", "name": "gpt-4", "context_limit": 8000}))
     assert r.manifest.budget.usable_input == 8000 - 3000
 
 
@@ -62,7 +62,7 @@ def test_borrowing_preserves_every_other_partitions_unused_minimum():
     # usable 3100, less ~70 tokens of framing (notice, placeholder): just over the 3000 of minimums
     pol = with_budget(policy(), model_context_limit=6100)
     pol["budget"]["partitions"]["background"] = {"maximum": 5000, "eviction": "first", "kinds": ["background"]}
-    r = run(request(extra=[item("t", "editable_project_file", words(400))], model={"provider": "openai", "name": "m", "context_limit": 6100}), pol)
+    r = run(request(extra=[item("t", "editable_project_file", words(400))], model={"provider": "openai", "name": "gpt-4", "context_limit": 6100}), pol)
     assert reasons(r)["t"] == "budget_evicted"
     assert "unused minimums of other partitions are preserved" in excluded_record(r, "t").detail
 
@@ -70,7 +70,7 @@ def test_borrowing_preserves_every_other_partitions_unused_minimum():
 def test_lend_unused_minimums_lets_a_partition_borrow_what_others_do_not_use():
     pol = with_budget(policy(), model_context_limit=6100, borrowing="lend_unused_minimums")
     pol["budget"]["partitions"]["background"] = {"maximum": 5000, "eviction": "first", "kinds": ["background"]}
-    r = run(request(extra=[item("t", "editable_project_file", words(400))], model={"provider": "openai", "name": "m", "context_limit": 6100}), pol)
+    r = run(request(extra=[item("t", "editable_project_file", words(400))], model={"provider": "openai", "name": "gpt-4", "context_limit": 6100}), pol)
     assert "t" in r.manifest.included_ids()
     assert r.manifest.budget.estimated_used <= r.manifest.budget.usable_input
 
@@ -91,7 +91,7 @@ def test_a_tool_pair_is_evicted_whole_never_half():
     pol["budget"]["partitions"]["recent_tool_pairs"]["maximum"] = 1000
     calls = [tool_call("c1", "r1"), tool_call("c2", "r2")]
     results = [tool_result("r1", "c1", words(300, "a"), relevance=0.9), tool_result("r2", "c2", words(600, "b"), relevance=0.1)]
-    r = run(request(extra=results, tool_calls=calls, model={"provider": "openai", "name": "m", "context_limit": 6200}), pol)
+    r = run(request(extra=results, tool_calls=calls, model={"provider": "openai", "name": "gpt-4", "context_limit": 6200}), pol)
     pairs = {p.call_id: p for p in r.manifest.tool_pairs}
     assert pairs["c1"].decision == "included"
     assert pairs["c2"].decision == "excluded" and pairs["c2"].unresolved_handling == "synthetic_result"
@@ -108,7 +108,7 @@ def test_a_tool_pair_is_evicted_whole_never_half():
 def test_an_evicted_pair_is_recorded_excluded_not_unresolved():
     pol = with_budget(policy(), model_context_limit=6000)
     pol["budget"]["partitions"]["recent_tool_pairs"].update(minimum=0, maximum=100)
-    r = run(request(extra=[tool_result("r1", "c1", words(300))], tool_calls=[tool_call("c1", "r1")], model={"provider": "openai", "name": "m", "context_limit": 6000}), pol)
+    r = run(request(extra=[tool_result("r1", "c1", words(300))], tool_calls=[tool_call("c1", "r1")], model={"provider": "openai", "name": "gpt-4", "context_limit": 6000}), pol)
     (pair,) = r.manifest.tool_pairs
     assert pair.decision == "excluded"
     assert pair.evidence_use == "confirmed_by_policy"

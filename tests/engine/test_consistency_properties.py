@@ -180,7 +180,7 @@ def cases(draw):
         [cands[i] for i in order],
         tool_calls=calls,
         adapter=draw(st.sampled_from(["openai_chat", "anthropic_messages"])),
-        model={"provider": "p", "name": "m", "context_limit": limit},
+        model={"provider": "openai", "name": "gpt-4", "context_limit": limit},
     )
     return req, pol
 

@@ -36,7 +36,7 @@ def tight(usable: int, partitions: dict, *, borrowing: str = "lend_unused_minimu
     pol = policy(resident={"include": []}, **overrides)
     limit = usable + RESERVES["response_reserve"]
     pol["budget"] = {"model_context_limit": limit, **RESERVES, "partitions": partitions, "borrowing": borrowing}
-    return pol, {"provider": "openai", "name": "m", "context_limit": limit}
+    return pol, {"provider": "openai", "name": "gpt-4", "context_limit": limit}
 
 
 def ev(item_id: str, n_words: int, relevance: float, **fields) -> dict:

@@ -28,7 +28,7 @@ def budget_policy(limit: int, partitions: dict, **transforms) -> dict:
 
 
 def model(limit: int) -> dict:
-    return {"provider": "openai", "name": "m", "context_limit": limit}
+    return {"provider": "openai", "name": "gpt-4", "context_limit": limit}
 
 
 CONTROL = {"minimum": 100, "eviction": "never", "kinds": ["instruction", "goal", "hard_constraints"]}

@@ -123,7 +123,7 @@ def cases(draw):
         [cands[i] for i in order],
         tool_calls=calls,
         adapter=draw(st.sampled_from(["openai_chat", "anthropic_messages"])),
-        model={"provider": "p", "name": "m", "context_limit": draw(st.sampled_from([limit, limit, max(1, limit // 3)]))},
+        model={"provider": "openai", "name": "gpt-4", "context_limit": draw(st.sampled_from([limit, limit, max(1, limit // 3)]))},
     )
     return req, pol
 

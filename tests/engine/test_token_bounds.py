@@ -170,9 +170,9 @@ def test_a_block_bound_is_at_most_its_count_for_every_workload_item(tokenizer):
 
     real = budget_module.allocate
 
-    def spy(asm):
+    def spy(asm, **options):
         seen.append(asm)
-        return real(asm)
+        return real(asm, **options)
 
     budget_module.allocate = spy
     try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import pytest
 
 from ctxeng.engine import InvalidInput, parse_request
+from ctxeng.engine.adapters import ADAPTERS
 from tests.engine.builders import base_items, item, policy, request, system_text, tool_call, tool_result
 from tests.engine.builders import run as run_with
 from tests.provider_stub import check_anthropic_messages, check_openai_chat
@@ -173,4 +174,4 @@ def test_the_stable_prefix_and_structure_checks_hold_on_a_conversation():
     manifest = run(_conversation()).manifest
     assert set(manifest.assembly.structure_checks.values()) == {"passed"}
     assert set(manifest.assembly.serialization_checks.values()) == {"passed"}
-    assert manifest.assembly.adapter.version == "1.1.0"
+    assert manifest.assembly.adapter.version == ADAPTERS["openai_chat"].version != "1.0.0"  # 1.0.0 knew no turns

@@ -194,3 +194,19 @@ def test_a_tool_named_a_test_log_source_keeps_only_the_failures_of_a_long_log():
     plain = sdk.Session("coding-agent", model="gpt-4o").step(msgs)  # the same log as plain tool output is sent whole
     assert plain.manifest["transforms"] == []
     assert "test_case_8 PASSED" in next(m["content"] for m in plain.kwargs["messages"] if m["role"] == "tool")
+
+
+def test_a_long_chat_loses_its_middle_turns_before_the_task_it_started_with():
+    task = "Task: migrate the billing service to Postgres 16 without downtime. Constraint: no schema locks."
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
+    for n in range(60):
+        msgs.append({"role": "assistant", "content": f"Step {n}: " + "checked the replica lag and the vacuum settings. " * 12})
+        msgs.append({"role": "user", "content": f"Continue with item {n}. " + "Noted the numbers above. " * 10})
+    session = sdk.Session("chat-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 8000})
+    step = session.step(msgs)
+    assert step.ready
+    sent = json.dumps(step.kwargs)
+    excluded = {e["item_id"] for e in step.manifest["excluded"]}
+    assert "migrate the billing service" in sent                  # the task survives
+    assert "Continue with item 59." in sent                       # and so does the newest turn
+    assert "Continue with item 3." not in sent and len(excluded) > 40  # the middle went

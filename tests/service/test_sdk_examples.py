@@ -203,3 +203,72 @@ def test_the_client_module_imports_no_sdk():
                            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('openai', 'anthropic')))"],
                           capture_output=True, text=True, cwd=ROOT, check=True)
     assert done.stdout.strip() == "[]"
+
+
+# ---------------------------------------------------------------- the Responses API and provider cache markers
+
+
+def test_responses_kwargs_are_taken_unchanged_by_the_openai_sdk(live_server, agent_token, example_request, stub):
+    openai = pytest.importorskip("openai")
+    from ctxeng.engine.hashing import sha256_json
+
+    assembly = ctxclient.Client(live_server.url, agent_token).assemble({**example_request, "adapter": "openai_responses"}, timeout=30)
+    assert assembly.adapter == "openai_responses"
+    sdk = openai.OpenAI(api_key="k", base_url=stub.openai_base_url, max_retries=0)
+    response = sdk.responses.create(**assembly.responses_kwargs())
+    [(route, body)] = stub.requests
+    assert route == "openai_responses" and body == assembly.input
+    assert sha256_json(body) == assembly.manifest["assembly"]["serialized_model_input_hash"]
+    sent = stub.responses_response(body)["usage"]
+    assert ctxclient.usage_from_response(response) == {
+        "input_tokens": sent["input_tokens"], "cached_tokens": sent["input_tokens_details"]["cached_tokens"],
+        "output_tokens": sent["output_tokens"]}
+    with pytest.raises(ctxclient.ClientError, match="serialized by openai_responses, not openai_chat"):
+        assembly.openai_kwargs()
+
+
+def test_anthropic_kwargs_with_a_cache_breakpoint_are_taken_by_the_anthropic_sdk(stub):
+    anthropic = pytest.importorskip("anthropic")
+    from ctxeng.engine.tokens import default_tokenizer
+    from tests.engine.builders import run
+    from tests.engine.test_cache_markers import SONNET, _request, _system_of
+
+    system = _system_of(1100)
+    result = run(_request(system, SONNET))
+    assembly = ctxclient.Assembly(id="local", status="ready", job={}, manifest=result.manifest_dict(), input=result.serialized_input)
+    sdk = anthropic.Anthropic(api_key="k", base_url=stub.anthropic_base_url, max_retries=0)
+    response = sdk.messages.create(**assembly.anthropic_kwargs())
+    [(_, body)] = stub.requests
+    assert body == result.serialized_input and body["system"][0]["cache_control"] == {"type": "ephemeral"}
+    assert ctxclient.usage_from_response(response)["cached_tokens"] == default_tokenizer().count(system)
+    assert assembly.manifest["cache"]["provider_marker"]["at"] == "system[0]"
+
+
+@pytest.mark.parametrize("breakage", ["output_without_call", "call_without_output", "chat_shaped_tool", "unknown_key"])
+def test_the_openai_sdk_raises_on_a_responses_request_the_api_would_refuse(stub, breakage):
+    openai = pytest.importorskip("openai")
+    body = {"model": "gpt-4o", "instructions": "policy", "input": [
+        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "task"}]},
+        {"type": "function_call", "call_id": "call-a", "name": "read_source", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "call-a", "output": "result"},
+    ], "tools": [{"type": "function", "name": "read_source", "description": "", "parameters": {"type": "object", "properties": {}},
+                  "strict": False}]}
+    sdk = openai.OpenAI(api_key="k", base_url=stub.openai_base_url, max_retries=0)
+    sdk.responses.create(**body)  # the unbroken request is accepted
+    if breakage == "output_without_call":
+        body["input"].pop(1)
+    elif breakage == "call_without_output":
+        body["input"].pop(2)
+    elif breakage == "chat_shaped_tool":
+        body["tools"] = [{"type": "function", "function": {"name": "read_source", "parameters": {"type": "object"}}}]
+    elif breakage == "unknown_key":
+        body["extra_body"] = {"messages": []}
+    with pytest.raises(openai.BadRequestError):
+        sdk.responses.create(**body)
+
+
+def test_usage_is_read_from_the_responses_shape():
+    assert ctxclient.usage_from_response(
+        {"usage": {"input_tokens": 2000, "input_tokens_details": {"cached_tokens": 1024}, "output_tokens": 7,
+                   "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2007}}
+    ) == {"input_tokens": 2000, "cached_tokens": 1024, "output_tokens": 7}

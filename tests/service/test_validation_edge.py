@@ -204,6 +204,7 @@ COLUMNS: dict[str, list[str] | str] = {
     "manifests.AssemblyJob.status": "one of the JobStatus choices",
     "manifests.AssemblyJob.attempts": "counted by the claim, at most CTXENG_MAX_ATTEMPTS",
     "manifests.AssemblyJob.claimed_by": "the worker's host:pid",
+    "manifests.AssemblyJob.traceparent": "a well-formed W3C traceparent, 55 characters, or empty (traceparent_header)",
     "manifests.Manifest.assembly_id": "'assembly-' and 16 hex digits (engine seal)",
     "manifests.Manifest.status": "ready or blocked",
     "manifests.Manifest.assembly_input_hash": "a sha256: digest",

@@ -1,0 +1,100 @@
+"""The worker calibrates an inexact count from the tenant's own usage reports for that model: the
+factor each job's manifest records is the nearest-rank quantile of actual / estimate worked out
+here from the reports this test wrote, never read back from a selector."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from ctxeng.accounts.models import Role, Tenant
+from ctxeng.accounts.services import tenant_member_add
+from manifests.examples import example_json, example_text
+from manifests.models import AssemblyJob
+from manifests.selectors import usage_ratios
+from manifests.services import (
+    assembly_job_assemble,
+    assembly_job_claim,
+    assembly_job_submit,
+    usage_report_record,
+)
+from policies.services import policy_import
+
+CLAUDE = {"provider": "anthropic", "name": "claude-sonnet-4-5"}
+UNCALIBRATED = 16000 - 2000 - 500 - 500  # the worked example's budget
+
+
+@pytest.fixture
+def owners(db):
+    users = {}
+    for tenant in ("tenant-x", "tenant-o"):
+        users[tenant] = tenant_member_add(username=f"owner-{tenant}", tenant_slug=tenant, roles=list(Role.values), password="pw pw pw pw").user
+        policy_import(tenant=Tenant.objects.get(slug=tenant), text=example_text("policy.yaml"), user=users[tenant], publish=True, note="example")
+    return users
+
+
+def job(user, key: str, model: dict, tenant: str = "tenant-x") -> AssemblyJob:
+    request = json.loads(json.dumps(example_json("request.json")).replace("tenant-x", tenant))
+    request["run_id"], request["model"] = f"run-cal-{key}", {**request["model"], **model}
+    submitted, _ = assembly_job_submit(user=user, data=request, idempotency_key=f"cal-{key}")
+    assembly_job_assemble(job_id=submitted.id, attempt=assembly_job_claim(job_id=submitted.id))
+    done = AssemblyJob.objects.get(pk=submitted.pk)
+    assert done.status == "ready", (done.error, done.manifest.sections["assembly"]["blocked_detail"] if done.status == "blocked" else None)
+    return done
+
+
+def report(user, done: AssemblyJob, ratio: float) -> float:
+    """Report an actual count of `ratio` times the estimate; returns the ratio the row holds."""
+    estimate = done.manifest.estimated_input_tokens
+    actual = round(estimate * ratio)
+    usage_report_record(manifest=done.manifest, user=user, input_tokens=actual, cached_tokens=0, output_tokens=1)
+    return actual / estimate
+
+
+def recorded(done: AssemblyJob) -> tuple[dict, dict]:
+    return done.manifest.sections["assembly"]["calibration"], done.manifest.sections["budget"]
+
+
+def test_a_claude_job_without_reports_uses_the_default_factor(owners):
+    cal, budget = recorded(job(owners["tenant-x"], "first", CLAUDE))
+    assert (cal["factor"], cal["basis"], cal["reports_available"]) == (1.15, "default factor", 0)
+    assert budget["usable_input"] == math.floor(UNCALIBRATED / 1.15)
+
+
+def test_once_there_are_enough_reports_the_factor_is_their_quantile(owners):
+    owner = owners["tenant-x"]
+    ratios = [report(owner, job(owner, f"r{i}", CLAUDE), r) for i, r in enumerate([1.02, 1.31, 1.08, 1.17])]
+    cal, _ = recorded(job(owner, "four", CLAUDE))
+    assert (cal["factor"], cal["basis"], cal["reports_available"]) == (1.15, "default factor", 4)  # min_reports 5
+    ratios.append(report(owner, job(owner, "r4", CLAUDE), 1.12))
+    ratios.append(report(owner, job(owner, "r5", CLAUDE), 1.24))
+    cal, budget = recorded(job(owner, "six", CLAUDE))
+    # nearest rank: the ceil(0.95 * 6) = 6th smallest ratio, rounded up to 4 decimals
+    want = math.ceil(round(sorted(ratios)[5] * 10_000, 6)) / 10_000
+    assert (cal["factor"], cal["basis"], cal["reports_used"], cal["quantile"]) == (want, "reported usage", 6, 0.95)
+    assert budget["usable_input"] == math.floor(UNCALIBRATED / want)
+    assert cal["usable_input_uncalibrated"] == UNCALIBRATED
+
+
+def test_an_exact_model_is_never_calibrated_whatever_its_reports_say(owners):
+    owner = owners["tenant-x"]
+    for i in range(6):
+        report(owner, job(owner, f"o{i}", {"provider": "openai", "name": "gpt-4o"}), 1.5)
+    cal, budget = recorded(job(owner, "o-next", {"provider": "openai", "name": "gpt-4o"}))
+    assert (cal["factor"], cal["basis"]) == (1.0, "exact count")
+    assert budget["usable_input"] == UNCALIBRATED
+
+
+def test_another_tenants_reports_and_another_models_never_count(owners):
+    outsider = owners["tenant-o"]
+    for i in range(6):
+        report(outsider, job(outsider, f"t{i}", CLAUDE, tenant="tenant-o"), 1.3)
+    owner = owners["tenant-x"]
+    for i in range(6):
+        report(owner, job(owner, f"m{i}", {"provider": "anthropic", "name": "claude-opus-4-1"}), 1.35)
+    cal, _ = recorded(job(owner, "mine", CLAUDE))
+    assert (cal["factor"], cal["reports_available"]) == (1.15, 0)
+    tenant_o = Tenant.objects.get(slug="tenant-o")
+    assert len(usage_ratios(tenant_id=tenant_o.pk, provider="anthropic", model_name="claude-sonnet-4-5")) == 6
