@@ -108,12 +108,16 @@ def serve() -> Iterator[Any]:
 
 @pytest.fixture
 def sleeps(monkeypatch) -> list[float]:
-    """The delays the client waited for, in order (it still really sleeps)."""
+    """The delays the client waited for, in order (it still really sleeps). `ctxclient.time` is the
+    process's one `time` module, so only this test's thread is counted: a background thread of the
+    process (a span exporter, a broker connection left by another test) may sleep meanwhile."""
     asked: list[float] = []
     real_sleep = time.sleep
+    caller = threading.get_ident()
 
     def spy(seconds: float) -> None:
-        asked.append(seconds)
+        if threading.get_ident() == caller:
+            asked.append(seconds)
         real_sleep(seconds)
 
     monkeypatch.setattr(ctxclient.time, "sleep", spy)
