@@ -170,3 +170,13 @@ def shut_down(receiver: _Receiver) -> None:
     if telemetry._state["provider"] is not None:
         telemetry._state["provider"].shutdown()
     receiver.close()
+
+
+@pytest.fixture(params=sorted(RECEIVERS))
+def receiver(request, monkeypatch):
+    """A real receiver of each protocol, with this process's OTel variables pointing at it (a plugin
+    of tests/conftest.py; a module that wants a bare receiver defines its own)."""
+    server = RECEIVERS[request.param]()
+    traced_to(monkeypatch, server)
+    yield server
+    shut_down(server)

@@ -15,22 +15,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from ctxeng import sdk, telemetry
-from tests.otlp import PIPELINE, RECEIVERS, attributes, shut_down, traced_to
+from tests.otlp import PIPELINE, attributes
 
 ROOT = Path(__file__).resolve().parents[2]
 MESSAGES = [{"role": "system", "content": "You answer briefly."}, {"role": "user", "content": "Hello there!"}]
 RESPONSE = {"usage": {"prompt_tokens": 812, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 512}}}
-
-
-@pytest.fixture(params=sorted(RECEIVERS))
-def receiver(request, monkeypatch):
-    server = RECEIVERS[request.param]()
-    traced_to(monkeypatch, server)
-    yield server
-    shut_down(server)
 
 
 def test_a_local_step_is_an_assembly_span_with_its_stages_and_its_usage_under_it(receiver):

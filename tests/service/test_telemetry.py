@@ -30,15 +30,6 @@ TRACEPARENT = f"00-{TRACE_ID}-{AGENT_SPAN_ID}-01"
 USAGE = {"input_tokens": 1234, "cached_tokens": 1000, "output_tokens": 56}
 
 
-@pytest.fixture(params=sorted(RECEIVERS))
-def receiver(request, monkeypatch):
-    """A real receiver of each protocol, with the OTel variables pointing at it."""
-    server = RECEIVERS[request.param]()
-    traced_to(monkeypatch, server)
-    yield server
-    shut_down(server)
-
-
 @pytest.fixture
 def http_receiver(monkeypatch):
     server = HttpReceiver()
