@@ -36,8 +36,11 @@ partition's unused minimum intact. Then each partition's eviction rule acts on w
 - `structured_summary`: a state item that does not fit is first decision-compressed (its
   `Decision:`/`Reason:`/`Source:` lines, when `decision_compress` is allowed) if that fits; the
   rest are replaced by the deterministic structured checkpoint summary built from them and
-  `request.checkpoint` (`transforms.structured_summary`), when `summarize` is allowed, and the
-  summary fits. The evicted items record `replaced_by`.
+  `request.checkpoint` (`transforms.structured_summary`), when `summarize` is allowed. When the
+  summary does not fit the room they left, admitted state items (not of a resident kind, not
+  `required`) are folded into it, lowest rank first, until it fits; when the summary of every evictable state item does not fit, the assembly
+  is blocked (`budget_exhausted`, `missing` names the partition). The evicted and folded items
+  record `replaced_by`.
 - `first`: grows last, so it holds only what every other partition left; an item that does not
   fit is truncated to its newest whole turns when `truncate_item` is allowed, else evicted.
 
@@ -457,7 +460,7 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
                         _shorten(asm, budget, name, unit, ttype)
                 left = [u for u in left if not u.admitted and (u.item is None or u.item.alive)]
         if part.eviction == Eviction.STRUCTURED_SUMMARY and left:
-            _replace_by_structured_summary(asm, budget, name, left, rule)
+            _replace_by_structured_summary(asm, budget, name, by_part[name], left, rule)
             continue
         for unit in left:
             why = budget.why_not(name, unit.at_least, bound=unit.tokens is None)
@@ -582,7 +585,12 @@ def _shorten(asm: Assembly, budget: _Budget, name: str, unit: Unit, ttype: Trans
         budget.take(name, cand.tokens)
 
 
-def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, left: list[Unit], rule: str) -> None:
+def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, units: list[Unit], left: list[Unit], rule: str) -> None:
+    """`structured_summary`: the items in `left` are replaced by their structured summary. When the
+    summary does not fit the room they left, admitted items of the partition (not of a resident kind,
+    not `required`) are folded into it, lowest rank first, until it does (each folded item frees more than the line that names it);
+    when even the summary of every evictable item does not fit, the assembly is blocked
+    (`budget_exhausted`, `missing` names the partition): state is never dropped unsummarised."""
     evicted = [u.item for u in left if u.item is not None]
     why = {u.label: budget.why_not(name, u.at_least, bound=u.tokens is None) for u in left}
     policy = asm.policy.transforms
@@ -596,16 +604,44 @@ def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, le
         )
     elif evicted:
         summary, record = transforms.structured_summary(asm, evicted, partition=name)
+        folded: list[Unit] = []
+        freed = 0
+        # Evictable: admitted items of the partition a resident kind or `required` does not hold.
+        resident = set(asm.policy.resident.include)
+        foldable = sorted(
+            (u for u in units if u.admitted and u.item is not None and not u.item.item.required and u.item.item.kind not in resident),
+            key=lambda u: u.rank,
+            reverse=True,
+        )
+        while record.status != "blocked" and not budget.fits(name, summary.tokens, freed) and foldable:
+            victim = foldable.pop(0)
+            bigger, bigger_record = transforms.structured_summary(asm, [*evicted, *(u.item for u in folded), victim.item], partition=name)
+            if bigger_record.status == "blocked":
+                continue  # folding this one would fail an assertion (a trust it cannot carry): it stays
+            folded.append(victim)
+            freed += victim.tokens  # type: ignore[operator]
+            summary, record = bigger, bigger_record
         if record.status == "blocked":
             transforms.record_structured_summary(asm, summary, record)
             note = f"; the structured summary {summary.item_id} failed its assertions"
-        elif budget.fits(name, summary.tokens):
+        elif budget.fits(name, summary.tokens, freed):
+            for unit in folded:
+                unit.admitted = False
+                budget.give_back(name, unit.tokens)  # type: ignore[arg-type]
+                why[unit.label] = f"admitted, then folded into the structured summary (lowest rank first) to make room for it in partition {name!r}"
+            left = [*left, *folded]
             transforms.record_structured_summary(asm, summary, record)
             budget.take(name, summary.tokens)
             replaced_by = summary.item_id
             note = f"; replaced by the structured summary {summary.item_id}"
         else:
-            note = f"; the structured summary of these items ({summary.tokens} tokens) did not fit either"
+            room = budget.room(name) + freed
+            detail = (
+                f"partition {name!r} (eviction structured_summary): the structured summary of every evictable state item "
+                f"({summary.tokens} tokens) does not fit the {room} tokens left; state is never dropped unsummarised"
+            )
+            asm.block(BlockedReason.BUDGET_EXHAUSTED, [name], detail)
+            note = f"; the structured summary of every evictable state item ({summary.tokens} tokens) did not fit either: the assembly is blocked"
     for unit in left:
         detail = f"{why[unit.label]}; {rule}{note}"
         if unit.pair is not None:

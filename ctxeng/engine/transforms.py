@@ -4,14 +4,17 @@ Contract: a summary is a derived object, never a fact. Every admitted summary (k
 source type `model_summary` / `checkpoint_summary`) is verified deterministically against the
 policy's `transforms.preserve` list before it may enter the working set:
 
-- goal, constraints, current stage, done/in progress/blocked, conflicts and negative findings,
-  artifact refs: the structured section is present;
+- goal, constraints, current stage, done/in progress/blocked, artifact refs: the structured
+  section is present;
 - open_items: every open item id the runtime knows is carried (in `preserves.open_item_ids` and
   in the text);
 - source_refs(_and_revisions): at least one source ref, each pinned to a revision or commit;
 - unresolved_tool_calls: every call still without a result is named;
 - article_draft_revision: present, and equal to the runtime's when the runtime states it;
 - exact_values_and_errors: every error line of an input item that is among the candidates is kept;
+- conflicts_and_negative_findings: the section is present, and every negative finding of an input
+  the engine can read reappears with the same search scope, never as "does not exist" / "no such"
+  (`findings`; passed only when every input was read, else not_applicable unless it failed);
 - input_items (always): explicit input item ids, and the range's ends are among them.
 
 A policy whose `transforms.allowed` lacks `summarize` admits no summary (`summarize_allowed:
@@ -31,13 +34,15 @@ Two deterministic summaries are built here (seed §6): the checkpoint summary of
 `request.checkpoint` (a candidate like any other), and the *structured summary* the budget uses
 when a `structured_summary` partition is over budget (`structured_summary`): built from the
 evicted items and `request.checkpoint`, `transformer_version: ctxeng-structured/1`, with
-assertions comparing its text to facts read from the evicted items.
+assertions comparing its text to facts read from the evicted items (it carries their negative
+findings, scope included, in its `Conflicts and Negative Findings` line).
 """
 
 from __future__ import annotations
 
 import re
 
+from . import findings
 from .hashing import sha256_json, sha256_text
 from .models import CheckpointState, ContextItem, LineageNode, SummaryRecord, TransformRecord
 from .render import block_tokens
@@ -134,7 +139,9 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
     unresolved = [p.call.call_id for p in asm.pairs if p.unresolved_handling is not None]
     by_id = asm.by_id()
     for key in asm.policy.transforms.preserve:
-        if key in _SECTIONS:
+        if key == PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS:
+            results[key.value] = _negative_findings_kept(asm, cand)
+        elif key in _SECTIONS:
             # The section must be there and say something: an empty `Goal:` preserves no goal.
             results[key.value] = P if section_body(_SECTIONS[key], text) else F
         elif key == PreserveKey.OPEN_ITEMS:
@@ -190,6 +197,36 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
         parents = [r for ref in inputs.values() for r in ref[1]]
         results["source_refs_within_inputs"] = P if all(any(ref_within(r, p) for p in parents) for r in refs) else F
     return results
+
+
+def _input_texts(asm: Assembly, cand: Candidate) -> tuple[list[str], bool]:
+    """The texts of a summary's inputs the engine holds (candidates, stored artifacts), and whether
+    it holds every one."""
+    by_id = asm.by_id()
+    texts: list[str] = []
+    ids = cand.item.input_item_ids or []
+    for i in ids:
+        c = by_id.get(i)
+        got = (c.received or c.item).content if c is not None and c is not cand else None
+        if got is None and callable(getattr(asm, "artifact_store", None)):
+            stored = asm.artifact_store(i, None)
+            got = stored.content if stored is not None else None
+        if got is not None:
+            texts.append(got)
+    return texts, bool(ids) and len(texts) == len(ids)
+
+
+def _negative_findings_kept(asm: Assembly, cand: Candidate) -> AssertionResult:
+    """`conflicts_and_negative_findings`: the section is there with a body; the summary states no
+    existence claim with a search scope; every negative finding of the inputs the engine can read
+    reappears with its scope (`findings`). Passed only when every input could be read; a summary
+    of inputs the engine cannot see (earlier turns) that breaks none of this is not_applicable."""
+    if not section_body(_SECTIONS[PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS], cand.content):
+        return AssertionResult.FAILED
+    texts, all_read = _input_texts(asm, cand)
+    if findings.lost_findings(texts, cand.content):
+        return AssertionResult.FAILED
+    return AssertionResult.PASSED if all_read else AssertionResult.NOT_APPLICABLE
 
 
 def _history_inputs(asm: Assembly, cand: Candidate) -> bool:
@@ -430,7 +467,15 @@ def _evicted_facts(asm: Assembly, evicted: list[Candidate]) -> dict:
         ]
     )
     unresolved = _unique([*(cp.unresolved_tool_calls if cp else []), *(p.call.call_id for p in asm.pairs if p.unresolved_handling is not None)])
-    return {"open_items": open_ids, "draft": draft, "artifacts": artifacts, "unresolved": unresolved}
+    negative = _unique(f.text for c in evicted for f in findings.negative_findings(c.content))
+    return {"open_items": open_ids, "draft": draft, "artifacts": artifacts, "unresolved": unresolved, "negative_findings": negative}
+
+
+def _conflicts_line(cp: CheckpointState | None, negative: list[str]) -> str:
+    """The checkpoint's conflicts and negative findings, then the evicted items' negative findings
+    as they wrote them (scope included), each once."""
+    entries = _unique([*(cp.conflicts_and_negative_findings if cp else []), *negative])
+    return _lines(entries) if entries or cp else "none recorded"
 
 
 def structured_summary(asm: Assembly, evicted: list[Candidate], *, partition: str) -> tuple[Candidate, TransformRecord]:
@@ -463,7 +508,7 @@ def structured_summary(asm: Assembly, evicted: list[Candidate], *, partition: st
             "Done / In Progress / Blocked: "
             + (f"done: {_lines(cp.done)} | in progress: {_lines(cp.in_progress)} | blocked: {_lines(cp.blocked)}" if cp else "none recorded"),
             f"Confirmed Claims: {_lines(claims)}",
-            f"Conflicts and Negative Findings: {_lines(cp.conflicts_and_negative_findings) if cp else 'none recorded'}",
+            f"Conflicts and Negative Findings: {_conflicts_line(cp, facts['negative_findings'])}",
             f"Open Items: {', '.join(facts['open_items']) if facts['open_items'] else 'none'}",
             f"Draft Revision: {facts['draft'] if facts['draft'] is not None else 'none'}",
             f"Unresolved Tool Calls: {', '.join(facts['unresolved']) if facts['unresolved'] else 'none'}",
@@ -559,6 +604,9 @@ def check_structured_summary(asm: Assembly, text: str, evicted: list[Candidate],
         "trust_not_raised": P
         if all(c.trust is not None and TRUST_RANK[Trust.DERIVED_CONTEXT] <= TRUST_RANK[c.trust] for c in evicted)
         else F,
+        "conflicts_and_negative_findings": F
+        if findings.lost_findings([c.content for c in evicted], text)
+        else (P if facts["negative_findings"] else NA),
     }
     return results
 

@@ -119,6 +119,41 @@ def test_the_structured_summary_carries_the_checkpoint_and_names_each_replaced_i
     assert "OI-1" in text and all(f"OI-{7 + k}" in text for k, i in enumerate(("plan-a", "plan-b")) if i in evicted)
 
 
+def ranked_plan(item_id: str, n: int, relevance: float) -> dict:
+    return item(item_id, "runtime_state", words(n, item_id[-1]), kind="research_plan", relevance=relevance)
+
+
+def test_a_summary_that_does_not_fit_folds_in_the_lowest_ranked_state_items_until_it_fits():
+    # State maximum 850: stage + open items (~240) and the two short plans (~240 each) fit, the long
+    # plan (~700) does not, and its summary (~300) does not fit the ~130 left. Folding plan-a, the
+    # lowest ranked, frees ~240: the summary of both fits; plan-c, ranked above it, stays.
+    pol = budget_policy(16000, partitions(state={"maximum": 850}))
+    plans = [ranked_plan("plan-a", 60, 0.2), ranked_plan("plan-c", 60, 0.6), ranked_plan("plan-b", 300, 0.9)]
+    r = run(request(extra=plans), pol)
+    m = r.manifest
+    assert m.assembly.status == "ready"
+    assert {"plan-c", "structured-summary-state", "stage", "open"} <= set(m.included_ids())
+    for folded in ("plan-a", "plan-b"):
+        rec = excluded_record(r, folded)
+        assert rec.reason == "budget_evicted" and rec.replaced_by == "structured-summary-state"
+    assert "folded into the structured summary" in excluded_record(r, "plan-a").detail
+    (t,) = [t for t in m.transforms if t.output_item_id == "structured-summary-state"]
+    assert sorted(t.input_item_ids) == ["plan-a", "plan-b"] and t.status == "applied"
+    assert m.budget.partitions["state"].used <= 850
+
+
+def test_when_no_summary_of_the_evictable_state_fits_the_assembly_is_blocked_not_ready():
+    # State maximum 500: stage + open items (resident kinds, never folded) and plan-a take ~480; even
+    # the summary of both plans (~320) cannot fit, so state would be dropped unsummarised: blocked.
+    pol = budget_policy(16000, partitions(state={"maximum": 500}))
+    r = run(request(extra=[ranked_plan("plan-a", 60, 0.2), ranked_plan("plan-b", 300, 0.9)]), pol)
+    m = r.manifest
+    assert (m.assembly.status, m.assembly.blocked_reason, m.assembly.missing) == ("blocked", "budget_exhausted", ["state"])
+    assert any("every evictable state item" in d and "'state'" in d for d in m.assembly.blocked_detail)
+    assert excluded_record(r, "plan-b").reason == "budget_evicted" and excluded_record(r, "plan-b").replaced_by is None
+    assert r.serialized_input is None and m.assembly.assembly_input_hash is None
+
+
 def test_without_summarize_allowed_over_budget_state_is_only_evicted():
     pol = budget_policy(16000, partitions(state={"maximum": 700}), allowed=["none", "excerpt"])
     r = run(request(extra=[plan("plan-a", 300, ["OI-7"])]), pol)

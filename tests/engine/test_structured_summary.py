@@ -122,3 +122,14 @@ def test_the_record_hashes_the_evicted_items_contents_and_its_own_output():
     assert record.output_digest == sha(text)
     other = dict(plan, content=plan["content"] + " changed", content_hash=sha(plan["content"] + " changed"))
     assert summarised([other])[1].input_digest != record.input_digest
+
+
+def test_the_negative_findings_of_evicted_items_are_carried_with_their_scope_and_checked():
+    finding = "no vector retrieval found in planning-with-files (searched: README.md, docs/, skills/)"
+    plan = item("plan-a", "runtime_state", f"{finding}\n" + words(300, "a"), kind="research_plan", relevance=0.3)
+    _, record, text = summarised([plan])
+    assert finding in line(text, "Conflicts and Negative Findings")
+    assert record.preservation_assertions["conflicts_and_negative_findings"] == "passed"
+    # an evicted item without a negative finding gives the assertion nothing to check
+    _, record, _ = summarised([state_item("plan-b")])
+    assert record.preservation_assertions["conflicts_and_negative_findings"] == "not_applicable"

@@ -148,3 +148,64 @@ def test_a_range_whose_ends_are_not_among_the_input_ids_fails_input_items():
 
 def test_a_summary_with_a_blank_producer_fails_producer_present():
     assert verdict(request(extra=[summary(producer="   ")]), preserving()) == "producer_present"
+
+
+# --------------------------------------------------------------------------- negative findings keep their scope
+
+FINDING = "no vector retrieval found in planning-with-files (searched: README.md, docs/, skills/)"
+
+
+def summary_of_notes(conflicts: str) -> dict:
+    """A summary whose one input, `notes-1`, is a candidate holding FINDING: its text is readable."""
+    return summary(
+        content=f"Goal: g\nOpen Items: OI-1\nConflicts and Negative Findings: {conflicts}",
+        input_item_ids=["notes-1"],
+        input_range=None,
+        source_refs=[{"repo": "pi", "commit": "c0ffee", "path": "src/notes-1.ts", "lines": "1-9"}],
+    )
+
+
+def notes() -> dict:
+    return item("notes-1", "repository_source", f"Checked the planner.\n- {FINDING}\nNext: compare with pi.")
+
+
+def negative_verdict(conflicts: str) -> tuple[str, str]:
+    """(verdict, the recorded conflicts_and_negative_findings assertion) for a summary of notes()."""
+    r = run(request(extra=[notes(), summary_of_notes(conflicts)]), preserving("conflicts_and_negative_findings"))
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
+    return ("included" if "sum" in r.manifest.included_ids() else excluded_record(r, "sum").reason), record.preservation_assertions[
+        "conflicts_and_negative_findings"
+    ]
+
+
+@pytest.mark.parametrize(
+    "conflicts, expected",
+    [
+        (FINDING, ("included", "passed")),
+        # the same scope in another order and wording of the list is the same scope
+        ("vector retrieval not found in planning-with-files (searched in skills/, docs/ and README.md)", ("included", "passed")),
+        # the scope dropped
+        ("no vector retrieval found in planning-with-files", ("transform_blocked", "failed")),
+        # the scope narrowed (skills/ was searched too) or widened (src/ was not)
+        ("no vector retrieval found in planning-with-files (searched: README.md, docs/)", ("transform_blocked", "failed")),
+        ("no vector retrieval found (searched: README.md, docs/, skills/, src/)", ("transform_blocked", "failed")),
+        # "not found" rewritten as an existence claim, scope kept or not
+        ("vector retrieval does not exist in planning-with-files (searched: README.md, docs/, skills/)", ("transform_blocked", "failed")),
+        ("no such retrieval in planning-with-files (searched: README.md, docs/, skills/)", ("transform_blocked", "failed")),
+        ("planning-with-files has no vector retrieval", ("transform_blocked", "failed")),
+    ],
+)
+def test_a_negative_finding_of_an_input_reappears_with_the_same_search_scope(conflicts, expected):
+    assert negative_verdict(conflicts) == expected
+
+
+def test_a_summary_of_inputs_the_engine_cannot_read_is_never_passed_on_its_negative_findings():
+    # turn-1/turn-2 are earlier history: no finding can be compared, so not_applicable, not passed ...
+    kept = summary(content=f"Goal: g\nOpen Items: OI-1\nConflicts: {FINDING}")
+    r = run(request(extra=[kept]), preserving("conflicts_and_negative_findings"))
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
+    assert "sum" in r.manifest.included_ids()
+    assert record.preservation_assertions["conflicts_and_negative_findings"] == "not_applicable"
+    # ... but an existence claim over a search scope fails on the summary's own text.
+    rewritten = summary(content="Goal: g\nOpen Items: OI-1\nConflicts: vector retrieval does not exist (searched: README.md, docs/)")
+    assert verdict(request(extra=[rewritten]), preserving("conflicts_and_negative_findings")) == "conflicts_and_negative_findings"
