@@ -1,7 +1,7 @@
 """`python -m ctxeng` — assemble, validate a policy, or print a JSON Schema, from a shell.
 
     python -m ctxeng assemble --policy P.yaml --request R.json [--artifacts DIR] [--manifest-out M.json] [--input-out I.json]
-    python -m ctxeng validate-policy P.yaml
+    python -m ctxeng validate-policy P.yaml [--previous OLD.yaml]
     python -m ctxeng schema {request,policy,manifest}
     python -m ctxeng policy list
     python -m ctxeng policy init NAME [--id ID] [--revision N] > policy.yaml
@@ -14,6 +14,10 @@ newest is hit by a `revision_replaced` lifecycle event, as the service does.
 With the OpenTelemetry variables set (`OTEL_EXPORTER_OTLP_ENDPOINT`, ...; ctxeng.telemetry),
 `assemble` emits the assembly span and its stage spans, a child of `TRACEPARENT` when that is set;
 a protocol it cannot export refuses the command (exit 2). Unset, nothing of OpenTelemetry is imported.
+
+`validate-policy --previous OLD.yaml` applies the publish rule of seed §8 offline
+(ctxeng.engine.upgrades): one `invalid:` line per mechanism added since OLD without an `upgrades`
+entry naming it, exit 2.
 
 `policy init` prints a starter policy (ctxeng.starters: chat-agent, coding-agent, research-agent)
 as commented YAML, with `--id` and `--revision` replacing its own `policy.id` and `policy.revision`.
@@ -166,11 +170,24 @@ def _traces_checked() -> bool:
 
 def cmd_validate_policy(args: argparse.Namespace) -> int:
     from .engine import InvalidInput, parse_policy, policy_digest
+    from .engine.upgrades import missing_records
 
     try:
         policy = parse_policy(_read(args.policy, "policy"))
     except InvalidInput as exc:
         raise _Invalid(exc.errors) from None
+    if args.previous is not None:
+        # The publish rule of seed §8, offline: each mechanism added over the previous revision
+        # needs an `upgrades` entry naming it (the service applies the same engine function).
+        try:
+            previous = parse_policy(_read(args.previous, "previous"))
+        except InvalidInput as exc:
+            raise _Invalid([f"previous: {e}" for e in exc.errors]) from None
+        if previous.policy.id != policy.policy.id:
+            raise _Invalid([f"policy.id: {policy.policy.id!r} is not the previous revision's policy {previous.policy.id!r}"])
+        missing = missing_records(previous, policy)
+        if missing:
+            raise _Invalid(missing)
     print(f"valid: {policy.label} digest {policy_digest(policy)}")
     return EXIT_READY
 
@@ -231,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     a.set_defaults(func=cmd_assemble)
     v = sub.add_parser("validate-policy", help="validate a ContextPolicy file and print its digest")
     v.add_argument("policy")
+    v.add_argument("--previous", metavar="OLD", help="the revision it replaces: each mechanism added since needs an upgrades entry (seed §8)")
     v.set_defaults(func=cmd_validate_policy)
     s = sub.add_parser("schema", help="print the JSON Schema of a wire format")
     s.add_argument("name", choices=SCHEMAS)

@@ -11,6 +11,11 @@ includes the nonce twice (prefix and footer), and the nonce is derived from the 
 draft gets a new 16-hex nonce that tokenizes into a few more or fewer tokens, which moved every
 partition holding fenced items by that amount times its items, in partitions the draft never
 named. `_at_recorded_nonce` takes that shift out, so a delta is one the draft's rules caused.
+
+The assemblies a draft's `upgrades` records address (seed §8) are replayed first
+(`addressed_jobs`, `addressed_row`); each such row says whether the failure its manifest records is
+gone: not blocked any more (if it was), and none of its failed preservation assertions failing
+again (`ctxeng.engine.upgrades.failure_gone`; None when the manifest records no failure).
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from ctxeng.engine import InvalidInput, assemble
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.render import block_footer, block_prefix
 from ctxeng.engine.tokens import default_tokenizer
+from ctxeng.engine.upgrades import failure_gone, recorded_failures
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
 from manifests.models import AssemblyJob
 from manifests.selectors import request_as_assembled
@@ -238,17 +244,59 @@ def _partition_changed(row: dict[str, Any]) -> bool:
     return bool(row["delta"]) or any(row[f"{k}_a"] != row[f"{k}_b"] for k in ("items", "minimum", "maximum"))
 
 
-def impact_row(job: AssemblyJob, draft) -> dict[str, Any]:
+def addressed_jobs(policy: Policy, draft) -> list[tuple[str, list[str], AssemblyJob | None]]:
+    """The assemblies `draft`'s upgrade records address (seed §8), in the order the records name
+    them: (assembly id, the mechanisms that address it, its newest replayable job of the policy's
+    tenant, or None when there is none: deleted, purged, or never the tenant's)."""
+    mechanisms: dict[str, list[str]] = {}
+    for record in draft.upgrades:
+        for assembly_id in record.addresses:
+            mechanisms.setdefault(assembly_id, []).append(record.mechanism)
+    if not mechanisms:
+        return []
+    jobs: dict[str, AssemblyJob] = {}
+    for job in (light_jobs([policy.tenant_id]).filter(manifest__assembly_id__in=list(mechanisms),
+                                                      manifest__content_purged_at__isnull=True)
+                .order_by("-created_at")):
+        jobs.setdefault(job.manifest.assembly_id, job)
+    return [(a, names, jobs.get(a)) for a, names in mechanisms.items()]
+
+
+def addressed_row(assembly_id: str, mechanisms: list[str], job: AssemblyJob | None, draft) -> dict[str, Any]:
+    """`impact_row` of an assembly an upgrade addresses, with whether its recorded failure is gone
+    under `draft` (ctxeng.engine.upgrades.failure_gone)."""
+    about = {"assembly_id": assembly_id, "mechanisms": mechanisms}
+    if job is None:
+        return {"job": None, "error": f"assembly {assembly_id} has no replayable record (deleted or purged)",
+                "comparison": None, "addressed": {**about, "failure_gone": None, "recorded_failures": []}}
+    return impact_row(job, draft, addressed=about)
+
+
+def impact_row(job: AssemblyJob, draft, *, addressed: dict[str, Any] | None = None) -> dict[str, Any]:
     """One recorded request replayed under `draft` and compared with its sealed manifest, as JSON
-    (an ImpactPreview stores the rows). At most IMPACT_FLIPS_SHOWN flips are kept, with the count."""
+    (an ImpactPreview stores the rows). At most IMPACT_FLIPS_SHOWN flips are kept, with the count.
+    For an assembly an upgrade addresses (`addressed`), the row also says whether the failures its
+    manifest records are gone in the replay."""
     head = {"id": str(job.id), "run_id": job.run.run_id, "step_id": job.step_id,
             "revision": job.policy_revision.revision}
-    recorded = manifest_sections(job.manifest.pk, ("assembly", "budget", "included", "excluded"))
+    sections = ("assembly", "budget", "included", "excluded") + (("transforms",) if addressed is not None else ())
+    recorded = manifest_sections(job.manifest.pk, sections)
     try:
         result = _replay(job, draft)
     except Exception as exc:  # noqa: BLE001 - one unreplayable request must not hide the others
-        return {"job": head, "error": f"{type(exc).__name__}: {exc}", "comparison": None}
+        row = {"job": head, "error": f"{type(exc).__name__}: {exc}", "comparison": None}
+        if addressed is not None:
+            row["addressed"] = {**addressed, "failure_gone": None, "recorded_failures": recorded_failures(recorded)}
+        return row
     replayed = result.manifest_dict()
+    extra: dict[str, Any] = {}
+    if addressed is not None:
+        extra["addressed"] = {
+            **addressed,
+            "failure_gone": failure_gone(recorded, replayed),
+            "recorded_failures": recorded_failures(recorded),
+            "replayed_failures": recorded_failures(replayed),
+        }
     full = compare_sections(recorded, _at_recorded_nonce(replayed, recorded))
     partitions = [p for p in full["partitions"] if _partition_changed(p)]
     comparison = {
@@ -268,12 +316,17 @@ def impact_row(job: AssemblyJob, draft) -> dict[str, Any]:
         # A new minimum or maximum that moves nothing is in the policy diff, not an impact.
         "changed": bool(full["flips"] or full["status_a"] != full["status_b"]
                         or any(p["delta"] or p["items_a"] != p["items_b"] for p in partitions)),
+        **extra,
     }
 
 
 def impact_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    addressed = [r["addressed"] for r in rows if r.get("addressed")]
     return {
         "rows": rows,
+        "addressed": len(addressed),
+        "failures_gone": sum(1 for a in addressed if a["failure_gone"] is True),
+        "failures_remaining": sum(1 for a in addressed if a["failure_gone"] is False),
         "replayed": len(rows),
         "flipped_items": sum(r["comparison"]["flip_count"] for r in rows if r["comparison"]),
         "becoming_blocked": sum(1 for r in rows if r.get("becomes_blocked")),
@@ -285,8 +338,13 @@ def impact_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def impact_preview(policy: Policy, draft) -> dict[str, Any]:
     """Replay the policy's last IMPACT_SAMPLE recorded requests under `draft` (a parsed ContextPolicy),
-    all at once. The dashboard runs the same rows as a job (policies.services.impact_preview_run)."""
-    return impact_summary([impact_row(job, draft) for job in recent_jobs_for_policy(policy)])
+    all at once, after the assemblies its upgrades address. The dashboard runs the same rows as a job
+    (policies.services.impact_preview_run)."""
+    addressed = addressed_jobs(policy, draft)
+    seen = {str(job.id) for _, _, job in addressed if job is not None}
+    rows = [addressed_row(a, names, job, draft) for a, names, job in addressed]
+    rows += [impact_row(job, draft) for job in recent_jobs_for_policy(policy) if str(job.id) not in seen]
+    return impact_summary(rows)
 
 
 def latest_preview(revision: PolicyRevision) -> ImpactPreview | None:

@@ -7,6 +7,9 @@ from django.db.models import QuerySet
 
 from ctxeng.accounts.models import Tenant
 from ctxeng.accounts.selectors import tenants_for
+from ctxeng.engine import parse_policy
+from ctxeng.engine.models import ContextPolicy
+from ctxeng.engine.upgrades import missing_records
 from ctxeng.errors import BadReference, NotFound
 
 from .models import Policy, PolicyRevision, RevisionStatus
@@ -58,3 +61,13 @@ def revision_for_assembly(*, tenant: Tenant, policy_id: str, revision: int | Non
     if found.status == RevisionStatus.DRAFT:
         raise BadReference(f"policy.revision: revision {revision} of policy {policy_id!r} is a draft; publish it first")
     return found
+
+
+def upgrade_records_missing(*, revision: PolicyRevision, policy: ContextPolicy) -> list[str]:
+    """`path: message` for each mechanism `policy` (the body of draft `revision`) adds over the
+    policy's published revision, the one publishing it replaces, without an `upgrades` entry naming
+    it (seed §8; ctxeng.engine.upgrades); empty when none, or when nothing is published yet."""
+    published = current_revision(revision.policy)
+    if published is None or published.pk == revision.pk:
+        return []
+    return missing_records(parse_policy(published.body), policy)

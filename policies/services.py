@@ -5,7 +5,8 @@ published, and retired for the revision a publish replaces.
 
 The impact preview is a job: `impact_preview_start` saves an ImpactPreview and hands it to the
 runner on commit (Celery with REDIS_URL, this process otherwise, like assembly jobs);
-`impact_preview_run` claims it, replays request after request, saving progress after each, and
+`impact_preview_run` claims it, replays request after request (first the assemblies the body's
+`upgrades` records address, then the policy's recent ones), saving progress after each, and
 stops early on a cancel or at CTXENG_IMPACT_TIME_LIMIT_SECONDS, saying which.
 
 A revision's body is validated by the engine (`parse_policy`) and stored normalized (defaults
@@ -34,7 +35,7 @@ from ctxeng.engine import InvalidInput, parse_policy, policy_digest
 from ctxeng.engine.errors import load_yaml_text
 from ctxeng.engine.models import ContextPolicy
 from ctxeng.engine.policy import policy_body
-from ctxeng.errors import Conflict
+from ctxeng.errors import Conflict, ServiceError
 
 from .models import (
     ACTIVE_PREVIEW_STATUSES,
@@ -44,6 +45,7 @@ from .models import (
     PreviewStatus,
     RevisionStatus,
 )
+from .selectors import upgrade_records_missing
 
 logger = logging.getLogger(__name__)
 
@@ -83,6 +85,25 @@ def policy_parse(body: Any, *, policy_id: str | None = None, revision: int | Non
     return policy
 
 
+def policy_upgrade_addresses_check(*, tenant: Tenant, policy: ContextPolicy) -> None:
+    """Each `upgrades[i].addresses[j]` must be the assembly id of a manifest of `tenant` (seed §8:
+    an upgrade answers confirmed failures); InvalidInput naming each one that is not."""
+    from manifests.models import Manifest
+
+    wanted = {a for record in policy.upgrades for a in record.addresses}
+    if not wanted:
+        return
+    known = set(Manifest.objects.filter(job__tenant=tenant, assembly_id__in=wanted).values_list("assembly_id", flat=True))
+    errors = [
+        f"upgrades[{i}].addresses[{j}]: {a!r} is not an assembly of tenant {tenant.slug!r}"
+        for i, record in enumerate(policy.upgrades)
+        for j, a in enumerate(record.addresses)
+        if a not in known
+    ]
+    if errors:
+        raise InvalidInput(errors, what="policy")
+
+
 def policy_revision_create(
     *, tenant: Tenant, body: Any, user: AbstractBaseUser | None, policy_id: str | None = None,
     source_text: str = "",
@@ -90,6 +111,7 @@ def policy_revision_create(
     """A new draft revision; its number comes from the body and must be new for the policy.
     `source_text` is the YAML the body was read from (kept for the editor), if any."""
     policy = policy_parse(body, policy_id=policy_id)
+    policy_upgrade_addresses_check(tenant=tenant, policy=policy)
     with transaction.atomic():
         container, _ = Policy.objects.get_or_create(tenant=tenant, policy_id=policy.policy.id)
         number = policy.policy.revision
@@ -124,6 +146,7 @@ def policy_revision_update(
         raise Conflict(f"policy {revision.policy.policy_id} revision {revision.revision} is {revision.status}; "
                        "create a new revision instead")
     policy = policy_parse(body, policy_id=revision.policy.policy_id, revision=revision.revision)
+    policy_upgrade_addresses_check(tenant=revision.policy.tenant, policy=policy)
     previous = revision.digest
     with transaction.atomic():
         revision.body = policy_body(policy)
@@ -137,7 +160,10 @@ def policy_revision_update(
 
 
 def policy_revision_publish(*, revision: PolicyRevision, user: AbstractBaseUser | None, note: str = "") -> PolicyRevision:
-    """Publish a draft and retire the policy's previously published revision, atomically."""
+    """Publish a draft and retire the policy's previously published revision, atomically.
+
+    Refused (ServiceError, 400, one `path: message` per mechanism) when the draft adds a mechanism
+    over the published revision without an `upgrades` entry naming it (ctxeng.engine.upgrades)."""
     with transaction.atomic():
         # Lock the policy row so two concurrent publishes serialize; the partial unique
         # constraint is the backstop.
@@ -148,6 +174,13 @@ def policy_revision_publish(*, revision: PolicyRevision, user: AbstractBaseUser 
                 f"policy {revision.policy.policy_id} revision {revision.revision} is {revision.status}; "
                 "only a draft can be published"
             )
+        # Seed §8: each mechanism added over the revision this one replaces needs its record, and
+        # the assemblies a record names must (still) be this tenant's.
+        policy = parse_policy(revision.body)
+        missing = upgrade_records_missing(revision=revision, policy=policy)
+        if missing:
+            raise ServiceError(*missing)
+        policy_upgrade_addresses_check(tenant=revision.policy.tenant, policy=policy)
         now = timezone.now()
         for previous in PolicyRevision.objects.filter(policy_id=revision.policy_id, status=RevisionStatus.PUBLISHED):
             previous.status = RevisionStatus.RETIRED
@@ -236,7 +269,7 @@ def impact_preview_cancel(*, preview: ImpactPreview) -> ImpactPreview:
 
 def impact_preview_run(*, preview_id: str | uuid.UUID) -> None:
     """Claim a queued preview and replay the policy's recent requests under the revision's body."""
-    from .dashboard_selectors import impact_row, recent_jobs_for_policy
+    from .dashboard_selectors import addressed_jobs, addressed_row, impact_row, recent_jobs_for_policy
 
     claimed = ImpactPreview.objects.filter(id=preview_id, status=PreviewStatus.QUEUED).update(
         status=PreviewStatus.RUNNING, started_at=timezone.now()
@@ -252,20 +285,24 @@ def impact_preview_run(*, preview_id: str | uuid.UUID) -> None:
             raise InvalidInput(["the revision changed after the preview was requested; run it again"], what="preview")
         else:
             draft = parse_policy(preview.revision.body)
-        jobs = recent_jobs_for_policy(preview.revision.policy)
-        running.update(total=len(jobs))
+        # The assemblies the draft's upgrade records address go first (seed §8: did it solve them?).
+        addressed = addressed_jobs(preview.revision.policy, draft)
+        seen = {job.id for _, _, job in addressed if job is not None}
+        replays = [lambda a=a, names=names, job=job: addressed_row(a, names, job, draft) for a, names, job in addressed]
+        replays += [lambda job=job: impact_row(job, draft) for job in recent_jobs_for_policy(preview.revision.policy) if job.id not in seen]
+        running.update(total=len(replays))
         limit = settings.CTXENG_IMPACT_TIME_LIMIT_SECONDS
         deadline = time.monotonic() + limit
         rows: list[dict[str, Any]] = []
         stopped = ""
-        for job in jobs:
+        for replay in replays:
             if ImpactPreview.objects.filter(id=preview_id, cancel_requested=True).exists():
                 stopped = "canceled"
                 break
             if rows and time.monotonic() > deadline:
                 stopped = f"stopped at the time limit of {limit:g} s (CTXENG_IMPACT_TIME_LIMIT_SECONDS)"
                 break
-            rows.append(impact_row(job, draft))
+            rows.append(replay())
             running.update(done=len(rows), rows=rows)
         running.update(
             status=PreviewStatus.CANCELED if stopped == "canceled" else PreviewStatus.DONE,

@@ -25,8 +25,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from ctxeng.accounts.models import Role
 from ctxeng.accounts.pages import dashboard_page
 from ctxeng.audit.selectors import audit_events_for_policy
-from ctxeng.engine import InvalidInput
+from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.policy import policy_body
+from ctxeng.engine.upgrades import missing_records
 from ctxeng.errors import ServiceError
 from manifests.models import Immutable
 
@@ -34,6 +35,7 @@ from . import dashboard_selectors as sel
 from . import services
 from .diffing import diff
 from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
+from .selectors import upgrade_records_missing
 
 
 def _policy_or_404(request: HttpRequest, policy_id: str) -> Policy:
@@ -114,7 +116,11 @@ def revision_edit(request: HttpRequest, policy_id: str, revision: int) -> HttpRe
         _require_editor(request, policy)
         text = _posted_text(request)
         parsed, errors = sel.validate_yaml(text, policy_id=policy.policy_id, revision=rev.revision)
-        if parsed is not None and request.POST.get("action") != "validate":
+        if parsed is not None and rev.status == RevisionStatus.DRAFT:
+            # Seed §8: a mechanism added over the published revision needs its upgrades entry;
+            # the editor says so at the clause's line, and saves nothing until it has one.
+            errors = sel.field_errors(text, upgrade_records_missing(revision=rev, policy=parsed))
+        if parsed is not None and not errors and request.POST.get("action") != "validate":
             if rev.status != RevisionStatus.DRAFT:
                 errors = [sel.FieldError(path="", line=None,
                                          message=f"revision {rev.revision} is {rev.status} and immutable; start a new draft")]
@@ -166,7 +172,17 @@ def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
     return render(request, "policies/diff.html", {
         "policy": policy, "revisions": revisions, "rev_from": rev_from, "rev_to": rev_to,
         "changes": diff(rev_from.body, rev_to.body),
+        "upgrades_revision": rev_to, "upgrades_missing": _missing_records(rev_from.body, rev_to.body),
     })
+
+
+def _missing_records(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """The mechanisms `after` adds over `before` without an upgrades entry (seed §8), for display;
+    none when a stored body no longer parses (its own page says why)."""
+    try:
+        return missing_records(parse_policy(before), parse_policy(after))
+    except InvalidInput:
+        return []
 
 
 def _impact_context(request: HttpRequest, policy: Policy, rev: PolicyRevision,
@@ -192,6 +208,9 @@ def _impact_page(request: HttpRequest, policy: Policy, rev: PolicyRevision, *, s
         "published": published, "errors": errors, "note_error": note_error,
         "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
         "can_publish": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
+        "upgrades_revision": rev,
+        "upgrades_missing": _missing_records(published.body, rev.body)
+        if published and published.pk != rev.pk and rev.status == RevisionStatus.DRAFT else [],
     }, status=status)
 
 

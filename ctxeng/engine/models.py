@@ -1028,6 +1028,32 @@ class ExpiryPolicy(Frozen):
     )
 
 
+class UpgradeRecord(Frozen):
+    """One entry of `upgrades` (seed §8): why a mechanism was added, and when to take it back out."""
+
+    mechanism: str = Field(description="the mechanism path it adds: `transforms.allowed.decision_compress`, `budget.partitions.state.eviction` (ctxeng.engine.upgrades)")
+    addresses: list[str] = Field(min_length=1, description="ids of the assemblies whose confirmed failures it addresses (the service checks they are the tenant's)")
+    failure: str = Field(description="the failure it solves")
+    new_failure_modes: str = Field(description="the errors it may bring")
+    cost: str = Field(description="its running cost")
+    revocation: str = Field(description="when to roll it back")
+
+    @field_validator("mechanism", "failure", "new_failure_modes", "cost", "revocation")
+    @classmethod
+    def _said(cls, v: str) -> str:
+        if not v.strip():
+            raise ValueError("must not be blank: an upgrade records what it is for")
+        return v
+
+    @field_validator("addresses")
+    @classmethod
+    def _assembly_ids(cls, v: list[str]) -> list[str]:
+        for i, a in enumerate(v):
+            if not a.strip():
+                raise ValueError(f"[{i}]: an assembly id must not be blank")
+        return _no_repeats(v)
+
+
 class ContextPolicy(Frozen):
     policy_schema_version: Literal["context-policy/v1"] = "context-policy/v1"
     policy: PolicyHeader
@@ -1051,10 +1077,33 @@ class ContextPolicy(Frozen):
     externalization: ExternalizationPolicy = Field(default_factory=ExternalizationPolicy)
     reinjection: ReinjectionPolicy = Field(default_factory=ReinjectionPolicy)
     expiry: ExpiryPolicy = Field(default_factory=ExpiryPolicy)
+    # Left out of the dump while empty, so a policy written before this clause keeps its digest.
+    upgrades: list[UpgradeRecord] = Field(
+        default_factory=list,
+        exclude_if=lambda v: not v,
+        description="seed §8: the record of each mechanism added over the revision this one replaces (ctxeng.engine.upgrades)",
+    )
 
     @property
     def label(self) -> str:
         return f"{self.policy.id}/{self.policy.revision}"
+
+    @model_validator(mode="after")
+    def _upgrades_name_own_mechanisms(self) -> ContextPolicy:
+        from .upgrades import mechanisms  # it reads this model
+
+        own = mechanisms(self)
+        seen: dict[str, int] = {}
+        for i, record in enumerate(self.upgrades):
+            if record.mechanism not in own:
+                raise ValueError(
+                    f"upgrades[{i}].mechanism: {record.mechanism!r} is not a mechanism of this policy "
+                    f"(one of: {', '.join(sorted(own))})"
+                )
+            if record.mechanism in seen:
+                raise ValueError(f"upgrades[{i}].mechanism: {record.mechanism!r} is already recorded in upgrades[{seen[record.mechanism]}]")
+            seen[record.mechanism] = i
+        return self
 
 
 # --------------------------------------------------------------------------- manifest

@@ -136,6 +136,59 @@ def test_validate_policy_prints_the_label_and_digest(example, tmp_path):
     assert changed.stdout.startswith("valid: source-research/3 digest sha256:")
 
 
+def test_validate_policy_with_previous_refuses_each_added_mechanism_without_an_upgrade_record(example, tmp_path):
+    text = (example / "policy.yaml").read_text()
+    old = tmp_path / "old.yaml"
+    old.write_text(text)
+    body = yaml.load(text, Loader=yaml.BaseLoader)  # strings only: `on:` stays a key
+    body["policy"]["revision"] = "4"
+    body["cache"]["stable_prefix_sources"].append("user_request")  # a new stable-prefix source
+    body["budget"]["partitions"]["state"]["eviction"] = "reduce_candidates"  # a changed eviction rule
+    new = tmp_path / "new.yaml"
+    new.write_text(yaml.safe_dump(body))
+    out = ctxeng("validate-policy", str(new), "--previous", str(old))
+    assert out.returncode == 2 and out.stdout == ""
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith("invalid: cache.stable_prefix_sources[1]: 'user_request' is new since source-research/3")
+    assert "'cache.stable_prefix_sources.user_request'" in lines[0]
+    assert lines[1].startswith("invalid: budget.partitions.state.eviction: 'reduce_candidates' is new")
+    # Without --previous there is nothing to compare with: the file alone is valid.
+    assert ctxeng("validate-policy", str(new)).returncode == 0
+    # One record for each: valid.
+    record = {"addresses": ["asm-1"], "failure": "f", "new_failure_modes": "n", "cost": "c", "revocation": "r"}
+    body["upgrades"] = [
+        {"mechanism": "cache.stable_prefix_sources.user_request", **record},
+        {"mechanism": "budget.partitions.state.eviction", **record},
+    ]
+    new.write_text(json.dumps(body))  # JSON is YAML; safe_dump would anchor the shared list
+    out = ctxeng("validate-policy", str(new), "--previous", str(old))
+    assert out.returncode == 0 and out.stdout.startswith("valid: source-research/4 digest sha256:"), out.stderr
+    # Going back: dropping the prefix source needs no record; an eviction rule changed (either way) does.
+    back = ctxeng("validate-policy", str(old), "--previous", str(new))
+    assert back.returncode == 2
+    assert [ln.split(":")[1].strip() for ln in back.stderr.strip().splitlines()] == ["budget.partitions.state.eviction"]
+
+
+def test_an_upgrade_record_must_name_a_mechanism_of_its_policy(example, tmp_path):
+    body = yaml.load((example / "policy.yaml").read_text(), Loader=yaml.BaseLoader)
+    body["upgrades"] = [{"mechanism": "transforms.allowed.compress", "addresses": [], "failure": " ", "new_failure_modes": "n", "cost": "c", "revocation": "r"}]
+    path = tmp_path / "p.yaml"
+    path.write_text(yaml.safe_dump(body))
+    out = ctxeng("validate-policy", str(path))
+    assert out.returncode == 2
+    assert "invalid: upgrades[0].addresses: List should have at least 1 item" in out.stderr
+    assert "invalid: upgrades[0].failure: must not be blank" in out.stderr
+    body["upgrades"] = [{"mechanism": "transforms.allowed.compress", "addresses": ["a"], "failure": "f", "new_failure_modes": "n", "cost": "c", "revocation": "r", "owner": "x"}]
+    path.write_text(yaml.safe_dump(body))
+    out = ctxeng("validate-policy", str(path))
+    assert "invalid: upgrades[0].owner: unknown field" in out.stderr
+    body["upgrades"][0].pop("owner")
+    path.write_text(yaml.safe_dump(body))
+    out = ctxeng("validate-policy", str(path))
+    assert out.stderr.startswith("invalid: upgrades[0].mechanism: 'transforms.allowed.compress' is not a mechanism of this policy")
+
+
 @pytest.mark.parametrize("name", ["request", "policy", "manifest"])
 def test_schema_prints_the_json_schema_of_each_wire_format(name):
     out = ctxeng("schema", name)

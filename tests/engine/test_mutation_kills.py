@@ -172,6 +172,7 @@ def test_the_structured_summary_records_each_documented_assertion_by_name():
         "artifact_refs": "not_applicable",  # no artifact among them
         "unresolved_tool_calls": "not_applicable",  # every call has its result
         "trust_not_raised": "passed",
+        "conflicts_and_negative_findings": "not_applicable",  # no evicted item states a negative finding
     }
 
 

@@ -1,0 +1,136 @@
+"""Evidence-driven upgrades (seed §8) in the service: publishing a revision that adds a mechanism
+over the published one needs an `upgrades` record naming it (REST 400 and the editor's error at the
+field path), a record's addresses are assemblies of the tenant, the impact preview replays the
+addressed assemblies first and says whether each failure is gone, and the revision and diff pages
+show the records.
+
+The example fixture publishes the worked example (revision 3) and records three assemblies under it:
+`ready`, `blocked` (blocked: its open items are missing, `required_partition_missing`) and
+`hostile`; each also records its lossy summary's failed assertions (`summary-lossy`, excluded
+`transform_blocked`). Each draft below adds one mechanism by hand — a second stable-prefix source — so the
+expected verdicts are read off the drafts, not off the code.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from policies.models import ImpactPreview, PolicyRevision, PreviewStatus
+from policies.services import policy_revision_update
+
+API = "/api/v1/policies/source-research/revisions/"
+MECHANISM = "cache.stable_prefix_sources.user_request"
+
+
+def adds_a_prefix_source(body: dict, *, upgrades: list | None = None, fix_blocked: bool = False) -> dict:
+    out = copy.deepcopy(body)
+    out["cache"]["stable_prefix_sources"].append("user_request")
+    if fix_blocked:  # the blocked assembly lacks its open items: no longer required, it is ready
+        out["resident"]["include"].remove("open_items_summary")
+    if upgrades is not None:
+        out["upgrades"] = upgrades
+    return out
+
+
+def record(*addresses: str, mechanism: str = MECHANISM) -> dict:
+    return {"mechanism": mechanism, "addresses": list(addresses), "failure": "the step lost its task framing",
+            "new_failure_modes": "a changed task text invalidates the prefix", "cost": "more cache misses",
+            "revocation": "roll back when the hit ratio drops under 50%"}
+
+
+def assembly_id(job) -> str:
+    return job.manifest.assembly_id
+
+
+@pytest.fixture
+def owner_api(api, example):
+    return api(example["owner"])
+
+
+def test_publishing_an_added_mechanism_without_a_record_is_refused_at_its_field_path(owner_api, example):
+    draft = example["draft"]
+    assert owner_api.put(f"{API}4/", {"body": adds_a_prefix_source(draft.body)}, format="json").status_code == 200
+    refused = owner_api.post(f"{API}4/publish/", {"note": "try"}, format="json")
+    assert refused.status_code == 400
+    (error,) = refused.json()["errors"]
+    assert error.startswith("cache.stable_prefix_sources[1]: 'user_request' is new since source-research/3")
+    assert repr(MECHANISM) in error
+    assert PolicyRevision.objects.get(pk=draft.pk).status == "draft"
+    with_record = adds_a_prefix_source(draft.body, upgrades=[record(assembly_id(example["blocked"]))])
+    assert owner_api.put(f"{API}4/", {"body": with_record}, format="json").status_code == 200
+    published = owner_api.post(f"{API}4/publish/", {"note": "with its record"}, format="json")
+    assert published.status_code == 200, published.json()
+    assert published.json()["status"] == "published"
+
+
+def test_a_draft_without_a_new_mechanism_publishes_without_records(owner_api, example):
+    # revision 4 of the fixture changes a relevance floor and a maximum: no mechanism is added.
+    assert owner_api.post(f"{API}4/publish/", {"note": "floor"}, format="json").status_code == 200
+
+
+def test_an_upgrade_must_address_assemblies_of_the_tenant(owner_api, example):
+    body = adds_a_prefix_source(example["draft"].body, upgrades=[record(assembly_id(example["ready"]), "assembly-0000000000000000")])
+    response = owner_api.put(f"{API}4/", {"body": body}, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"] == ["upgrades[0].addresses[1]: 'assembly-0000000000000000' is not an assembly of tenant 'tenant-x'"]
+
+
+def test_the_editor_names_the_missing_record_at_the_clause_line_and_saves_nothing(owner_client, example):
+    import yaml
+
+    draft = example["draft"]
+    text = yaml.safe_dump(adds_a_prefix_source(draft.body), sort_keys=False)
+    response = owner_client.post(f"/policies/source-research/revisions/4/edit/", {"body": text, "action": "save"})
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert "cache.stable_prefix_sources[1]" in page and MECHANISM in page
+    line = next(n for n, ln in enumerate(text.splitlines(), 1) if ln.strip() == "- user_request")
+    assert f"line {line}" in page
+    assert PolicyRevision.objects.get(pk=draft.pk).digest == draft.digest
+
+
+def run_preview(owner_client, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=True):
+        owner_client.post("/policies/source-research/revisions/4/impact/run/")
+    preview = ImpactPreview.objects.get()
+    assert preview.status == PreviewStatus.DONE, preview.error
+    return preview
+
+
+@pytest.mark.parametrize("fix_blocked, verdict", [(True, True), (False, False)])
+def test_the_impact_preview_replays_the_addressed_assemblies_first_and_says_if_the_failure_is_gone(
+    owner_client, example, django_capture_on_commit_callbacks, fix_blocked, verdict
+):
+    blocked, ready = assembly_id(example["blocked"]), assembly_id(example["ready"])
+    body = adds_a_prefix_source(example["draft"].body, upgrades=[record(blocked, ready)], fix_blocked=fix_blocked)
+    policy_revision_update(revision=example["draft"], body=body, user=example["owner"])
+    preview = run_preview(owner_client, django_capture_on_commit_callbacks)
+    first, second, *rest = preview.rows
+    assert first["job"]["id"] == str(example["blocked"].id) and second["job"]["id"] == str(example["ready"].id)
+    assert first["addressed"]["failure_gone"] is verdict
+    assert first["addressed"]["recorded_failures"] == ["blocked: required_partition_missing"]
+    # The ready one's failure is its lossy summary's failed assertions; no draft here touches them.
+    assert second["addressed"]["failure_gone"] is False
+    assert "summary-lossy: constraints failed" in second["addressed"]["recorded_failures"]
+    assert [r["job"]["id"] for r in rest] == [str(example["hostile"].id)]  # each replayed once
+    page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
+    assert ("failure gone" if verdict else "still failing") in page
+    assert f"upgrades: {1 if verdict else 0} of 2 addressed failures gone" in page
+
+
+def test_the_revision_page_and_the_diff_show_the_record(owner_client, example):
+    blocked = assembly_id(example["blocked"])
+    original = copy.deepcopy(example["draft"].body)
+    body = adds_a_prefix_source(original, upgrades=[record(blocked)])
+    policy_revision_update(revision=example["draft"], body=body, user=example["owner"])
+    for url in ("/policies/source-research/revisions/4/impact/", "/policies/source-research/diff/?from=3&to=4"):
+        page = owner_client.get(url).content.decode()
+        assert 'id="upgrades"' in page and MECHANISM in page and blocked in page
+        assert "roll back when the hit ratio drops under 50%" in page
+        assert 'id="upgrades-missing"' not in page
+    # Without the record, the revision page says publishing it would be refused.
+    policy_revision_update(revision=example["draft"], body=adds_a_prefix_source(original), user=example["owner"])
+    page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
+    assert 'id="upgrades-missing"' in page and "cache.stable_prefix_sources[1]" in page
