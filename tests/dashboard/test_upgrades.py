@@ -82,7 +82,7 @@ def test_the_editor_names_the_missing_record_at_the_clause_line_and_saves_nothin
 
     draft = example["draft"]
     text = yaml.safe_dump(adds_a_prefix_source(draft.body), sort_keys=False)
-    response = owner_client.post(f"/policies/source-research/revisions/4/edit/", {"body": text, "action": "save"})
+    response = owner_client.post("/policies/source-research/revisions/4/edit/", {"body": text, "action": "save"})
     assert response.status_code == 422
     page = response.content.decode()
     assert "cache.stable_prefix_sources[1]" in page and MECHANISM in page
