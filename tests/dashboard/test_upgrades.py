@@ -134,3 +134,19 @@ def test_the_revision_page_and_the_diff_show_the_record(owner_client, example):
     policy_revision_update(revision=example["draft"], body=adds_a_prefix_source(original), user=example["owner"])
     page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
     assert 'id="upgrades-missing"' in page and "cache.stable_prefix_sources[1]" in page
+
+
+def test_an_addressed_assembly_whose_content_was_purged_is_reported_not_replayed(owner_client, example,
+                                                                                  django_capture_on_commit_callbacks):
+    from manifests.services import manifest_purge_content
+
+    blocked = assembly_id(example["blocked"])
+    body = adds_a_prefix_source(example["draft"].body, upgrades=[record(blocked)])
+    policy_revision_update(revision=example["draft"], body=body, user=example["owner"])
+    assert manifest_purge_content(manifest=example["blocked"].manifest)
+    preview = run_preview(owner_client, django_capture_on_commit_callbacks)
+    first = preview.rows[0]
+    assert first["job"] is None and first["addressed"]["assembly_id"] == blocked
+    assert first["addressed"]["failure_gone"] is None and "no replayable record" in first["error"]
+    page = owner_client.get("/policies/source-research/revisions/4/impact/")
+    assert page.status_code == 200 and "not replayed: no verdict" in page.content.decode()
