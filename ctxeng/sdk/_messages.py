@@ -192,6 +192,11 @@ class MessageItems:
             # the first user message (the task as the user stated it) ranks with the newest, and so
             # does the newest test log of each tool (the suite's current failures, until it runs again).
             recency = 1.0 if i == first_user or i in current_logs else round(0.5 + 0.5 * (i + 1) / total, 6)
+            if role == "user" and i != first_user:
+                # The user's turns are the task as it changes (new items, approvals, corrections):
+                # each ranks in the upper half of that scale, still newest first, so the agent's
+                # own narration and older output go before what the user asked for.
+                recency = round(0.75 + 0.25 * (i + 1) / total, 6)
             if role in ("system", "developer"):
                 text = _text(m.get("content"), f"{where}.content")
                 self._add(m, "system", text, kind="instruction", source_type="system_policy", trust="control_authority",

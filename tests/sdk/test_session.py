@@ -241,3 +241,21 @@ def test_the_newest_test_log_keeps_its_failures_while_older_tool_output_goes_fir
     assert all(f in sent for f in newest_failures)                 # the suite's current failures
     assert not any(f in sent for f in first_failures)              # the run it replaced may go
     assert "src/api/module_59.py" in sent and "src/api/module_0.py:" not in sent  # older output went first
+
+
+def test_what_the_user_asked_midway_outlasts_the_agents_own_narration_after_it():
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Fix the failing CI job."}]
+    for n in range(20):
+        msgs.append({"role": "assistant", "content": f"Step {n}: " + "looked at the runner logs again. " * 12})
+    new_item = "New item: keep the release job green as well."
+    msgs.append({"role": "user", "content": new_item})
+    for n in range(20, 50):
+        msgs.append({"role": "assistant", "content": f"Step {n}: " + "checked the job status once more. " * 12})
+    session = sdk.Session("coding-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 8000})
+    step = session.step(msgs)
+    assert step.ready
+    sent = json.dumps(step.kwargs)
+    assert new_item in sent and "Fix the failing CI job." in sent  # both things the user asked for
+    assert "Step 49:" in sent                                      # the agent's newest turn too
+    kept = [n for n in range(20, 50) if f"Step {n}:" in sent]
+    assert kept and min(kept) > 20                                 # its narration after the item went, oldest first
