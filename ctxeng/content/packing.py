@@ -44,6 +44,7 @@ TREE_MIN = 512
 TEXT, JSON = "text", "json"
 REF_TEXT, REF_JSON, CAT, LITERAL, PREFIX, SUFFIX = "$t", "$j", "$cat", "$lit", "$pre", "$suf"
 MARKERS = frozenset((REF_TEXT, REF_JSON, CAT, LITERAL, PREFIX, SUFFIX))
+_AS_IS = frozenset((int, float, bool, type(None)))  # JSON scalars other than strings: packed and read as they are
 
 
 class UnpackError(ValueError):
@@ -89,11 +90,15 @@ class Packer:
     def pack(self, value: Any) -> Any:
         if isinstance(value, str):
             return self._string(value)
+        # A record is mostly numbers and short strings, which pack to themselves: they are kept
+        # without a call each (a sealed manifest of 2,000 records has ~60,000 of them).
         if isinstance(value, dict):
-            packed = {key: self.pack(item) for key, item in value.items()}
+            packed = {key: item if type(item) in _AS_IS or (type(item) is str and len(item) < TEXT_MIN) else self.pack(item)
+                      for key, item in value.items()}
             return {LITERAL: packed} if len(packed) == 1 and next(iter(packed)) in MARKERS else packed
         if isinstance(value, list):
-            return [self.pack(item) for item in value]
+            return [item if type(item) in _AS_IS or (type(item) is str and len(item) < TEXT_MIN) else self.pack(item)
+                    for item in value]
         return value
 
     def element(self, value: Any) -> Any:
@@ -183,7 +188,7 @@ def references(node: Any) -> Iterable[tuple[str, str]]:
     while stack:
         current = stack.pop()
         if isinstance(current, list):
-            stack.extend(current)
+            stack.extend(item for item in current if type(item) is dict or type(item) is list)
         elif isinstance(current, dict):
             if len(current) == 1:
                 key, inner = next(iter(current.items()))
@@ -199,7 +204,7 @@ def references(node: Any) -> Iterable[tuple[str, str]]:
                 if key == LITERAL and isinstance(inner, dict):
                     stack.extend(inner.values())
                     continue
-            stack.extend(current.values())
+            stack.extend(item for item in current.values() if type(item) is dict or type(item) is list)
 
 
 Fetch = Callable[[list[str]], Mapping[str, bytes]]
@@ -238,7 +243,7 @@ def unpack(skeleton: str | Any, fetch: Fetch, *, keys: Iterable[str] | None = No
 
 def _build(node: Any, texts: dict[str, str], nodes: dict[str, Any]) -> Any:
     if isinstance(node, list):
-        return [_build(item, texts, nodes) for item in node]
+        return [_build(item, texts, nodes) if type(item) is dict or type(item) is list else item for item in node]
     if not isinstance(node, dict):
         return node
     if len(node) == 1:
@@ -260,5 +265,6 @@ def _build(node: Any, texts: dict[str, str], nodes: dict[str, Any]) -> Any:
             return "".join(_build(part, texts, nodes) for part in inner)
         if key == LITERAL:
             return {name: _build(item, texts, nodes) for name, item in inner.items()}
-    return {name: _build(item, texts, nodes) for name, item in node.items()}
+    return {name: _build(item, texts, nodes) if type(item) is dict or type(item) is list else item
+            for name, item in node.items()}
 

@@ -184,12 +184,19 @@ class MessageItems:
         calls_by_id: dict[str, dict[str, Any]] = {}
         total = max(len(messages), 1)
         first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
+        current_logs = self._newest_test_logs(messages)
         for i, m in enumerate(messages):
             where = f"messages[{i}]"
             role = m.get("role")
             # Newer turns rank higher, so a budget that must drop history drops the oldest first;
-            # the first user message (the task as the user stated it) ranks with the newest.
-            recency = 1.0 if i == first_user else round(0.5 + 0.5 * (i + 1) / total, 6)
+            # the first user message (the task as the user stated it) ranks with the newest, and so
+            # does the newest test log of each tool (the suite's current failures, until it runs again).
+            recency = 1.0 if i == first_user or i in current_logs else round(0.5 + 0.5 * (i + 1) / total, 6)
+            if role == "user" and i != first_user:
+                # The user's turns are the task as it changes (new items, approvals, corrections):
+                # each ranks in the upper half of that scale, still newest first, so the agent's
+                # own narration and older output go before what the user asked for.
+                recency = round(0.75 + 0.25 * (i + 1) / total, 6)
             if role in ("system", "developer"):
                 text = _text(m.get("content"), f"{where}.content")
                 self._add(m, "system", text, kind="instruction", source_type="system_policy", trust="control_authority",
@@ -209,6 +216,21 @@ class MessageItems:
                 self._result(m, where, calls_by_id, recency)
             else:
                 raise SDKError(f"{where}.role: {role!r} is not system, developer, user, assistant or tool")
+
+    def _newest_test_logs(self, messages: list[dict[str, Any]]) -> set[int]:
+        """Indexes of the newest result of each tool whose results are test logs (`tool_sources`)."""
+        names: dict[Any, Any] = {}
+        newest: dict[Any, int] = {}
+        for i, m in enumerate(messages):
+            if m.get("role") == "assistant":
+                for call in m.get("tool_calls") or []:
+                    if isinstance(call, dict):
+                        names[call.get("id")] = (call.get("function") or {}).get("name")
+            elif m.get("role") == "tool":
+                name = names.get(m.get("tool_call_id"))
+                if self.tool_sources.get(name) == "test_log":
+                    newest[name] = i
+        return set(newest.values())
 
     def _add(self, message: dict[str, Any], role: str, text: str, *, ref_key: str, **fields: Any) -> dict[str, Any]:
         item_id = self._item_id(message, role, text)

@@ -210,3 +210,52 @@ def test_a_long_chat_loses_its_middle_turns_before_the_task_it_started_with():
     assert "migrate the billing service" in sent                  # the task survives
     assert "Continue with item 59." in sent                       # and so does the newest turn
     assert "Continue with item 3." not in sent and len(excluded) > 40  # the middle went
+
+
+def test_the_newest_test_log_keeps_its_failures_while_older_tool_output_goes_first():
+    def pytest_log(run: int, failing: tuple[int, ...]) -> tuple[str, list[str]]:
+        failures = [f"FAILED tests/test_api.py::test_case_{n} - AssertionError: run {run}" for n in failing]
+        lines = [f"tests/test_api.py::test_case_{n} PASSED" for n in range(1500)]
+        for n, line in zip(failing, failures, strict=True):
+            lines[n] = line
+        return "\n".join(lines), failures
+
+    first_log, first_failures = pytest_log(1, (40, 900))
+    newest_log, newest_failures = pytest_log(2, (77, 1200))
+    msgs = [{"role": "system", "content": "You fix failing tests."}, {"role": "user", "content": "Make CI green."}]
+
+    def call(call_id: str, name: str, result: str) -> None:
+        msgs.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": name, "arguments": "{}"}}]})
+        msgs.append({"role": "tool", "tool_call_id": call_id, "content": result})
+
+    call("call_t1", "run_tests", first_log)
+    call("call_t2", "run_tests", newest_log)
+    for n in range(60):  # the agent reads on: every later result is newer than the newest log
+        call(f"call_g{n}", "grep", f"src/api/module_{n}.py:{n}: " + "token refresh handler matched here. " * 25)
+    session = sdk.Session("coding-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 16000},
+                          tool_sources={"run_tests": "test_log"})
+    step = session.step(msgs)
+    assert step.ready
+    sent = json.dumps(step.kwargs)
+    assert all(f in sent for f in newest_failures)                 # the suite's current failures
+    assert not any(f in sent for f in first_failures)              # the run it replaced may go
+    assert "src/api/module_59.py" in sent and "src/api/module_0.py:" not in sent  # older output went first
+
+
+def test_what_the_user_asked_midway_outlasts_the_agents_own_narration_after_it():
+    msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "Fix the failing CI job."}]
+    for n in range(20):
+        msgs.append({"role": "assistant", "content": f"Step {n}: " + "looked at the runner logs again. " * 12})
+    new_item = "New item: keep the release job green as well."
+    msgs.append({"role": "user", "content": new_item})
+    for n in range(20, 50):
+        msgs.append({"role": "assistant", "content": f"Step {n}: " + "checked the job status once more. " * 12})
+    session = sdk.Session("coding-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 8000})
+    step = session.step(msgs)
+    assert step.ready
+    sent = json.dumps(step.kwargs)
+    assert new_item in sent and "Fix the failing CI job." in sent  # both things the user asked for
+    assert "Step 49:" in sent                                      # the agent's newest turn too
+    kept = [n for n in range(20, 50) if f"Step {n}:" in sent]
+    assert kept and min(kept) > 20                                 # its narration after the item went, oldest first
