@@ -30,8 +30,8 @@ from rest_framework.throttling import SimpleRateThrottle
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from ctxeng.engine import InvalidInput
+from ctxeng.engine.errors import InputTooLarge, validate
 from ctxeng.engine.errors import loads_bounded as engine_loads_bounded
-from ctxeng.engine.errors import validate
 from ctxeng.errors import ServiceError
 
 logger = logging.getLogger(__name__)
@@ -152,6 +152,8 @@ def errors_response(status_code: int, errors: list[str]) -> Response:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     from manifests.models import Immutable
 
+    if isinstance(exc, InputTooLarge):
+        return errors_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, exc.errors)
     if isinstance(exc, InvalidInput):
         return errors_response(status.HTTP_400_BAD_REQUEST, exc.errors)
     if isinstance(exc, ServiceError):
