@@ -14,6 +14,7 @@ level) runs; NaN, Infinity, numbers that overflow a float and integers beyond MA
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import Any, TypeVar
 
@@ -179,6 +180,13 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             messages = [f"{k}: {v}" for k, v in (detail or {}).items()]
         response.data = {"errors": messages}
         return response
+    from ctxeng.views import database_unavailable, service_unavailable
+
+    if database_unavailable(exc):  # an outage, not a bug: the client should retry, and may
+        logger.warning("database unavailable in %s: %s", context.get("view"), exc)
+        outage = service_unavailable(context["request"])
+        return Response(json.loads(outage.content), status=outage.status_code,
+                        headers={"Retry-After": outage["Retry-After"]})
     # Unexpected: log the traceback for the operator, give the client JSON without one.
     logger.exception("unhandled error in %s", context.get("view"))
     return errors_response(status.HTTP_500_INTERNAL_SERVER_ERROR, ["internal error; the server log has details"])

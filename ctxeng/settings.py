@@ -245,6 +245,8 @@ CTXENG_CSP = os.environ.get(
 # Bodies above this are refused with 413 before they are parsed (one request carries up to
 # 20,000 candidates with inline content).
 CTXENG_MAX_REQUEST_BYTES = envint("CTXENG_MAX_REQUEST_BYTES", str(16 * 1024 * 1024))
+# The Retry-After of a 503 while the database cannot be reached (ctxeng.views.service_unavailable).
+CTXENG_OUTAGE_RETRY_AFTER_SECONDS = envint("CTXENG_OUTAGE_RETRY_AFTER_SECONDS", "5")
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXENG_MAX_REQUEST_BYTES
 
 # Requests per token-authenticated user ("600/min", "20/s"; empty: no limit), counted in the
