@@ -90,6 +90,15 @@ def production_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _private_control_socket(path: Path) -> list[str]:
+    """gunicorn 27 opens a control socket at one path per user (~/.gunicorn/gunicorn.ctl): two
+    test servers at once would share it. Older versions have none."""
+    import gunicorn as gunicorn_package
+
+    major = int(gunicorn_package.__version__.split(".")[0])
+    return ["--control-socket", str(path)] if major >= 27 else []
+
+
 @pytest.fixture
 def gunicorn(transactional_db, tmp_path):
     servers: list[Server] = []
@@ -97,7 +106,7 @@ def gunicorn(transactional_db, tmp_path):
     def start(workers: int = 2, **env: str) -> Server:
         port = _free_port()
         argv = [sys.executable, "-m", "gunicorn", *GUNICORN_ARGS, "--workers", str(workers),
-                "--bind", f"127.0.0.1:{port}"]
+                "--bind", f"127.0.0.1:{port}", *_private_control_socket(tmp_path / f"gunicorn-{port}.ctl")]
         server = Server(f"gunicorn-{len(servers) + 1}", argv, production_env(**env), port,
                         tmp_path / f"gunicorn-{len(servers) + 1}.log")
         servers.append(server)
