@@ -198,7 +198,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, InvalidInput):
         return errors_response(status.HTTP_400_BAD_REQUEST, exc.errors)
     if isinstance(exc, ServiceError):
-        return errors_response(exc.status_code, exc.errors)
+        response = errors_response(exc.status_code, exc.errors)
+        if getattr(exc, "retry_after", None) is not None:  # a quota's rate: when to try again
+            response["Retry-After"] = str(exc.retry_after)
+        return response
     if isinstance(exc, Immutable):
         return errors_response(status.HTTP_409_CONFLICT, [str(exc)])
     if isinstance(exc, ApiError):
