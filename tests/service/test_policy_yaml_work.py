@@ -135,3 +135,15 @@ def test_import_policy_refuses_an_oversized_policy(tmp_path, db, loader_runs):
         call_command("import_policy", str(policy), "--tenant", "tenant-x")
     assert "bytes of YAML, more than the limit" in str(refused.value)
     assert loader_runs == []
+
+
+def test_a_json_policy_body_of_two_hundred_thousand_keys_is_a_400_naming_the_bound(editor_api):
+    """The same attack as a JSON object: pydantic spent ~10 s listing 200,000 unknown keys."""
+    body = {f"key{i}": i for i in range(200_000)}
+    response = editor_api.post(VALIDATE, body, format="json")
+    assert response.status_code == 400
+    assert response.json()["errors"] == [f"body: more than {MAX_YAML_NODES} nodes (keys, values, lists, objects)"]
+
+
+def test_the_worked_example_as_json_is_within_the_node_bound(editor_api, example_policy_body):
+    assert editor_api.post(VALIDATE, example_policy_body, format="json").status_code == 200
