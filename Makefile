@@ -8,8 +8,9 @@ STAMP := $(VENV)/.installed-stamp
 
 # System packages (scripts/check-system): present, installed with apt-get when root, or a stop
 # naming the command. `make test` needs redis-server (a private broker per test worker; not with
-# CTXENG_TEST_REDIS_URL) and chromium (browser tests); every target needs python3-venv.
-TEST_NEEDS := venv chromium $(if $(CTXENG_TEST_REDIS_URL),,redis-server)
+# CTXENG_TEST_REDIS_URL), chromium (browser tests) and nginx (the production layout's tests);
+# every target needs python3-venv.
+TEST_NEEDS := venv chromium nginx $(if $(CTXENG_TEST_REDIS_URL),,redis-server)
 check-system:
 	@PY="$(PY)" sh scripts/check-system $(TEST_NEEDS)
 

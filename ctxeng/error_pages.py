@@ -44,4 +44,6 @@ class DebugErrorPagesMiddleware:
         if isinstance(exception, PermissionDenied):
             return views.permission_denied(request, exception)
         logger.error("Internal Server Error: %s", request.path, exc_info=exception)
+        if views.database_unavailable(exception):
+            return views.service_unavailable(request)
         return views.server_error(request, debug_exception=f"{type(exception).__name__}: {exception}")

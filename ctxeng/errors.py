@@ -37,3 +37,13 @@ class Conflict(ServiceError):
     """The operation contradicts the stored state (a published revision, a reused idempotency key)."""
 
     status_code = 409
+
+
+class QuotaExceeded(ServiceError):
+    """A tenant's quota (settings CTXENG_QUOTA_*) refuses the write: 429 with Retry-After for a
+    rate (it passes), 413 for stored bytes (it stays until something is purged)."""
+
+    def __init__(self, message: str, *, status_code: int, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.retry_after = retry_after

@@ -245,6 +245,14 @@ CTXENG_CSP = os.environ.get(
 # Bodies above this are refused with 413 before they are parsed (one request carries up to
 # 20,000 candidates with inline content).
 CTXENG_MAX_REQUEST_BYTES = envint("CTXENG_MAX_REQUEST_BYTES", str(16 * 1024 * 1024))
+# Per-tenant quotas (manifests.quotas; 0: no limit): rates over a sliding window (429 with
+# Retry-After beyond them) and stored bytes (413 for a write that would pass them).
+CTXENG_QUOTA_JOBS_PER_MINUTE = envint("CTXENG_QUOTA_JOBS_PER_MINUTE", "6000")
+CTXENG_QUOTA_RUNS_PER_DAY = envint("CTXENG_QUOTA_RUNS_PER_DAY", "100000")
+CTXENG_QUOTA_ARTIFACT_BYTES = envint("CTXENG_QUOTA_ARTIFACT_BYTES", str(1024**3))
+CTXENG_QUOTA_CONTENT_BYTES = envint("CTXENG_QUOTA_CONTENT_BYTES", str(10 * 1024**3))
+# The Retry-After of a 503 while the database cannot be reached (ctxeng.views.service_unavailable).
+CTXENG_OUTAGE_RETRY_AFTER_SECONDS = envint("CTXENG_OUTAGE_RETRY_AFTER_SECONDS", "5")
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXENG_MAX_REQUEST_BYTES
 
 # Requests per token-authenticated user ("600/min", "20/s"; empty: no limit), counted in the

@@ -6,8 +6,10 @@ ctxeng.error_pages routes to the same handlers instead of Django's technical pag
 from __future__ import annotations
 
 import logging
+import sys
 
-from django.db import connection
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template import loader
@@ -53,9 +55,36 @@ def permission_denied(request: HttpRequest, exception: Exception | None = None) 
     return render(request, "403.html", {"reason": reason}, status=403)
 
 
+def database_unavailable(exception: BaseException | None) -> bool:
+    """Whether an exception says the database cannot be reached now (connection refused, a
+    terminated backend, a locked SQLite file), as opposed to a query the database refused.
+
+    psycopg reports a dropped connection as OperationalError or InterfaceError; PostgreSQL's own
+    refusals of a statement (a constraint, bad data) are IntegrityError/DataError, never these.
+    """
+    return isinstance(exception, (OperationalError, InterfaceError))
+
+
+def service_unavailable(request: HttpRequest) -> HttpResponse:
+    """503 with Retry-After for a database outage: nothing was written (the transaction did not
+    commit), so the client may retry the same request, with the same Idempotency-Key."""
+    retry_after = str(settings.CTXENG_OUTAGE_RETRY_AFTER_SECONDS)
+    if _is_api(request):
+        response: HttpResponse = JsonResponse(
+            {"errors": [f"the database is unavailable; retry in {retry_after} s (the request was not applied)"]},
+            status=503)
+    else:
+        response = HttpResponse(loader.get_template("503.html").render({"retry_after": retry_after}), status=503)
+    response["Retry-After"] = retry_after
+    return response
+
+
 def server_error(request: HttpRequest, *, debug_exception: str = "") -> HttpResponse:
     """500 outside DRF's handler: JSON under /api/, never a traceback. The page renders without a
-    request context (the failure may be the database the context would read)."""
+    request context (the failure may be the database the context would read). A database outage
+    (raised anywhere: a view, the session or authentication middleware) is a 503 instead."""
+    if database_unavailable(sys.exc_info()[1]):
+        return service_unavailable(request)
     if _is_api(request):
         return JsonResponse({"errors": ["internal error; the server log has details"]}, status=500)
     body = loader.get_template("500.html").render({"debug_exception": debug_exception})

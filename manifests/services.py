@@ -56,6 +56,7 @@ from ctxeng.errors import Conflict, Forbidden, NotFound
 from policies.models import PolicyRevision
 from policies.selectors import revision_for_assembly
 
+from . import quotas
 from .dashboard_selectors import page_sections, reason_rank
 from .models import (
     Artifact,
@@ -135,8 +136,13 @@ def assembly_job_submit(
     skeleton, packer = pack_document(data)
     try:
         with transaction.atomic():
-            content_save(tenant=tenant, packer=packer)
-            run, _ = Run.objects.get_or_create(tenant=tenant, run_id=request.run_id)
+            added = content_save(tenant=tenant, packer=packer)
+            quotas.lock_tenant(tenant)
+            run = Run.objects.filter(tenant=tenant, run_id=request.run_id).first()
+            quotas.check_submit(tenant=tenant, new_run=run is None)
+            quotas.check_stored(tenant=tenant, added=added)
+            if run is None:
+                run, _ = Run.objects.get_or_create(tenant=tenant, run_id=request.run_id)
             job = AssemblyJob.objects.create(
                 tenant=tenant,
                 run=run,
@@ -616,8 +622,11 @@ def artifact_create(
     packer.add_text(content)
     try:
         with transaction.atomic():
-            content_save(tenant=tenant, packer=packer)
-            return Artifact.objects.create(
+            added = content_save(tenant=tenant, packer=packer)
+            quotas.lock_tenant(tenant)
+            # A body another artifact of the tenant already holds is no new artifact bytes.
+            new_body = not Artifact.objects.filter(tenant=tenant, content_hash=actual).exists()
+            artifact = Artifact.objects.create(
                 tenant=tenant,
                 artifact_id=artifact_id,
                 revision=str(revision),
@@ -626,7 +635,9 @@ def artifact_create(
                 writer=writer,
                 scope=scope,
                 created_by=user,
-            ), True
+            )
+            quotas.check_stored(tenant=tenant, added=added, new_artifact_body=new_body)
+            return artifact, True
     except IntegrityError:
         raise Conflict(f"artifact {artifact_id} revision {revision} was written concurrently") from None
 

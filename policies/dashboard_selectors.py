@@ -31,6 +31,7 @@ from django.db.models import Count, Q, QuerySet
 
 from ctxeng.accounts.models import Tenant
 from ctxeng.engine import InvalidInput, assemble
+from ctxeng.engine.errors import compose_yaml_text
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.render import block_footer, block_prefix
 from ctxeng.engine.tokens import default_tokenizer
@@ -140,7 +141,9 @@ def _split(path: str) -> list[str | int]:
 def line_of(text: str, path: str) -> int | None:
     """The line of the deepest YAML node on `path` (the key itself when it exists)."""
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)  # nodes only: an alias is a shared node, never expanded
+        node = compose_yaml_text(text)
+    except InvalidInput:  # beyond the bounds: no line to find, and no parsing to spend on it
+        return None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         return mark.line + 1 if mark else None
@@ -182,7 +185,7 @@ def field_errors(text: str, messages: list[str]) -> list[FieldError]:
         path, sep, message = raw.partition(": ")
         if not sep or " " in path:
             path, message = "", raw
-        located = path.removeprefix("body.")
+        located = "" if path == "body" else path.removeprefix("body.")  # the whole text: no node to find
         # The YAML loader names the line itself (an alias, an anchor, too deep): no path to look up.
         stated = _LINE.match(message)
         line = int(stated.group(1)) if stated else (line_of(text, located) if located else None)

@@ -50,7 +50,7 @@ def _run(bin_dir: Path, *needs: str, cwd: Path = ROOT) -> subprocess.CompletedPr
 
 def _fake_apt(bin_dir: Path, *, installs: bool) -> Path:
     log = bin_dir.parent / "apt.log"
-    make = f'for p in "$@"; do case "$p" in redis-server|chromium) printf "#!/bin/sh\\n" > {bin_dir}/$p; ' \
+    make = f'for p in "$@"; do case "$p" in redis-server|chromium|nginx) printf "#!/bin/sh\\n" > {bin_dir}/$p; ' \
            f'chmod +x {bin_dir}/$p;; esac; done\n' if installs else ""
     _script(bin_dir / "apt-get", f'echo "$@" >> {log}\n{make}')
     return log
@@ -98,13 +98,16 @@ def test_make_test_stops_before_pytest_on_a_machine_without_them(bare_path):
     done = subprocess.run(["make", "--no-print-directory", "test", f"PY={sys.executable}"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=120, executable=shutil.which("make"))
     assert done.returncode != 0
-    assert "sudo apt-get install -y chromium redis-server" in done.stderr
+    # nginx is found in /usr/sbin even off PATH (a user's PATH often lacks it), so only a machine
+    # without it at all names it.
+    nginx = "" if os.access("/usr/sbin/nginx", os.X_OK) else "nginx "
+    assert f"sudo apt-get install -y chromium {nginx}redis-server" in done.stderr
     assert "pytest" not in done.stdout and "passed" not in done.stdout
 
 
 @pytest.mark.skipif(not os.path.exists("/usr/bin/apt-get"), reason="a Debian-family system")
 def test_the_package_names_exist_in_the_system_package_index():
     """The names check-system installs are packages apt knows (a cache lookup; nothing installs)."""
-    for name in ("redis-server", "chromium", "python3-venv"):
+    for name in ("redis-server", "chromium", "nginx", "python3-venv"):
         shown = subprocess.run(["apt-cache", "show", "--no-all-versions", name], capture_output=True, text=True)
         assert shown.returncode == 0 and f"Package: {name}" in shown.stdout, name

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from .limits import MAX_JSON_DEPTH, MAX_JSON_INTEGER
+from .limits import MAX_JSON_DEPTH, MAX_JSON_INTEGER, MAX_POLICY_BYTES, MAX_YAML_NODES, MAX_YAML_SCALAR
 
 
 class InvalidInput(ValueError):
@@ -26,6 +26,10 @@ class InvalidInput(ValueError):
         self.errors = errors
         self.what = what
         super().__init__(f"invalid {what}: " + "; ".join(errors))
+
+
+class InputTooLarge(InvalidInput):
+    """Input refused for its size alone, before it is parsed (the REST edge answers 413)."""
 
 
 def _path(loc: tuple[Any, ...]) -> str:
@@ -207,9 +211,13 @@ class _Yaml12Loader(yaml.SafeLoader):
     policy has no need for them. The error names the line. Nesting beyond MAX_JSON_DEPTH (the
     limit of every JSON body) is refused the same way, while composing: PyYAML's composer
     recurses per level, so 10,000 nested brackets would otherwise end in a RecursionError.
+    Integers follow JSON's bound (MAX_JSON_INTEGER): one beyond it is kept as `_Unrepresentable`
+    so the error can name its field, and `int()` never sees 5,000 digits (Python refuses more
+    than 4,300 with a ValueError).
     """
 
     _depth = 0
+    unrepresentable = False
 
     def compose_node(self, parent, index):
         event = self.peek_event()
@@ -237,7 +245,16 @@ class _Yaml12Loader(yaml.SafeLoader):
                 first_line[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)
 
+    def construct_bounded_int(self, node):
+        # Any form within the bound (decimal, 0x, 0o, 1_000, 1:30) is far shorter than 64 characters.
+        number = super().construct_yaml_int(node) if len(node.value) <= 64 else None
+        if number is None or abs(number) > MAX_JSON_INTEGER:
+            self.unrepresentable = True
+            return _Unrepresentable(node.value, f"is outside ±{MAX_JSON_INTEGER} (integers must be exact in JSON)")
+        return number
 
+
+_Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _Yaml12Loader.construct_bounded_int)
 _Yaml12Loader.yaml_implicit_resolvers = {
     first: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:bool"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
@@ -246,11 +263,67 @@ _Yaml12Loader.add_implicit_resolver(
     "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
 )
 
+# libyaml's event parser (C, ~1.5 µs an event) when PyYAML has it, else PyYAML's own.
+_ScanLoader = getattr(yaml, "CBaseLoader", yaml.BaseLoader)
+
+
+def _prescan_yaml(text: str | bytes, *, what: str) -> None:
+    """Refuse a YAML text too big to load, before the loader builds anything: its bytes
+    (MAX_POLICY_BYTES, InputTooLarge), then, streaming events and stopping at the first excess,
+    its nodes (MAX_YAML_NODES), one scalar's length (MAX_YAML_SCALAR) and its nesting.
+
+    PyYAML's pure-Python loader, which the policy needs (its line numbers, its refusals), spends
+    ~50 µs a node: 200,000 keys held a web worker past its timeout. This scan reads at most
+    MAX_YAML_NODES events. A text it cannot parse is left to the loader, whose error is the one
+    to show.
+    """
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_POLICY_BYTES:
+        raise InputTooLarge([f"body: {size} bytes of YAML, more than the limit {MAX_POLICY_BYTES}"], what=what)
+    nodes = depth = 0
+    try:
+        for event in yaml.parse(text, Loader=_ScanLoader):
+            if isinstance(event, (yaml.CollectionEndEvent)):
+                depth -= 1
+                continue
+            if not isinstance(event, yaml.NodeEvent):
+                continue
+            nodes += 1
+            line = event.start_mark.line + 1
+            if nodes > MAX_YAML_NODES:
+                raise InvalidInput([f"body: line {line}: more than {MAX_YAML_NODES} YAML nodes"], what=what)
+            if isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_YAML_SCALAR:
+                raise InvalidInput([f"body: line {line}: a scalar of {len(event.value)} characters, more than "
+                                    f"the limit {MAX_YAML_SCALAR}"], what=what)
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_JSON_DEPTH:
+                    raise InvalidInput([f"body: line {line}: nested deeper than {MAX_JSON_DEPTH} levels"], what=what)
+    except yaml.YAMLError:
+        return
+
+
+def compose_yaml_text(text: str | bytes) -> yaml.Node | None:
+    """The node tree of a YAML text within the same bounds as `load_yaml_text` (InvalidInput
+    beyond them; yaml.YAMLError when malformed): for locating a field's line, never its value."""
+    _prescan_yaml(text, what="policy")
+    return yaml.compose(text, Loader=yaml.SafeLoader)  # nodes only: an alias is a shared node, never expanded
+
 
 def load_yaml_text(text: str | bytes, *, what: str) -> Any:
+    """Parse policy YAML within `limits` (every path that reads a policy's YAML comes here: the
+    API, the editor, the impact preview, the CLI, the management commands). InvalidInput names
+    the line or the field of what is refused; InputTooLarge when the text is over MAX_POLICY_BYTES."""
+    _prescan_yaml(text, what=what)
+    loader = _Yaml12Loader(text)
     try:
-        return yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
+        data = loader.get_single_data()
     except _YamlRefused as exc:
         raise InvalidInput([f"body: {exc}"], what=what) from None
     except yaml.YAMLError as exc:
         raise InvalidInput([f"body: malformed YAML ({exc})"], what=what) from None
+    finally:
+        loader.dispose()
+    if loader.unrepresentable:
+        raise InvalidInput([_problem(data, "")], what=what)
+    return data

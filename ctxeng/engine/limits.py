@@ -31,6 +31,13 @@ MAX_ITEM_ID = 300  # item_id (and every reference to one), artifact_id, artifact
 MAX_NAME = 100  # kind, source_type, partition name, artifact revision, tenant slug
 MAX_NOTE = 10_000  # a publish note
 
+# Policy YAML, checked by a pre-scan before the loader builds anything (`errors.load_yaml_text`):
+# PyYAML's pure-Python loader spends ~50 µs per node, so 200,000 keys held a worker for 30 s.
+# The largest starter is 8 KB and ~600 nodes; each bound leaves two orders of magnitude.
+MAX_POLICY_BYTES = 1024 * 1024  # the text, UTF-8
+MAX_YAML_NODES = 20_000  # scalars, mappings and sequences
+MAX_YAML_SCALAR = 100_000  # characters in one key or value
+
 # The README's "Limits" table: (limit, value, when exceeded); a test keeps the two equal.
 LIMITS: tuple[tuple[str, str, str], ...] = (
     ("JSON nesting depth of any body", f"{MAX_JSON_DEPTH} levels",
@@ -49,6 +56,14 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
     ("nesting inside `source_ref`, tool call `arguments` and `parameters` (engine and CLI too)",
      f"{MAX_JSON_DEPTH} levels", "400 `candidates[3].source_ref: nested N levels deep, more than the limit 64`"),
     ("publish note", f"{MAX_NOTE:,} characters", "400 `note: String should have at most 10000 characters`"),
+    ("policy YAML text (REST, editor, impact preview, CLI)", f"{MAX_POLICY_BYTES:,} bytes",
+     "413 (400 in the CLI) `body: N bytes of YAML, more than the limit 1048576`, before it is parsed"),
+    ("nodes in a policy's YAML (keys, values, lists, mappings)", f"{MAX_YAML_NODES:,}",
+     "400 `body: line N: more than 20000 YAML nodes`, before the policy is built"),
+    ("one scalar (key or value) in a policy's YAML", f"{MAX_YAML_SCALAR:,} characters",
+     "400 `body: line N: a scalar of N characters, more than the limit 100000`"),
+    ("integers in a policy's YAML", f"within ±{MAX_JSON_INTEGER:,}, as in JSON",
+     "400 `policy.revision: 99999999999... (5000 characters) is outside ±9007199254740991 ...`"),
 )
 
 

@@ -154,3 +154,32 @@ def test_adding_an_existing_user_grants_roles_but_cannot_reset_their_password(ad
                                        "password": STRONG})
     assert taken.status_code == 403
     assert not Client().login(username="outsider", password=STRONG)
+
+
+def test_the_people_page_shows_each_quota_with_its_usage_limit_and_setting(admin_client, example, settings):
+    """Issue 30, finding 11: the tenant's usage against each quota, written out by hand here from
+    what the fixture stored (its jobs are older than a minute once aged; its artifact bodies)."""
+    import re
+
+    from django.db.models import Sum
+    from django.utils import timezone
+
+    from ctxeng.content.models import Content
+    from manifests.models import Artifact, AssemblyJob
+
+    settings.CTXENG_QUOTA_JOBS_PER_MINUTE = 7
+    settings.CTXENG_QUOTA_RUNS_PER_DAY = 0
+    tenant = example["tenant"]
+    AssemblyJob.objects.filter(tenant=tenant).update(created_at=timezone.now())
+    jobs = AssemblyJob.objects.filter(tenant=tenant).count()
+    stored = Content.objects.filter(tenant=tenant).aggregate(total=Sum("size"))["total"] or 0
+    hashes = set(Artifact.objects.filter(tenant=tenant).values_list("content_hash", flat=True))
+    artifact_bytes = sum(Content.objects.filter(tenant=tenant, digest__in=hashes).values_list("size", flat=True))
+    page = admin_client.get(PEOPLE).content.decode()
+    rows = {m.group(1): re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", m.group(2))).strip()
+            for m in re.finditer(r'<tr id="quota-(CTXENG_QUOTA_\w+)">(.*?)</tr>', page, re.S)}
+    assert rows["CTXENG_QUOTA_JOBS_PER_MINUTE"].startswith(f"jobs per minute {jobs} jobs 7 jobs")
+    assert rows["CTXENG_QUOTA_RUNS_PER_DAY"].startswith("new runs per day") and "no limit" in rows["CTXENG_QUOTA_RUNS_PER_DAY"]
+    assert f"({stored} B)" in rows["CTXENG_QUOTA_CONTENT_BYTES"]
+    assert f"({artifact_bytes} B)" in rows["CTXENG_QUOTA_ARTIFACT_BYTES"]
+    assert f"({settings.CTXENG_QUOTA_ARTIFACT_BYTES} B)" in rows["CTXENG_QUOTA_ARTIFACT_BYTES"]
