@@ -165,13 +165,15 @@ def _traces_checked() -> bool:
 
 
 def cmd_validate_policy(args: argparse.Namespace) -> int:
-    from .engine import InvalidInput, parse_policy, policy_digest
+    from .engine import InvalidInput, parse_policy, policy_digest, policy_warnings
 
     try:
         policy = parse_policy(_read(args.policy, "policy"))
     except InvalidInput as exc:
         raise _Invalid(exc.errors) from None
     print(f"valid: {policy.label} digest {policy_digest(policy)}")
+    for warning in policy_warnings(policy):  # valid all the same: exit 0
+        print(f"warning: {warning}", file=sys.stderr)
     return EXIT_READY
 
 

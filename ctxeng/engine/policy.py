@@ -3,6 +3,10 @@
 `policy_digest` is sha256 over the canonical JSON of the policy body with `policy.digest` removed,
 after defaults are filled in, so the same policy written in YAML or JSON, with keys in any order,
 has one digest. The service stores it on each PolicyRevision and the manifest records it.
+
+`policy_warnings` lists what a valid policy leaves unchecked (today: authority source types
+without a `trust.producers` list); the CLI's validate-policy, the REST validator and the editor
+show them, and nothing refuses them.
 """
 
 from __future__ import annotations
@@ -44,3 +48,13 @@ def policy_body(policy: ContextPolicy) -> dict[str, Any]:
 
 def policy_digest(policy: ContextPolicy) -> str:
     return sha256_json(policy_body(policy))
+
+
+def policy_warnings(policy: ContextPolicy) -> list[str]:
+    """`path: message` lines for what a valid policy leaves unchecked."""
+    return [
+        f"trust.producers.{source_type}: no producer list for authority source type {source_type!r} "
+        f"({policy.trust.default_by_source[source_type].value}); its items are admitted from any producer "
+        "and recorded producer_check: not_configured"
+        for source_type in policy.trust.unbound_authority_types()
+    ]

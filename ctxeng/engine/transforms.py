@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import re
 
+from .gates import admitted_input_trusts, cross_scope_problem
 from .hashing import sha256_json, sha256_text
 from .models import CheckpointState, ContextItem, LineageNode, SummaryRecord, TransformRecord
 from .render import block_tokens
@@ -177,6 +178,8 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
     inputs, unresolved = resolve_inputs(asm, cand)
     if not ids:
         results["inputs_resolve"] = F
+    elif inadmissible_inputs(asm, cand):
+        results["inputs_resolve"] = F
     elif not unresolved:
         results["inputs_resolve"] = P
     else:
@@ -225,6 +228,33 @@ def resolve_inputs(asm: Assembly, cand: Candidate) -> tuple[dict[str, tuple[str,
     return found, missing
 
 
+def inadmissible_inputs(asm: Assembly, cand: Candidate) -> list[str]:
+    """Inputs that resolve but are not admissible: a candidate a hard gate excluded (the gates
+    exclude its derived items too; this keeps `inputs_resolve` true to its name on its own), or a
+    stored artifact outside the request's scope or at another revision than the one required."""
+    by_id = asm.by_id()
+    bad: list[str] = []
+    for i in cand.item.input_item_ids or []:
+        c = by_id.get(i)
+        if c is not None and c is not cand:
+            if c.exclusion is not None and c.exclusion.stage == "hard_gates":
+                bad.append(i)
+            continue
+        stored = asm.artifact_store(i, None) if callable(getattr(asm, "artifact_store", None)) else None
+        if stored is not None:
+            required = asm.request.required_revision_map().get(stored.artifact_id)
+            if cross_scope_problem(asm, stored.scope) or (required is not None and str(required[0]) != str(stored.revision)):
+                bad.append(i)
+    return bad
+
+
+def trust_before(asm: Assembly, cand: Candidate) -> str:
+    """The highest trust among a derived item's inputs actually admitted (inputs outside the request:
+    the ceiling of the source type their lineage node declares); `not_declared` when none is known."""
+    known = [t for t in admitted_input_trusts(asm, cand) if t is not None]
+    return max(known, key=lambda t: TRUST_RANK[t]).value if known else "not_declared"
+
+
 def input_digest(asm: Assembly, cand: Candidate) -> str:
     """sha256 over the inputs' contents (their content hashes), not their ids alone; an input the
     engine cannot see contributes null, so the digest says which inputs it could not hash."""
@@ -256,9 +286,8 @@ def ref_within(ref: dict, parent: dict) -> bool:
 def _trust_not_raised(asm: Assembly, cand: Candidate) -> bool:
     if cand.trust is None:
         return False
-    by_id = asm.by_id()
-    inputs = [by_id[i].trust for i in (cand.item.input_item_ids or []) if i in by_id and by_id[i].trust]
-    ceiling = max((TRUST_RANK[t] for t in inputs), default=TRUST_RANK[Trust.DERIVED_CONTEXT])  # type: ignore[index]
+    inputs = [t for t in admitted_input_trusts(asm, cand) if t is not None]
+    ceiling = max((TRUST_RANK[t] for t in inputs), default=TRUST_RANK[Trust.DERIVED_CONTEXT])
     return TRUST_RANK[cand.trust] <= max(ceiling, TRUST_RANK[Trust.DERIVED_CONTEXT])
 
 
@@ -295,7 +324,7 @@ def verify_summaries(asm: Assembly) -> None:
                 preservation_assertions=assertions,
                 token_estimate_before=cand.tokens,
                 token_estimate_after=None if failed else cand.tokens,
-                trust_before="mixed_admitted_sources",
+                trust_before=trust_before(asm, cand),
                 trust_after=cand.trust.value if cand.trust else "unlabelled",
                 status="blocked" if failed else "verified",
                 before_excerpt="",
