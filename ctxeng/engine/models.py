@@ -498,14 +498,6 @@ class AdmissionPolicy(Frozen):
         "absent: it fails structural_integrity (tool results: structure.evidence_use_allowed_for)",
     )
 
-    @model_serializer(mode="wrap")
-    def _without_absent_clauses(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # Absent, the clause is not written out: policies written before it keep their digest.
-        body = handler(self)
-        if not self.allow_incomplete and isinstance(body, dict):
-            body.pop("allow_incomplete", None)
-        return body
-
     @field_validator("hard_filters")
     @classmethod
     def _all_gates(cls, v: list[HardGate]) -> list[HardGate]:
@@ -529,13 +521,6 @@ class TrustPolicy(Frozen):
         description="authority source type -> the producers that may emit it; an item of that type from any other "
         "producer is hard_gate_rejected (trust_role_compatibility). A type without a list: producer_check not_configured",
     )
-
-    @model_serializer(mode="wrap")
-    def _without_absent_producers(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        body = handler(self)  # absent, not written out: policies written before the clause keep their digest
-        if not self.producers and isinstance(body, dict):
-            body.pop("producers", None)
-        return body
 
     @model_validator(mode="after")
     def _producers_for_authority_types(self) -> TrustPolicy:
@@ -1112,13 +1097,6 @@ class ContextPolicy(Frozen):
     stages: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], StagePolicy] = Field(
         default_factory=dict, description="per request.stage: artifact kinds it requires, kinds not relevant at it"
     )
-
-    @model_serializer(mode="wrap")
-    def _without_absent_stages(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        body = handler(self)  # absent, not written out: policies written before the clause keep their digest
-        if not self.stages and isinstance(body, dict):
-            body.pop("stages", None)
-        return body
 
     @model_validator(mode="after")
     def _stage_kinds_consistent(self) -> ContextPolicy:

@@ -40,9 +40,20 @@ def parse_policy(data: dict[str, Any] | str | bytes) -> ContextPolicy:
     return policy
 
 
+# Clauses added after policies were first published, left out of the body while empty, so every
+# policy written before they existed keeps its body and its digest: (path, clause).
+_OMITTED_WHEN_EMPTY = ((("admission",), "allow_incomplete"), (("trust",), "producers"), ((), "stages"))
+
+
 def policy_body(policy: ContextPolicy) -> dict[str, Any]:
     body = policy.model_dump(mode="json")
     body["policy"].pop("digest", None)
+    for path, clause in _OMITTED_WHEN_EMPTY:
+        section = body
+        for key in path:
+            section = section[key]
+        if not section.get(clause):
+            section.pop(clause, None)
     return body
 
 
