@@ -11,6 +11,12 @@ Gates are registered explicitly, in a fixed table, each mapping to the exclusion
 permission and scope -> permission_denied, required revision -> stale_revision, freshness ->
 expired / unverifiable / hard_gate_rejected (refresh required), trust-role and integrity ->
 hard_gate_rejected, security -> security_rejected.
+
+A derived item (one naming `input_item_ids`: a summary, an excerpt, a merge) is judged after the
+candidates it names, and passes a gate only if each of them did: an input a gate excluded
+excludes it at that gate with the input's reason (seed §2: no later stage rescues an unauthorised,
+stale or incomplete object). Inputs outside the request are judged through its own `source_refs`,
+which the required_revision gate holds to `required_revisions` as it holds a source.
 """
 
 from __future__ import annotations
@@ -285,7 +291,9 @@ def trust_role_compatibility(asm: Assembly, cand: Candidate) -> GateOutcome:
     A source type with no trust default in the policy (web pages, other agents' output, traces,
     anything new) may only be untrusted data, whatever it claims. Whatever the policy's
     `role_limits` say, the control role takes only `control_authority` text. Other agents' output
-    enters only with source_refs and a producer identity (seed §2 case decision).
+    enters only with source_refs and a producer identity (seed §2 case decision). An authority
+    source type `trust.producers` binds enters only from a listed producer (`producer_check`), and
+    a tool result only as data: it is serialized as its call's result, whatever role it claims.
     """
     trust = cand.trust
     source_type = cand.item.source_type
@@ -369,7 +377,8 @@ def _ref_complete(source_type: str, ref: dict) -> tuple[bool, str]:
 
 
 def structural_integrity(asm: Assembly, cand: Candidate) -> GateOutcome:
-    """Content matches its hash, the source_ref is complete for its type, lineage ends at this item."""
+    """Content matches its hash, the source_ref is complete for its type, lineage ends at this item;
+    a non-tool item is complete unless `admission.allow_incomplete` admits it as diagnostic."""
     item = cand.received or cand.item  # judged as received, also when a redaction ran first
     if item.content is None and not cand.content:
         ref = item.artifact_ref

@@ -16,16 +16,19 @@ policy's `transforms.preserve` list before it may enter the working set:
 
 A policy whose `transforms.allowed` lacks `summarize` admits no summary (`summarize_allowed:
 failed`). Every summary is also checked against its inputs, whatever the policy lists: `producer_present`;
-`inputs_resolve` (each input id is a candidate or an artifact in the store; ids outside the
-request are accepted only as a declared `input_range` of earlier history, or as the runtime's own
-checkpoint, and the assertion is then `not_applicable`, never `passed`); and
+`inputs_resolve` (each input id is a candidate or an artifact in the store, and admissible: a
+candidate a hard gate excluded, or a stored artifact out of scope or at another revision than the
+one required, fails it; ids outside the request are accepted only as a declared `input_range` of
+earlier history, or as the runtime's own checkpoint, and the assertion is then `not_applicable`,
+never `passed`); and
 `source_refs_within_inputs` (each source ref points inside one of its inputs' refs). The
 TransformRecord's `input_digest` hashes the inputs' contents (`[[id, content_hash | null], ...]`),
 not their ids.
 
 A failed assertion excludes the summary as `transform_blocked`, naming the failed assertions; if
 the summary was required (a resident kind or `required: true`) the assembly is blocked. Trust
-never rises: the output's trust may not rank above the inputs' it derives from.
+never rises: the output's trust may not rank above that of the inputs actually admitted
+(`gates.admitted_input_trusts`), which the record's `trust_before` states.
 
 Two deterministic summaries are built here (seed §6): the checkpoint summary of
 `request.checkpoint` (a candidate like any other), and the *structured summary* the budget uses
