@@ -1,8 +1,9 @@
 """Parsing requests and policies at the boundary, and the policy digest.
 
 `policy_digest` is sha256 over the canonical JSON of the policy body with `policy.digest` removed,
-after defaults are filled in, so the same policy written in YAML or JSON, with keys in any order,
-has one digest. The service stores it on each PolicyRevision and the manifest records it.
+after defaults are filled in (clauses added since policies were first published are left out
+while empty, so older policies keep their digests), so the same policy written in YAML or JSON,
+with keys in any order, has one digest. The service stores it on each PolicyRevision and the manifest records it.
 
 `policy_warnings` lists what a valid policy leaves unchecked (today: authority source types
 without a `trust.producers` list); the CLI's validate-policy, the REST validator and the editor
