@@ -169,7 +169,7 @@ def _traces_checked() -> bool:
 
 
 def cmd_validate_policy(args: argparse.Namespace) -> int:
-    from .engine import InvalidInput, parse_policy, policy_digest
+    from .engine import InvalidInput, parse_policy, policy_digest, policy_warnings
     from .engine.upgrades import missing_records
 
     try:
@@ -189,6 +189,8 @@ def cmd_validate_policy(args: argparse.Namespace) -> int:
         if missing:
             raise _Invalid(missing)
     print(f"valid: {policy.label} digest {policy_digest(policy)}")
+    for warning in policy_warnings(policy):  # valid all the same: exit 0
+        print(f"warning: {warning}", file=sys.stderr)
     return EXIT_READY
 
 

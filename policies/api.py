@@ -262,17 +262,18 @@ class PolicyDiffApi(APIView):
         "policy_id": serializers.CharField(),
         "revision": serializers.IntegerField(),
         "digest": serializers.CharField(),
+        "warnings": serializers.ListField(child=serializers.CharField(), help_text="what the valid policy leaves unchecked, as `path: message`"),
     })},
     summary="Validate a policy body (no write; the policy_editor role in some tenant)",
 )
 class PolicyValidateApi(APIView):
     @extend_schema(operation_id="policies_validate")
     def post(self, request: Request) -> Response:
-        from ctxeng.engine import policy_digest
+        from ctxeng.engine import policy_digest, policy_warnings
 
         # Validating is part of editing: an agent's token has no business parsing policies.
         if not any(Role.POLICY_EDITOR in roles_in(request.user, t) for t in tenants_for(request.user)):
             raise Forbidden("the policy_editor role is required")
         policy = services.policy_parse(read_json(request))
         return Response({"valid": True, "policy_id": policy.policy.id, "revision": policy.policy.revision,
-                         "digest": policy_digest(policy)})
+                         "digest": policy_digest(policy), "warnings": policy_warnings(policy)})

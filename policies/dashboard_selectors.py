@@ -30,7 +30,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 
 from ctxeng.accounts.models import Tenant
-from ctxeng.engine import InvalidInput, assemble
+from ctxeng.engine import InvalidInput, assemble, policy_warnings
 from ctxeng.engine.errors import compose_yaml_text
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.render import block_footer, block_prefix
@@ -173,6 +173,11 @@ def validate_yaml(
         return policy_parse(text, policy_id=policy_id, revision=revision), []
     except InvalidInput as exc:
         return None, field_errors(text, exc.errors)
+
+
+def validation_warnings(text: str, parsed: Any) -> list[FieldError]:
+    """What a valid draft leaves unchecked (the engine's `policy_warnings`), located like errors."""
+    return field_errors(text, policy_warnings(parsed)) if parsed is not None else []
 
 
 _LINE = re.compile(r"line (\d+): ")

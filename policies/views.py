@@ -112,6 +112,7 @@ def revision_edit(request: HttpRequest, policy_id: str, revision: int) -> HttpRe
     text = sel.revision_text(rev)
     errors: list[sel.FieldError] = []
     saved = False
+    parsed = None
     if request.method == "POST":
         _require_editor(request, policy)
         text = _posted_text(request)
@@ -137,6 +138,7 @@ def revision_edit(request: HttpRequest, policy_id: str, revision: int) -> HttpRe
         "can_edit": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
         "lines": text.splitlines(),
         "error_lines": {e.line for e in errors if e.line},
+        "warnings": sel.validation_warnings(text, parsed) if not errors else [],
         **_impact_context(request, policy, rev, sel.latest_preview(rev), from_editor=True),
     }
     if request.htmx and request.method == "POST":

@@ -24,7 +24,7 @@ from .models import (
     TransformRecord,
 )
 from .pipeline import ArtifactStore, AssemblyResult, assemble, compatibility_errors
-from .policy import parse_policy, parse_request, policy_digest
+from .policy import parse_policy, parse_request, policy_digest, policy_warnings
 
 __all__ = [
     "ArtifactStore",
@@ -42,6 +42,7 @@ __all__ = [
     "parse_policy",
     "parse_request",
     "policy_digest",
+    "policy_warnings",
     "replaced_revision_events",
     "with_events",
 ]

@@ -17,7 +17,7 @@ from .bounds import bounds_tokens, prefetch_runs
 from .budget import partition_of_kind
 from .hashing import sha256_json, sha256_text
 from .render import block_floor, block_tokens, count_key, count_offset, count_text, header_json
-from .structure import expected_result_headers
+from .structure import expected_completeness_labels, expected_result_headers
 from .transforms import checkpoint_item
 from .vocabulary import ROLE_ZONE, Eviction, Role
 from .working import Assembly, Candidate
@@ -94,6 +94,7 @@ def measure(asm: Assembly) -> None:
     payload to prove it. Without that tokenizer guarantee each whole block is counted.
     """
     expected_result_headers(asm)
+    expected_completeness_labels(asm)
     cached = getattr(asm.tokenizer, "cached", None)
     counts: dict[str, int] = {}
     pending: dict[str, tuple[Candidate, str | None]] = {}  # key -> the candidate and header to count

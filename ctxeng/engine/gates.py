@@ -11,12 +11,19 @@ Gates are registered explicitly, in a fixed table, each mapping to the exclusion
 permission and scope -> permission_denied, required revision -> stale_revision, freshness ->
 expired / unverifiable / hard_gate_rejected (refresh required), trust-role and integrity ->
 hard_gate_rejected, security -> security_rejected.
+
+A derived item (one naming `input_item_ids`: a summary, an excerpt, a merge) is judged after the
+candidates it names, and passes a gate only if each of them did: an input a gate excluded
+excludes it at that gate with the input's reason (seed §2: no later stage rescues an unauthorised,
+stale or incomplete object). Inputs outside the request are judged through its own `source_refs`,
+which the required_revision gate holds to `required_revisions` as it holds a source.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -25,7 +32,9 @@ from .lifecycle import named_artifact
 from .models import LifecycleEventRecord, LineageNode, TransformRecord
 from .ranking import is_pinned
 from .render import block_tokens
+from .structure import incomplete
 from .vocabulary import (
+    AUTHORITY_TRUST,
     EXTERNALIZATION_SOURCE_TYPES,
     TRUST_RANK,
     AcquisitionOutcome,
@@ -37,6 +46,7 @@ from .vocabulary import (
     GateResult,
     HardGate,
     LifecycleEvent,
+    ProducerCheck,
     Role,
     SecurityAssessment,
     TransformType,
@@ -56,8 +66,6 @@ class GateOutcome:
 
 PASS = GateOutcome(True)
 
-# Trust labels that carry authority over the agent; every other label is data to analyse.
-AUTHORITY_TRUST = (Trust.CONTROL_AUTHORITY, Trust.TASK_AUTHORITY, Trust.TRUSTED_STATE)
 DATA_ROLES = (Role.UNTRUSTED_DATA, Role.DERIVED_CONTEXT)
 AGENT_OUTPUT_SOURCE_TYPES = ("agent_output",)
 
@@ -174,24 +182,38 @@ def current_draft(asm: Assembly) -> tuple[object, str | None]:
     return want, (hashes[0] if hashes else None)
 
 
-def required_revision(asm: Assembly, cand: Candidate) -> GateOutcome:
-    """An object named in `required_revisions` must be at exactly that revision; a review
-    decision must approve the current article_draft revision and content."""
+def _stale(asm: Assembly, ref: dict, have: object, where: str = "") -> GateOutcome | None:
+    """The stale_revision outcome when `ref` names an object of `required_revisions` at another revision."""
     if asm.required_revisions is None:
         asm.required_revisions = asm.request.required_revision_map()
     required = asm.required_revisions
-    ref = cand.item.source_ref
     for key in _REVISION_KEYS:
         name = ref.get(key)
         if isinstance(name, str) and name in required:
             want, source = required[name]
-            have = _actual_revision(cand)
             if have is None or str(have) != str(want):
                 return _fail(
                     ExclusionReason.STALE_REVISION,
-                    f"{key} {name!r} is at revision {have!r}; {source.value} requires {want!r}",
+                    f"{where}{key} {name!r} is at revision {have!r}; {source.value} requires {want!r}",
                     refresh=f"load_required_revision_{want}",
                 )
+    return None
+
+
+def required_revision(asm: Assembly, cand: Candidate) -> GateOutcome:
+    """An object named in `required_revisions` must be at exactly that revision; so must each of a
+    derived item's `source_refs` (seed §6: refs and revisions survive a transform; they are how
+    inputs outside the request are judged); a review decision must approve the current
+    article_draft revision and content."""
+    ref = cand.item.source_ref
+    stale = _stale(asm, ref, _actual_revision(cand))
+    if stale is not None:
+        return stale
+    for n, cited in enumerate(cand.item.source_refs or []):
+        have = next((cited[k] for k in ("revision", "commit") if cited.get(k) is not None), None)
+        stale = _stale(asm, cited, have, f"source_refs[{n}]: ")
+        if stale is not None:
+            return stale
     if cand.item.kind == "review_decision":
         want, want_hash = current_draft(asm)
         bound, bound_hash = ref.get("draft_revision"), ref.get("draft_content_hash")
@@ -244,20 +266,51 @@ def trust_ceiling(asm: Assembly, source_type: str) -> Trust | None:
     return default if default is not None else ENGINE_SOURCE_DEFAULTS.get(source_type)
 
 
+def producer_check(asm: Assembly, cand: Candidate) -> tuple[ProducerCheck, str | None]:
+    """Is the item's producer one `trust.producers` lists for its source type (seed §2: a source's
+    identity is not what it says about itself)? Only authority source types are bound; a bound
+    type's item from any other producer fails, naming the producer. An authority type the policy
+    binds to nobody is `not_configured`, never `passed`: nothing was checked."""
+    source_type = cand.item.source_type
+    if trust_ceiling(asm, source_type) not in AUTHORITY_TRUST:
+        return ProducerCheck.NOT_APPLICABLE, None
+    allowed = asm.policy.trust.producers.get(source_type)
+    if allowed is None:
+        return ProducerCheck.NOT_CONFIGURED, None
+    if cand.item.producer in allowed:
+        return ProducerCheck.PASSED, None
+    return ProducerCheck.FAILED, (
+        f"producer {cand.item.producer!r} may not emit source type {source_type!r} "
+        f"(trust.producers.{source_type}: {', '.join(allowed)})"
+    )
+
+
 def trust_role_compatibility(asm: Assembly, cand: Candidate) -> GateOutcome:
     """The trust label must allow the intended role, and may not claim more than its source grants.
 
     A source type with no trust default in the policy (web pages, other agents' output, traces,
     anything new) may only be untrusted data, whatever it claims. Whatever the policy's
     `role_limits` say, the control role takes only `control_authority` text. Other agents' output
-    enters only with source_refs and a producer identity (seed §2 case decision).
+    enters only with source_refs and a producer identity (seed §2 case decision). An authority
+    source type `trust.producers` binds enters only from a listed producer (`producer_check`), and
+    a tool result only as data: it is serialized as its call's result, whatever role it claims.
     """
     trust = cand.trust
     source_type = cand.item.source_type
+    cand.producer_check, producer_problem = producer_check(asm, cand)
+    if producer_problem:
+        return _fail(ExclusionReason.HARD_GATE_REJECTED, producer_problem)
     if trust is None:
         return _fail(
             ExclusionReason.HARD_GATE_REJECTED,
             f"no trust label, and the policy has no default for source type {source_type!r}",
+        )
+    if cand.item.call_id is not None and cand.role != Role.UNTRUSTED_DATA:
+        # A result is serialized as its call's answer, a data message: in any other role it could
+        # never be placed, and would block the whole assembly at the output checks instead.
+        return _fail(
+            ExclusionReason.HARD_GATE_REJECTED,
+            f"a tool result (call {cand.item.call_id!r}) is placed as its call's result, untrusted data; it cannot take role {cand.role.value!r}",
         )
     ceiling = trust_ceiling(asm, source_type)
     if ceiling is not None and TRUST_RANK[trust] > TRUST_RANK[ceiling]:
@@ -324,7 +377,8 @@ def _ref_complete(source_type: str, ref: dict) -> tuple[bool, str]:
 
 
 def structural_integrity(asm: Assembly, cand: Candidate) -> GateOutcome:
-    """Content matches its hash, the source_ref is complete for its type, lineage ends at this item."""
+    """Content matches its hash, the source_ref is complete for its type, lineage ends at this item;
+    a non-tool item is complete unless `admission.allow_incomplete` admits it as diagnostic."""
     item = cand.received or cand.item  # judged as received, also when a redaction ran first
     if item.content is None and not cand.content:
         ref = item.artifact_ref
@@ -341,6 +395,13 @@ def structural_integrity(asm: Assembly, cand: Candidate) -> GateOutcome:
     declared = item.source_ref.get("content_hash")
     if isinstance(declared, str) and declared != item.content_hash:
         return _fail(ExclusionReason.HARD_GATE_REJECTED, "source_ref.content_hash differs from the item's content_hash")
+    if incomplete(item) and "diagnostic" not in asm.policy.admission.allow_incomplete:
+        # Seed §9 invariant 4: a low-integrity object never enters because there is room for it.
+        return _fail(
+            ExclusionReason.HARD_GATE_REJECTED,
+            f"completeness {item.completeness!r}: an incomplete item is not admitted (admission.allow_incomplete "
+            "does not list diagnostic, which would admit it as diagnostic_only)",
+        )
     problem = _provenance_problem(asm, cand) or _externalization_problem(asm, cand)
     if problem:
         return _fail(ExclusionReason.HARD_GATE_REJECTED, problem)
@@ -559,16 +620,105 @@ GATES: dict[HardGate, GateFn] = {
 }
 
 
+# --------------------------------------------------------------------------- derived items
+
+
+def _candidate_inputs(cand: Candidate, by_id: dict[str, Candidate]) -> list[tuple[str, Candidate]]:
+    """The inputs a derived item (summary, excerpt, merge) names that are candidates of this assembly."""
+    return [(i, c) for i in cand.item.input_item_ids or () if (c := by_id.get(i)) is not None and c is not cand]
+
+
+def inputs_first(asm: Assembly, by_id: dict[str, Candidate]) -> list[Candidate]:
+    """The candidates in request order, except that a derived item comes after the candidates it
+    names as inputs, so their gate outcomes are known when it is judged; items whose inputs name
+    each other come last (and fail: an input never judged first is no admitted input)."""
+    waiting: dict[str, list[Candidate]] = {}
+    pending: dict[int, int] = {}
+    queue: deque[Candidate] = deque()
+    for cand in asm.candidates:
+        inputs = {i for i, _ in _candidate_inputs(cand, by_id)}
+        pending[id(cand)] = len(inputs)
+        for i in inputs:
+            waiting.setdefault(i, []).append(cand)
+        if not inputs:
+            queue.append(cand)
+    order: list[Candidate] = []
+    while queue:
+        cand = queue.popleft()
+        order.append(cand)
+        for dependent in waiting.get(cand.item_id, ()):
+            pending[id(dependent)] -= 1
+            if pending[id(dependent)] == 0:
+                queue.append(dependent)
+    return order + [c for c in asm.candidates if pending[id(c)] > 0]
+
+
+def inherited(cand: Candidate, gate: HardGate, by_id: dict[str, Candidate]) -> GateOutcome:
+    """A derived item passes a gate only if each of its inputs among the candidates did (seed §2: no
+    later stage rescues an unauthorised, stale or incomplete object; §9 invariants 2 and 4). It
+    fails with the input's own reason, the input named in the detail."""
+    for input_id, source in _candidate_inputs(cand, by_id):
+        if not source.gate_results:
+            if gate == HardGate.STRUCTURAL_INTEGRITY:
+                return _fail(ExclusionReason.HARD_GATE_REJECTED, f"input {input_id!r} names this item among its own inputs: no input is judged first")
+            continue
+        ex = source.exclusion
+        if ex is not None and ex.stage == "hard_gates" and ex.hard_gate == gate:
+            return _fail(
+                ex.reason,
+                f"input {input_id!r} was excluded at {gate.value} ({ex.reason.value}: {ex.detail}); an item derived from it cannot enter",
+                ex.refresh_condition,
+            )
+    return PASS
+
+
+def exclude_derived_of_rejected(asm: Assembly) -> None:
+    """After re-injection's own clauses (stage `hard_gates`, no single gate): a derived item whose
+    input they excluded is excluded with the input's reason."""
+    by_id = asm.by_id()
+    for cand in inputs_first(asm, by_id):
+        if not cand.alive:
+            continue
+        for input_id, source in _candidate_inputs(cand, by_id):
+            ex = source.exclusion
+            if ex is not None and ex.stage == "hard_gates":
+                cand.exclude(
+                    Exclusion(ex.reason, f"input {input_id!r} was excluded ({ex.reason.value}: {ex.detail}); an item derived from it cannot enter", "hard_gates", ex.hard_gate)
+                )
+                break
+
+
+def admitted_input_trusts(asm: Assembly, cand: Candidate) -> list[Trust | None]:
+    """The trust of each input a derived item names: an input among the candidates counts only if it
+    passed the hard gates (with its resolved trust); an input outside the request counts with the
+    ceiling of the source type its lineage node declares (None when nothing declares one)."""
+    by_id = asm.by_id()
+    declared = {node.node_id: node.type for node in cand.item.source_lineage}
+    out: list[Trust | None] = []
+    for i in cand.item.input_item_ids or ():
+        source = by_id.get(i)
+        if source is not None and source is not cand:
+            if source.exclusion is None or source.exclusion.stage != "hard_gates":
+                out.append(source.trust)
+            continue
+        out.append(trust_ceiling(asm, declared[i]) if i in declared else None)
+    return out
+
+
 def apply_hard_gates(asm: Assembly) -> None:
     order = [(gate, gate.value, GATES[gate]) for gate in asm.policy.admission.hard_filters]
-    for cand in asm.candidates:
+    by_id = asm.by_id()
+    for cand in inputs_first(asm, by_id):
         results: dict[str, GateResult] = {}
         failed = False
+        derived = bool(cand.item.input_item_ids)
         for gate, name, check in order:
             if failed:
                 results[name] = GateResult.NOT_EVALUATED
                 continue
             outcome = check(asm, cand)
+            if outcome.passed and derived:
+                outcome = inherited(cand, gate, by_id)
             results[name] = GateResult.PASSED if outcome.passed else GateResult.FAILED
             if not outcome.passed:
                 failed = True
@@ -583,5 +733,7 @@ def apply_hard_gates(asm: Assembly) -> None:
                         f"resident part {cand.item_id} was hit by lifecycle event {outcome.event}",
                     )
         cand.gate_results = results
+        if cand.producer_check is None:
+            cand.producer_check = ProducerCheck.NOT_EVALUATED
         if failed and not cand.security_assessment:
             cand.security_assessment = {"status": f"not_evaluated_after_{cand.exclusion.hard_gate.value}_failure"}  # type: ignore[union-attr]

@@ -25,6 +25,7 @@ from pydantic import (
 
 from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, JsonObject
 from .vocabulary import (
+    AUTHORITY_TRUST,
     AcquisitionOutcome,
     AssemblyStatus,
     AssertionResult,
@@ -43,6 +44,7 @@ from .vocabulary import (
     LifecycleEvent,
     LoadMode,
     PreserveKey,
+    ProducerCheck,
     RankingFactor,
     ReinjectionClause,
     RetrievalCheck,
@@ -490,6 +492,11 @@ class AdmissionPolicy(Frozen):
     ranking: Unique[RankingFactor] = Field(default_factory=lambda: list(RankingFactor))
     exclusion_reasons: list[ExclusionReason] = Field(default_factory=lambda: list(ExclusionReason))
     min_relevance: float = Field(default=0.0, ge=0.0, le=1.0, description="eligible items below it: ranking_lost")
+    allow_incomplete: Unique[Literal["diagnostic"]] = Field(
+        default_factory=list,
+        description="[diagnostic]: a non-tool item marked partial or unknown enters as diagnostic_only; "
+        "absent: it fails structural_integrity (tool results: structure.evidence_use_allowed_for)",
+    )
 
     @field_validator("hard_filters")
     @classmethod
@@ -509,6 +516,30 @@ class TrustPolicy(Frozen):
         default_factory=dict,
         description="the highest trust each source type may carry; a source type with none is untrusted data only",
     )
+    producers: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], Unique[Annotated[str, Field(min_length=1)]]] = Field(
+        default_factory=dict,
+        description="authority source type -> the producers that may emit it; an item of that type from any other "
+        "producer is hard_gate_rejected (trust_role_compatibility). A type without a list: producer_check not_configured",
+    )
+
+    @model_validator(mode="after")
+    def _producers_for_authority_types(self) -> TrustPolicy:
+        # A list for a data type would be a clause nothing acts on: its items are data whoever wrote them.
+        for source_type, names in self.producers.items():
+            trust = self.default_by_source.get(source_type)
+            if trust not in AUTHORITY_TRUST:
+                raise ValueError(
+                    f"producers.{source_type}: only authority source types (default trust control_authority, task_authority "
+                    f"or trusted_state in default_by_source) are bound to producers; {source_type!r} has "
+                    f"{trust.value if trust else 'no default'}"
+                )
+            if not names:
+                raise ValueError(f"producers.{source_type}: list at least one producer (no item of the type could ever enter)")
+        return self
+
+    def unbound_authority_types(self) -> list[str]:
+        """Authority source types without a producer list (each a validator warning)."""
+        return [t for t, trust in self.default_by_source.items() if trust in AUTHORITY_TRUST and t not in self.producers]
 
 
 class SecurityPolicy(Frozen):
@@ -1054,6 +1085,18 @@ class UpgradeRecord(Frozen):
         return _no_repeats(v)
 
 
+class StagePolicy(Frozen):
+    """`stages.<stage>`: what the stage needs and what it does not read (seed §3). Values are item
+    kinds or source types (`review_decision`, `publish_receipt`)."""
+
+    require: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
+        default_factory=list, description="an admitted item of each is required: none -> blocked required_partition_missing"
+    )
+    not_relevant: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
+        default_factory=list, description="items of these kinds lose ranking at this stage unless asked for in diagnostic_item_ids"
+    )
+
+
 class ContextPolicy(Frozen):
     policy_schema_version: Literal["context-policy/v1"] = "context-policy/v1"
     policy: PolicyHeader
@@ -1077,12 +1120,25 @@ class ContextPolicy(Frozen):
     externalization: ExternalizationPolicy = Field(default_factory=ExternalizationPolicy)
     reinjection: ReinjectionPolicy = Field(default_factory=ReinjectionPolicy)
     expiry: ExpiryPolicy = Field(default_factory=ExpiryPolicy)
-    # Left out of the dump while empty, so a policy written before this clause keeps its digest.
     upgrades: list[UpgradeRecord] = Field(
         default_factory=list,
-        exclude_if=lambda v: not v,
         description="seed §8: the record of each mechanism added over the revision this one replaces (ctxeng.engine.upgrades)",
     )
+
+
+    stages: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], StagePolicy] = Field(
+        default_factory=dict, description="per request.stage: artifact kinds it requires, kinds not relevant at it"
+    )
+
+    @model_validator(mode="after")
+    def _stage_kinds_consistent(self) -> ContextPolicy:
+        for stage, rules in self.stages.items():
+            for i, kind in enumerate(rules.not_relevant):
+                if kind in self.resident.include:
+                    raise ValueError(f"stages.{stage}.not_relevant[{i}]: {kind!r} is a resident.include kind, resident at every stage")
+                if kind in rules.require:
+                    raise ValueError(f"stages.{stage}.not_relevant[{i}]: {kind!r} is also in stages.{stage}.require")
+        return self
 
     @property
     def label(self) -> str:
@@ -1255,8 +1311,11 @@ class IncludedRecord(Frozen):
     rank: int | None = None
     transform_record_id: str | None = None
     call_id: str | None = None
-    evidence_use: EvidenceUse | None = None
+    evidence_use: EvidenceUse | None = Field(
+        default=None, description="tool results; and diagnostic_only for a partial/unknown item admission.allow_incomplete let in"
+    )
     turn: Turn | None = Field(default=None, description="the conversation turn the item was serialized at; null = the context message")
+    producer_check: ProducerCheck | None = Field(default=None, description="trust.producers for the item's source type (null: manifests before the clause)")
 
 
 class ExcludedRecord(Frozen):
@@ -1285,6 +1344,7 @@ class ExcludedRecord(Frozen):
     failed_assertions: list[str] = Field(default_factory=list)
     call_id: str | None = None
     replaced_by: str | None = Field(default=None, description="the structured summary that stands in for this budget-evicted item")
+    producer_check: ProducerCheck | None = Field(default=None, description="trust.producers for the item's source type (null: manifests before the clause)")
 
 
 class TransformRecord(Frozen):

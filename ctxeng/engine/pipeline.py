@@ -162,6 +162,7 @@ def assemble(
     n = len(asm.alive())
     gates.apply_hard_gates(asm)
     reinjection.check_reinjected(asm)
+    gates.exclude_derived_of_rejected(asm)
     asm.log("hard_gates", n)
 
     n = len(asm.alive())

@@ -1,8 +1,13 @@
 """Parsing requests and policies at the boundary, and the policy digest.
 
 `policy_digest` is sha256 over the canonical JSON of the policy body with `policy.digest` removed,
-after defaults are filled in, so the same policy written in YAML or JSON, with keys in any order,
-has one digest. The service stores it on each PolicyRevision and the manifest records it.
+after defaults are filled in (clauses added since policies were first published are left out
+while empty, so older policies keep their digests), so the same policy written in YAML or JSON,
+with keys in any order, has one digest. The service stores it on each PolicyRevision and the manifest records it.
+
+`policy_warnings` lists what a valid policy leaves unchecked (today: authority source types
+without a `trust.producers` list); the CLI's validate-policy, the REST validator and the editor
+show them, and nothing refuses them.
 """
 
 from __future__ import annotations
@@ -55,11 +60,34 @@ def _nodes_beyond(value: Any, limit: int) -> bool:
     return False
 
 
+# Clauses added after policies were first published, left out of the body while empty, so every
+# policy written before they existed keeps its body and its digest: (path, clause).
+_OMITTED_WHEN_EMPTY = (
+    (("admission",), "allow_incomplete"), (("trust",), "producers"), ((), "stages"), ((), "upgrades"),
+)
+
+
 def policy_body(policy: ContextPolicy) -> dict[str, Any]:
     body = policy.model_dump(mode="json")
     body["policy"].pop("digest", None)
+    for path, clause in _OMITTED_WHEN_EMPTY:
+        section = body
+        for key in path:
+            section = section[key]
+        if not section.get(clause):
+            section.pop(clause, None)
     return body
 
 
 def policy_digest(policy: ContextPolicy) -> str:
     return sha256_json(policy_body(policy))
+
+
+def policy_warnings(policy: ContextPolicy) -> list[str]:
+    """`path: message` lines for what a valid policy leaves unchecked."""
+    return [
+        f"trust.producers.{source_type}: no producer list for authority source type {source_type!r} "
+        f"({policy.trust.default_by_source[source_type].value}); its items are admitted from any producer "
+        "and recorded producer_check: not_configured"
+        for source_type in policy.trust.unbound_authority_types()
+    ]

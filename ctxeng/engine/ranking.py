@@ -12,6 +12,9 @@ evicts for budget: the budget stage walks this order and keeps going past items 
 Before any of that, the policy's `retrieval` clause applies to every eligible item, pinned or not: a
 diagnostic source (traces) loses ranking unless the stage is a diagnostic one or the request asks
 for the item by id, and a source category the policy lists nowhere is not a source at all.
+So does `stages.<stage>.not_relevant`: an item of a kind (or source type) listed there loses
+ranking at that stage unless the request asks for it by id; a kind `stages.<stage>.require` lists
+is pinned at that stage, and the seal blocks when none is admitted.
 """
 
 from __future__ import annotations
@@ -43,8 +46,31 @@ _KIND_PRIORITY = {
 _DEFAULT_RELEVANCE = 0.5
 
 
+def stage_kind_matches(cand: Candidate, kind: str) -> bool:
+    """Does a `stages.<stage>` entry name this item (by kind or source type)?"""
+    return cand.item.kind == kind or cand.item.source_type == kind
+
+
+def _stage_rules(asm: Assembly):
+    return asm.policy.stages.get(asm.request.stage)
+
+
 def is_pinned(asm: Assembly, cand: Candidate) -> bool:
-    return cand.item.required or cand.item.kind in asm.policy.resident.include or cand.role == Role.CONTROL
+    stage = _stage_rules(asm)
+    required_here = stage is not None and any(stage_kind_matches(cand, k) for k in stage.require)
+    return cand.item.required or cand.item.kind in asm.policy.resident.include or cand.role == Role.CONTROL or required_here
+
+
+def stage_rule(asm: Assembly, cand: Candidate) -> str | None:
+    """Why `stages.<stage>.not_relevant` keeps this item out of this step, or None: the agent may
+    still ask for it by id (`diagnostic_item_ids`), as at recovery or state confirmation (seed §3)."""
+    stage = _stage_rules(asm)
+    if stage is None or cand.item_id in asm.request.diagnostic_item_ids:
+        return None
+    kind = next((k for k in stage.not_relevant if stage_kind_matches(cand, k)), None)
+    if kind is None:
+        return None
+    return f"not relevant at stage {asm.request.stage} (stages.{asm.request.stage}.not_relevant: {kind}; ask for it in diagnostic_item_ids)"
 
 
 def relevance(cand: Candidate) -> float:
@@ -178,7 +204,7 @@ def rank(asm: Assembly) -> None:
     seen_hashes: dict[str, str] = {}
     position = 0
     for cand in ordered:
-        lost = retrieval_rule(asm, cand)
+        lost = retrieval_rule(asm, cand) or stage_rule(asm, cand)
         if lost:
             cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, lost, "ranking"))
             continue

@@ -28,6 +28,7 @@ from .models import (
     StageRecord,
     ToolPairRecord,
 )
+from .ranking import stage_kind_matches
 from .render import serialized_pairs
 from .vocabulary import ARTIFACT_KINDS, AssemblyStatus, BlockedReason
 from .working import Assembly, Candidate
@@ -44,6 +45,14 @@ def check_required(asm: Assembly) -> None:
     for name, part in asm.policy.budget.partitions.items():
         if part.required and not any(c.partition == name for c in asm.alive()):
             asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, [name], f"required partition {name} is empty")
+    stage = asm.policy.stages.get(asm.request.stage)
+    for kind in stage.require if stage is not None else ():
+        if not any(stage_kind_matches(c, kind) for c in asm.alive()):
+            asm.block(
+                BlockedReason.REQUIRED_PARTITION_MISSING,
+                [kind],
+                f"stages.{asm.request.stage}.require: no admitted {kind} (seed §3: loaded and checked before this stage, and only then)",
+            )
 
 
 def budget_record(asm: Assembly, included: list[Candidate], alloc: Allocation, framing: int | None) -> BudgetRecord:
@@ -127,6 +136,7 @@ def _included_record(c: Candidate) -> IncludedRecord:
         call_id=i.call_id,
         evidence_use=c.evidence_use,
         turn=i.turn,
+        producer_check=c.producer_check,
     )
 
 
@@ -165,6 +175,7 @@ def _excluded_record(c: Candidate) -> ExcludedRecord:
         failed_assertions=ex.failed_assertions,
         call_id=i.call_id,
         replaced_by=ex.replaced_by,
+        producer_check=c.producer_check,
     )
 
 

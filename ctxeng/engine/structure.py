@@ -60,6 +60,24 @@ def expected_result_headers(asm: Assembly) -> None:
             result.evidence_use = evidence_use_for(call, True, allowed)
 
 
+def incomplete(item) -> bool:
+    """A non-tool item its source marks `partial` or `unknown` (a tool result's status is its call's)."""
+    return item.call_id is None and item.completeness != "complete"
+
+
+def expected_completeness_labels(asm: Assembly) -> None:
+    """Label each incomplete item `admission.allow_incomplete: [diagnostic]` lets in as a tool result
+    of that status is labelled: `status` (its completeness) and `evidence_use: diagnostic_only` in its
+    fence header and the manifest, set before it is first counted. Without the clause the
+    structural_integrity gate rejects it."""
+    if "diagnostic" not in asm.policy.admission.allow_incomplete:
+        return
+    for cand in asm.candidates:
+        if incomplete(cand.item):
+            cand.result_status = cand.item.completeness
+            cand.evidence_use = EvidenceUse.DIAGNOSTIC_ONLY
+
+
 def place_in_zones(asm: Assembly) -> None:
     for cand in asm.alive():
         cand.zone = ROLE_ZONE[cand.role]

@@ -19,16 +19,19 @@ policy's `transforms.preserve` list before it may enter the working set:
 
 A policy whose `transforms.allowed` lacks `summarize` admits no summary (`summarize_allowed:
 failed`). Every summary is also checked against its inputs, whatever the policy lists: `producer_present`;
-`inputs_resolve` (each input id is a candidate or an artifact in the store; ids outside the
-request are accepted only as a declared `input_range` of earlier history, or as the runtime's own
-checkpoint, and the assertion is then `not_applicable`, never `passed`); and
+`inputs_resolve` (each input id is a candidate or an artifact in the store, and admissible: a
+candidate a hard gate excluded, or a stored artifact out of scope or at another revision than the
+one required, fails it; ids outside the request are accepted only as a declared `input_range` of
+earlier history, or as the runtime's own checkpoint, and the assertion is then `not_applicable`,
+never `passed`); and
 `source_refs_within_inputs` (each source ref points inside one of its inputs' refs). The
 TransformRecord's `input_digest` hashes the inputs' contents (`[[id, content_hash | null], ...]`),
 not their ids.
 
 A failed assertion excludes the summary as `transform_blocked`, naming the failed assertions; if
 the summary was required (a resident kind or `required: true`) the assembly is blocked. Trust
-never rises: the output's trust may not rank above the inputs' it derives from.
+never rises: the output's trust may not rank above that of the inputs actually admitted
+(`gates.admitted_input_trusts`), which the record's `trust_before` states.
 
 Two deterministic summaries are built here (seed §6): the checkpoint summary of
 `request.checkpoint` (a candidate like any other), and the *structured summary* the budget uses
@@ -43,6 +46,7 @@ from __future__ import annotations
 import re
 
 from . import findings
+from .gates import admitted_input_trusts, cross_scope_problem
 from .hashing import sha256_json, sha256_text
 from .models import CheckpointState, ContextItem, LineageNode, SummaryRecord, TransformRecord
 from .render import block_tokens
@@ -184,6 +188,8 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
     inputs, unresolved = resolve_inputs(asm, cand)
     if not ids:
         results["inputs_resolve"] = F
+    elif inadmissible_inputs(asm, cand):
+        results["inputs_resolve"] = F
     elif not unresolved:
         results["inputs_resolve"] = P
     else:
@@ -262,6 +268,33 @@ def resolve_inputs(asm: Assembly, cand: Candidate) -> tuple[dict[str, tuple[str,
     return found, missing
 
 
+def inadmissible_inputs(asm: Assembly, cand: Candidate) -> list[str]:
+    """Inputs that resolve but are not admissible: a candidate a hard gate excluded (the gates
+    exclude its derived items too; this keeps `inputs_resolve` true to its name on its own), or a
+    stored artifact outside the request's scope or at another revision than the one required."""
+    by_id = asm.by_id()
+    bad: list[str] = []
+    for i in cand.item.input_item_ids or []:
+        c = by_id.get(i)
+        if c is not None and c is not cand:
+            if c.exclusion is not None and c.exclusion.stage == "hard_gates":
+                bad.append(i)
+            continue
+        stored = asm.artifact_store(i, None) if callable(getattr(asm, "artifact_store", None)) else None
+        if stored is not None:
+            required = asm.request.required_revision_map().get(stored.artifact_id)
+            if cross_scope_problem(asm, stored.scope) or (required is not None and str(required[0]) != str(stored.revision)):
+                bad.append(i)
+    return bad
+
+
+def trust_before(asm: Assembly, cand: Candidate) -> str:
+    """The highest trust among a derived item's inputs actually admitted (inputs outside the request:
+    the ceiling of the source type their lineage node declares); `not_declared` when none is known."""
+    known = [t for t in admitted_input_trusts(asm, cand) if t is not None]
+    return max(known, key=lambda t: TRUST_RANK[t]).value if known else "not_declared"
+
+
 def input_digest(asm: Assembly, cand: Candidate) -> str:
     """sha256 over the inputs' contents (their content hashes), not their ids alone; an input the
     engine cannot see contributes null, so the digest says which inputs it could not hash."""
@@ -293,9 +326,8 @@ def ref_within(ref: dict, parent: dict) -> bool:
 def _trust_not_raised(asm: Assembly, cand: Candidate) -> bool:
     if cand.trust is None:
         return False
-    by_id = asm.by_id()
-    inputs = [by_id[i].trust for i in (cand.item.input_item_ids or []) if i in by_id and by_id[i].trust]
-    ceiling = max((TRUST_RANK[t] for t in inputs), default=TRUST_RANK[Trust.DERIVED_CONTEXT])  # type: ignore[index]
+    inputs = [t for t in admitted_input_trusts(asm, cand) if t is not None]
+    ceiling = max((TRUST_RANK[t] for t in inputs), default=TRUST_RANK[Trust.DERIVED_CONTEXT])
     return TRUST_RANK[cand.trust] <= max(ceiling, TRUST_RANK[Trust.DERIVED_CONTEXT])
 
 
@@ -332,7 +364,7 @@ def verify_summaries(asm: Assembly) -> None:
                 preservation_assertions=assertions,
                 token_estimate_before=cand.tokens,
                 token_estimate_after=None if failed else cand.tokens,
-                trust_before="mixed_admitted_sources",
+                trust_before=trust_before(asm, cand),
                 trust_after=cand.trust.value if cand.trust else "unlabelled",
                 status="blocked" if failed else "verified",
                 before_excerpt="",

@@ -60,6 +60,11 @@ TRUST_RANK: dict[Trust, int] = {
 }
 
 
+# Trust labels that carry authority over the agent; every other label is data to analyse. Source
+# types defaulting to one of these are the ones `trust.producers` binds to their producers.
+AUTHORITY_TRUST = (Trust.CONTROL_AUTHORITY, Trust.TASK_AUTHORITY, Trust.TRUSTED_STATE)
+
+
 class Role(StrEnum):
     CONTROL = "control"
     TASK_INTENT = "task_intent"
@@ -125,6 +130,16 @@ class GateResult(StrEnum):
     PASSED = "passed"
     FAILED = "failed"
     NOT_EVALUATED = "not_evaluated"
+
+
+class ProducerCheck(StrEnum):
+    """`producer_check` of an item: is its producer one `trust.producers` lists for its source type?"""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    NOT_CONFIGURED = "not_configured"  # an authority source type without a producer list
+    NOT_APPLICABLE = "not_applicable"  # a data source type: anyone may emit data
+    NOT_EVALUATED = "not_evaluated"  # an earlier gate rejected the item
 
 
 class AssertionResult(StrEnum):

@@ -170,7 +170,9 @@ class Session:
     `"openai_responses"` serializes for the OpenAI Responses API (`client.responses.create`).
     `principal`: `{id, tenant, project[, permissions]}` (default `agent`, `local`/`default`; remote:
     the tenant your token acts for). `scope`: default `<tenant>/<project>/<run_id>`. `producer`:
-    recorded on every candidate the session builds (default `ctxeng.sdk`).
+    recorded on every candidate the session builds (default `ctxeng.sdk`); the starters'
+    `trust.producers` admit system, user and runtime-state text only from `ctxeng.sdk`, so another
+    name needs a policy that lists it.
     `artifacts`: local re-injection store, `lookup(artifact_id, revision) -> StoredArtifact | None`
     or a directory as the CLI's `--artifacts`. `stage`: the default stage of each step.
     `tool_sources`: tool name -> the source type of its results (default `tool_output`), e.g.

@@ -49,6 +49,18 @@ def test_validate_answers_htmx_with_the_errors_of_bad_yaml_and_htmx_is_told_to_s
     assert '{"code": "422", "swap": true}' in config
 
 
+def test_validate_warns_for_each_authority_source_type_without_producers(owner_client, example):
+    text = editor_text(owner_client)
+    body = html.unescape(owner_client.post(EDIT, {"body": text, "action": "validate"}, **HTMX).content.decode())
+    assert "The policy is valid." in body and "3 warnings" in body
+    for source_type in ("system_policy", "user_request", "runtime_state"):
+        assert f"trust.producers.{source_type}" in body
+    bound = text.replace("trust:\n", "trust:\n  producers:\n    system_policy: [runtime/v1]\n"
+                         "    user_request: [research-agent/v2]\n    runtime_state: [runtime/v1]\n", 1)
+    body = html.unescape(owner_client.post(EDIT, {"body": bound, "action": "validate"}, **HTMX).content.decode())
+    assert "The policy is valid." in body and "trust.producers" not in body
+
+
 @pytest.mark.parametrize(("field", "old", "new"), [
     ("policy.revision", "revision: 4", "revision: 5"),
     ("policy.id", "id: source-research", "id: another-policy"),

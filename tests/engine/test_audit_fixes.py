@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 
-from .builders import base_items, excluded_record, item, policy, request, run, with_budget
+from ctxeng.engine import StoredArtifact
+
+from .builders import SCOPE, base_items, excluded_record, item, policy, request, run, sha, with_budget
 
 EV_REF = {"repo": "pi", "commit": "c0ffee", "path": "src/ev.ts", "lines": "1-20"}
 SUM_REF = {"repo": "pi", "commit": "c0ffee", "path": "src/ev.ts", "lines": "3-9"}
@@ -109,10 +111,15 @@ def test_an_open_item_is_not_carried_by_a_longer_id_that_contains_it():
 def test_exact_values_are_not_graded_passed_when_an_input_has_no_inline_content():
     """An input the engine holds no text for cannot show its errors were kept: not_applicable."""
     with_text = evidence("FAILED test_pairs - KeyError: call-7")
-    without = item("ev2", content_hash="sha256:" + "0" * 64, source_ref={**EV_REF, "path": "src/ev2.ts"}, artifact_ref={"artifact_id": "missing-art", "revision": 1})
-    del without["content"]  # re-injected by reference: the request carries no text for it
+    stored = StoredArtifact(artifact_id="ev2-art", revision=1, kind="evidence", content="ev2 as stored",
+                            content_hash=sha("ev2 as stored"), writer="agent/v1", scope=SCOPE)
+    without = item("ev2", content_hash=stored.content_hash, source_ref={**EV_REF, "path": "src/ev2.ts"},
+                   artifact_ref={"artifact_id": "ev2-art", "revision": 1}, producer="agent/v1")
+    del without["content"]  # re-injected by reference: the request carries no text for it (an admitted input)
     s = summary(content=GOOD + "\nFAILED test_pairs - KeyError: call-7", input_item_ids=["ev", "ev2"])
-    r = run(request(extra=[with_text, without, s]), preserving("exact_values_and_errors"))
+    r = run(request(extra=[with_text, without, s]), preserving("exact_values_and_errors"),
+            artifacts=lambda aid, rev: stored if aid == "ev2-art" else None)
+    assert "ev2" not in r.manifest.excluded_reasons()
     assert assertions(r)["exact_values_and_errors"] == "not_applicable"
     kept = run(request(extra=[with_text, summary(content=GOOD + "\nFAILED test_pairs - KeyError: call-7")]), preserving("exact_values_and_errors"))
     assert assertions(kept)["exact_values_and_errors"] == "passed"

@@ -189,6 +189,19 @@ def test_an_upgrade_record_must_name_a_mechanism_of_its_policy(example, tmp_path
     assert out.stderr.startswith("invalid: upgrades[0].mechanism: 'transforms.allowed.compress' is not a mechanism of this policy")
 
 
+def test_validate_policy_warns_on_stderr_for_each_authority_type_without_producers(example, tmp_path):
+    out = ctxeng("validate-policy", str(example / "policy.yaml"))
+    assert out.returncode == 0
+    warned = [line.split(":", 2)[1].strip() for line in out.stderr.splitlines() if line.startswith("warning:")]
+    assert warned == ["trust.producers.system_policy", "trust.producers.user_request", "trust.producers.runtime_state"]
+    body = yaml.safe_load((example / "policy.yaml").read_text())
+    body["expiry"]["on"] = body["expiry"].pop(True)
+    body["trust"]["producers"] = {"system_policy": ["runtime/v1"], "user_request": ["research-agent/v2"], "runtime_state": ["runtime/v1"]}
+    (tmp_path / "bound.json").write_text(json.dumps(body))
+    bound = ctxeng("validate-policy", str(tmp_path / "bound.json"))
+    assert bound.returncode == 0 and "warning" not in bound.stderr
+
+
 @pytest.mark.parametrize("name", ["request", "policy", "manifest"])
 def test_schema_prints_the_json_schema_of_each_wire_format(name):
     out = ctxeng("schema", name)

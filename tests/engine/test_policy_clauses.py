@@ -132,6 +132,10 @@ def test_a_policy_digest_is_sha256_over_the_canonical_json_of_the_filled_in_body
     parsed = parse_policy(policy())
     body = parsed.model_dump(mode="json")
     del body["policy"]["digest"]
+    # Clauses added after policies were published are left out while empty (issue 32), so older
+    # policies keep their digests.
+    assert body["admission"].pop("allow_incomplete") == [] and body["trust"].pop("producers") == {} and body.pop("stages") == {}
+    assert body.pop("upgrades") == []
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert policy_digest(parsed) == "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 

@@ -42,6 +42,7 @@ def candidate(item_id: str, kind: str, source_type: str, role: str, ref: dict, t
         "scope": SCOPE,
         "trust": trust,
         "intended_role": role,
+        "producer": "ctxeng.sdk",  # what the SDK records on every candidate (the starters' trust.producers)
     }
     out.update(fields)
     return out

@@ -138,3 +138,15 @@ def test_a_clause_the_engine_would_not_act_on_is_refused_by_path_and_nothing_is_
 def test_the_validate_endpoint_accepts_the_worked_example(editor_api, example_policy_body):
     response = editor_api.post("/api/v1/policies/validate/", example_policy_body, format="json")
     assert response.status_code == 200 and response.json()["valid"] is True
+
+
+AUTHORITY_TYPES = ["system_policy", "user_request", "runtime_state"]  # the worked example's authority source types
+
+
+def test_the_validate_endpoint_warns_for_each_authority_source_type_without_producers(editor_api, example_policy_body):
+    response = editor_api.post("/api/v1/policies/validate/", example_policy_body, format="json")
+    assert response.status_code == 200
+    assert [w.split(":", 1)[0] for w in response.json()["warnings"]] == [f"trust.producers.{t}" for t in AUTHORITY_TYPES]
+    bound = {**example_policy_body, "trust": {**example_policy_body["trust"], "producers": {t: ["runtime/v1"] for t in AUTHORITY_TYPES}}}
+    response = editor_api.post("/api/v1/policies/validate/", bound, format="json")
+    assert response.status_code == 200 and response.json()["warnings"] == []
