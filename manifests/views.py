@@ -20,11 +20,14 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from ctxeng.accounts.pages import SESSION_TENANT, dashboard_page
+from ctxeng.engine.source_limits import expand_numbers
 from ctxeng.engine.vocabulary import AcquisitionOutcome
+from ctxeng.regions import render_region
 
 from . import dashboard_selectors as sel
 from .models import AssemblyJob, JobStatus
@@ -187,6 +190,8 @@ def lineage_tree(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [build(root, frozenset({root["node_id"]})) for root in roots]
 
 
+# The objective of the source-limit reduction that keeps a log's failure lines (engine/source_limits.py).
+LOG_REDUCTION = "keep_failures_and_artifact_ref"
 INSPECTOR_PAGE_SIZE = 50
 PAYLOAD_PAGE_SIZE = 60
 MAX_QUERY = 200
@@ -461,7 +466,22 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
     # Tool pairs and transforms (with their excerpts) come from the document: this region asked.
     sections = sel.manifest_sections(manifest.pk, (section,))
     context = {"job": job, "manifest": manifest, **_section_context(sections, params)}
-    return render(request, _SECTION_PARTIALS[section], context)
+    return render_region(request, _SECTION_PARTIALS[section], context,
+                         title=f"{section.replace('_', ' ').capitalize()} of {_step_label(job)}",
+                         back_url=f"{reverse('assembly', args=[job.id])}#{section.replace('_', '-')}",
+                         back_label="the manifest")
+
+
+def _step_label(job: AssemblyJob) -> str:
+    return f"{job.run.run_id} / {job.step_id}"
+
+
+def _item_region(request: HttpRequest, job: AssemblyJob, item_id: str, template: str, context: dict[str, Any],
+                 what: str) -> HttpResponse:
+    """One of an item's regions of the inspector; opened directly, a page that links back to the item."""
+    return render_region(request, template, context, title=f"{item_id}: {what} ({_step_label(job)})",
+                         back_url=f"{reverse('assembly', args=[job.id])}?{QueryDict.fromkeys(['item'], item_id).urlencode()}",
+                         back_label="the item in the inspector")
 
 
 @require_GET
@@ -480,7 +500,9 @@ def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
     if request.GET.get("part") == "excerpts":
         transforms = [t for t in sel.manifest_sections(manifest.pk, ("transforms",)).get("transforms") or []
                       if t.get("output_item_id") == item_id or item_id in (t.get("input_item_ids") or [])]
-        return render(request, "manifests/partials/item_excerpts.html", {"job": job, "manifest": manifest, "transforms": transforms})
+        transforms = [{**t, "kept_context": _kept_lines_context(job, manifest, t)} for t in transforms]
+        return _item_region(request, job, item_id, "manifests/partials/item_excerpts.html",
+                            {"job": job, "manifest": manifest, "transforms": transforms}, "before and after its transforms")
     found = sel.item_record(manifest_id=manifest.pk, item_id=item_id) if manifest.sections is not None else None
     if found is not None:
         record = found[1]
@@ -489,7 +511,26 @@ def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
         record = next((r for d in ("included", "excluded") for r in sections.get(d) or [] if r.get("item_id") == item_id), None)
     if record is None:
         raise Http404("no such item")
-    return render(request, "manifests/partials/item_detail.html", {"job": job, "record": record, "body": sel.item_body(job, item_id)})
+    return _item_region(request, job, item_id, "manifests/partials/item_detail.html",
+                        {"job": job, "record": record, "body": sel.item_body(job, item_id)}, "the content as submitted")
+
+
+def _kept_lines_context(job: AssemblyJob, manifest: Any, transform: dict[str, Any]) -> list[list[dict[str, Any]]] | None:
+    """For a log cut to its failure lines: each kept line of the submitted log with the lines
+    around it and their numbers (the output's `source_ref.lines` names them), so a reviewer sees
+    what each failure line sat in. None for any other transform, or when the content is gone."""
+    inputs = transform.get("input_item_ids") or []
+    if not str(transform.get("objective") or "").startswith(LOG_REDUCTION) or len(inputs) != 1:
+        return None
+    output_id = transform.get("output_item_id") or ""
+    if manifest.sections is not None:
+        found = sel.item_record(manifest_id=manifest.pk, item_id=output_id)
+        record = found[1] if found else None
+    else:
+        sections = sel.manifest_sections(manifest.pk, ("included", "excluded"))
+        record = next((r for d in ("included", "excluded") for r in sections.get(d) or [] if r.get("item_id") == output_id), None)
+    numbers = expand_numbers(str(((record or {}).get("source_ref") or {}).get("lines") or "none"))
+    return sel.kept_lines_in_context(job, inputs[0], numbers) if numbers else None
 
 
 def _item_payload(request: HttpRequest, job: AssemblyJob, manifest: Any, item_id: str) -> HttpResponse:
@@ -505,8 +546,8 @@ def _item_payload(request: HttpRequest, job: AssemblyJob, manifest: Any, item_id
         pairs = sel.manifest_sections(manifest.pk, ("tool_pairs",)).get("tool_pairs") or []
     pair = next((p for p in pairs if p.get("result_item_id") == item_id), None)
     place = _payload_place(payload_rows(sel.provider_input(manifest.pk)), item_id, pair)
-    return render(request, "manifests/partials/item_payload.html",
-                  {"job": job, "item_id": item_id, "zone": record.get("zone"), "place": place})
+    return _item_region(request, job, item_id, "manifests/partials/item_payload.html",
+                        {"job": job, "item_id": item_id, "zone": record.get("zone"), "place": place}, "its place in the payload")
 
 
 @require_GET
@@ -524,9 +565,10 @@ def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
         "untrusted_count": sum(1 for row in rows if row["segment"]["untrusted"]),
         "focus": request.GET.get("item", ""),
     }
-    if request.headers.get("HX-Request"):
-        return render(request, "manifests/partials/serialized_input.html", context)
-    return render(request, "manifests/payload.html", context)
+    htmx = bool(request.headers.get("HX-Request"))
+    response = render(request, "manifests/partials/serialized_input.html" if htmx else "manifests/payload.html", context)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 # --------------------------------------------------------------------------- why excluded? / compare
