@@ -69,16 +69,28 @@ def _date(value: str) -> date | None:
         return None
 
 
+def _runs_filters(params: Any) -> tuple[dict[str, Any], list[str]]:
+    """The runs list's filters from the URL; a value that is not allowed is dropped, and said so."""
+    problems: list[str] = []
+    status = params.get("status", "")
+    if status and status not in JobStatus.values:
+        problems.append(f"Unknown status “{status[:60]}” (expected one of {', '.join(JobStatus.values)}): the status filter is off.")
+        status = ""
+    filters: dict[str, Any] = {"status": status, "policy": params.get("policy", "").strip()}
+    for name, label in (("since", "from"), ("until", "to")):
+        text = params.get(name, "").strip()
+        if text and _date(text) is None:
+            problems.append(f"“{text[:60]}” is not a date (YYYY-MM-DD): the “{label}” filter is off.")
+            text = ""
+        filters[name] = text
+    return filters, problems
+
+
 @require_GET
 @dashboard_page
 def runs(request: HttpRequest) -> HttpResponse:
     tenant = request.tenancy.current
-    filters = {
-        "status": request.GET.get("status", "") if request.GET.get("status") in JobStatus.values else "",
-        "policy": request.GET.get("policy", "").strip(),
-        "since": request.GET.get("since", "").strip(),
-        "until": request.GET.get("until", "").strip(),
-    }
+    filters, problems = _runs_filters(request.GET)
     if tenant is None:
         page, policies = page_of([], 1), []
     else:
@@ -86,7 +98,7 @@ def runs(request: HttpRequest) -> HttpResponse:
                              since=_date(filters["since"]), until=_date(filters["until"]))
         page, policies = page_of(rows, request.GET.get("page"), 50), sel.policy_ids_in(tenant)
     return render(request, "manifests/runs.html", {
-        "page": page, "filters": filters, "statuses": JobStatus.values, "policies": policies,
+        "page": page, "filters": filters, "statuses": JobStatus.values, "policies": policies, "problems": problems,
     })
 
 
@@ -579,13 +591,16 @@ def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
 def why(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     reason = request.GET.get("reason", "").strip()
-    decision = request.GET.get("decision", "excluded")
+    # Every decision by default: a reviewer asking "why" about an item does not yet know it was excluded.
+    decision = request.GET.get("decision", "")
+    problems = []
     if decision not in ("included", "excluded", ""):
-        decision = "excluded"
+        problems.append(f"Unknown decision “{decision[:60]}”: showing included and excluded items.")
+        decision = ""
     searched = bool(q or reason)
     rows = sel.item_search(tenant_ids=request.tenancy.tenant_ids, q=q, reason=reason, decision=decision) if searched else []
     return render(request, "manifests/why.html", {
-        "q": q, "reason": reason, "decision": decision, "searched": searched,
+        "q": q, "reason": reason, "decision": decision, "searched": searched, "problems": problems,
         "page": page_of(rows, request.GET.get("page"), 50), "reasons": sel.REASON_ORDER,
     })
 

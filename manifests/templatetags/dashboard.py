@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django import template
@@ -86,7 +86,7 @@ def _as_utc(value: Any) -> datetime | None:
         value = datetime(value.year, value.month, value.day)
     if not isinstance(value, datetime):
         return None
-    return (value if value.tzinfo else value.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
 
 
 @register.filter
