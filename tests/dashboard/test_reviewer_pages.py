@@ -13,7 +13,6 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
-import pytest
 from django.conf import settings
 from django.template.loader import render_to_string
 from rest_framework.authtoken.models import Token
