@@ -2,13 +2,17 @@
 viewport, a region URL opened directly as a full page whose long lines wrap, timestamps in the
 browser's zone when the user picks it, no page wider than a 390 px phone over a crawl of the
 worked example (with the nav folded behind "Menu"), Validate landing at the top of its panel, and
-the one-time token's copy button. Screenshots go to the test's temporary folder.
+the one-time token's copy button. Screenshots go to the test's temporary folder; `make
+screenshots` (CTXENG_SCREENSHOTS) also copies the README's two from here to docs/screenshots/.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections import deque
 from datetime import datetime, timedelta
+from pathlib import Path
 from urllib.parse import parse_qsl, urlparse
 
 import pytest
@@ -22,6 +26,19 @@ from policies.services import impact_preview_start
 from .test_browser import OUT_OF_VIEW_JS, _expected_texts
 
 pytestmark = pytest.mark.slow
+
+# The README's screenshots from this module (test_browser.py saves the other three).
+README_SHOTS = {"inspector-1280x720.png", "phone-run.png"}
+
+
+def screenshot(page, folder: Path, name: str) -> None:
+    """Save `name` in the test's folder, and a README one in CTXENG_SCREENSHOTS when that is set."""
+    page.screenshot(path=str(folder / name))
+    refresh = os.environ.get("CTXENG_SCREENSHOTS")
+    if refresh and name in README_SHOTS:
+        Path(refresh).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / name, Path(refresh) / name)
+
 
 CONTRACT_ITEMS = ["summary-checkpoint-19", "result-call-c", "plan-42-r4", "summary-lossy"]
 
@@ -61,6 +78,9 @@ def test_the_inspector_at_1280x720_keeps_an_items_story_in_the_first_viewport(si
             assert 0 <= box["top"] and box["bottom"] <= 720 and box["right"] <= 1280, (item_id, name, box)
         assert page.evaluate(OUT_OF_VIEW_JS, _expected_texts(document, item_id)) == [], item_id
         page.screenshot(path=str(tmp_path / f"inspector-{item_id}-1280x720.png"))
+    page.goto(f"{live_server.url}/assemblies/{job.id}/?item=result-call-c")
+    page.wait_for_selector("#item-excerpts .log-context")
+    screenshot(page, tmp_path, "inspector-1280x720.png")
     # the budget bar is one click away, and the page without a selected item opens with it
     assert not page.locator("#overview .budget-bar").is_visible()
     page.click("#overview summary")
@@ -209,7 +229,7 @@ def test_the_nav_folds_behind_menu_on_a_phone(signed_in, live_server, tmp_path):
     assert table.evaluate("t => { let e = t; while (e && e !== document.body) { const s = getComputedStyle(e);"
                           " if (e.scrollWidth > e.clientWidth && ['auto', 'scroll'].includes(s.overflowX)) return true;"
                           " e = e.parentElement; } return t.scrollWidth <= t.clientWidth; }")
-    page.screenshot(path=str(tmp_path / "phone-run.png"))
+    screenshot(page, tmp_path, "phone-run.png")
 
 
 def test_validate_lands_at_the_top_of_the_error_panel(signed_in, live_server, tmp_path):

@@ -18,6 +18,7 @@ from django.template.loader import render_to_string
 from rest_framework.authtoken.models import Token
 
 from ctxeng.accounts.models import Profile
+from ctxeng.accounts.time_display import SESSION_TIME_DISPLAY
 from manifests.examples import example_json
 from policies.dashboard_selectors import impact_summary
 
@@ -109,6 +110,7 @@ def test_the_time_display_is_a_setting_of_each_user(client, example):
     assert 'data-time-display="local"' in client.get("/runs/").content.decode()
     client.logout()
     client.login(username="owner", password=PASSWORD)  # a new session reads the profile
+    assert client.session[SESSION_TIME_DISPLAY] == "local"  # at login: no page has to query for it
     assert 'data-time-display="local"' in client.get("/runs/").content.decode()
     client.logout()
     client.login(username="reviewer", password=PASSWORD)
@@ -171,7 +173,7 @@ def test_the_impact_page_says_items_in_assemblies(owner_client, example, django_
 
 
 def test_a_flips_detail_is_never_cut_mid_word():
-    words = [f"reduce_candidates_{n}" for n in range(80)]
+    words = [f"reduce_cand_{n}" for n in range(10, 90)]  # 15 characters a word with its space: 140 falls mid-word
     flip = {"item_id": "web-a", "before": {"decision": "included", "reason": "x"},
             "after": {"decision": "excluded", "reason": "budget_evicted", "detail": " ".join(words)}}
     shown = re.search(r'<span class="muted">([^<]*)</span></td>\s*</tr>', render_to_string("manifests/partials/flips.html", {"flips": [flip]})).group(1)
