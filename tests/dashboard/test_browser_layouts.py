@@ -212,6 +212,8 @@ def test_the_nav_folds_behind_menu_on_a_phone(signed_in, live_server, tmp_path):
     page = open_page(390, 844)
     page.goto(f"{live_server.url}/assemblies/{example['ready'].id}/?item=result-call-c")
     assert not page.locator("nav.mainnav").is_visible()
+    # stacked, the selected item's story comes first, its list below
+    assert page.locator("#inspector").bounding_box()["y"] < page.locator("#items").bounding_box()["y"]
     page.screenshot(path=str(tmp_path / "phone-inspector.png"))
     page.click("label.nav-toggle-label")
     nav = page.locator("nav.mainnav")
