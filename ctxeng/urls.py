@@ -1,4 +1,4 @@
-"""Root URLs: the REST API under /api/v1/, its schema and docs, admin, health, and the dashboard pages."""
+"""Root URLs: the REST API under /api/v1/, its schema and docs, admin, health, the favicon, and the dashboard pages."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
@@ -11,6 +11,7 @@ from .csp import with_inline_styles
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("policies.urls")),
     path("api/v1/", include("manifests.urls")),

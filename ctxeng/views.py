@@ -1,4 +1,4 @@
-"""Site-wide views: the dashboard home page (recent runs, blocked assemblies), a health check, and the
+"""Site-wide views: the dashboard home page (recent runs, blocked assemblies), a health check, the favicon, and the
 404/403/500 handlers: JSON `{"errors": [...]}` under /api/, the styled pages (templates/404.html,
 403.html, 500.html, which load nothing inline and so render under the CSP) elsewhere. In DEBUG,
 ctxeng.error_pages routes to the same handlers instead of Django's technical pages."""
@@ -10,9 +10,10 @@ import sys
 
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.shortcuts import render
 from django.template import loader
+from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
 from ctxeng.accounts.pages import dashboard_page
@@ -33,6 +34,13 @@ def home(request: HttpRequest) -> HttpResponse:
             "blocked": dashboard_selectors.recent_jobs(tenant=tenant, status=JobStatus.BLOCKED, limit=10),
         }
     return render(request, "ctxeng/home.html", context)
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico on pages that name no icon (the API's JSON, Swagger UI): the
+    dashboard's icon (its static URL resolved per request, so it follows the hashed name)."""
+    return HttpResponsePermanentRedirect(static("ctxeng/favicon.svg"))
 
 
 def _is_api(request: HttpRequest) -> bool:

@@ -290,8 +290,8 @@ class ItemBody:
 BODY_LIMIT = 20_000
 
 
-def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
-    """The candidate as the agent submitted it (one query for the stored request)."""
+def _submitted(job: AssemblyJob, item_id: str) -> tuple[dict[str, Any], str | None, str | None] | None:
+    """(the candidate, its whole content, the artifact it was re-injected from) as submitted."""
     raw = job_request(job)
     candidate = next((c for c in raw.get("candidates", []) if c.get("item_id") == item_id), None)
     if candidate is None:
@@ -303,11 +303,46 @@ def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
         artifact = artifact_for_ref(tenant=job.tenant, artifact_id=ref.get("artifact_id"), revision=ref.get("revision"))
         from_artifact = f"{ref.get('artifact_id')}@{ref.get('revision')}"
         content = artifact_content(artifact) if artifact else None
+    return candidate, content, from_artifact
+
+
+def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
+    """The candidate as the agent submitted it (one query for the stored request)."""
+    submitted = _submitted(job, item_id)
+    if submitted is None:
+        return None
+    candidate, content, from_artifact = submitted
     total = len(content or "")
     shown = (content or "")[:BODY_LIMIT] if content is not None else None
     meta = {k: v for k, v in candidate.items() if k != "content"}
     return ItemBody(content=shown, truncated=total > BODY_LIMIT, total_chars=total, from_artifact=from_artifact,
                     candidate=meta)
+
+
+LINE_CONTEXT = 2  # lines shown before and after each kept line
+MAX_KEPT_LINES_SHOWN = 60
+
+
+def kept_lines_in_context(job: AssemblyJob, item_id: str, numbers: list[int],
+                          around: int = LINE_CONTEXT) -> list[list[dict[str, Any]]] | None:
+    """The submitted item's lines `numbers` (1-based) each with `around` lines either side, as
+    windows of {number, text, kept} (overlapping windows merged); None when the content is gone."""
+    submitted = _submitted(job, item_id)
+    if submitted is None or submitted[1] is None:
+        return None
+    lines = submitted[1].split("\n")
+    kept = {n for n in numbers[:MAX_KEPT_LINES_SHOWN] if 1 <= n <= len(lines)}
+    windows: list[list[dict[str, Any]]] = []
+    last = 0
+    for number in sorted(kept):
+        start, end = max(1, number - around), min(len(lines), number + around)
+        if windows and start <= last + 1:
+            start = last + 1
+        else:
+            windows.append([])
+        windows[-1].extend({"number": n, "text": lines[n - 1], "kept": n in kept} for n in range(start, end + 1))
+        last = max(last, end)
+    return windows
 
 
 def request_of(job: AssemblyJob):

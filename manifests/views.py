@@ -20,11 +20,14 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
 from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
 from ctxeng.accounts.pages import SESSION_TENANT, dashboard_page
+from ctxeng.engine.source_limits import expand_numbers
 from ctxeng.engine.vocabulary import AcquisitionOutcome
+from ctxeng.regions import render_region
 
 from . import dashboard_selectors as sel
 from .models import AssemblyJob, JobStatus
@@ -66,16 +69,28 @@ def _date(value: str) -> date | None:
         return None
 
 
+def _runs_filters(params: Any) -> tuple[dict[str, Any], list[str]]:
+    """The runs list's filters from the URL; a value that is not allowed is dropped, and said so."""
+    problems: list[str] = []
+    status = params.get("status", "")
+    if status and status not in JobStatus.values:
+        problems.append(f"Unknown status “{status[:60]}” (expected one of {', '.join(JobStatus.values)}): the status filter is off.")
+        status = ""
+    filters: dict[str, Any] = {"status": status, "policy": params.get("policy", "").strip()}
+    for name, label in (("since", "from"), ("until", "to")):
+        text = params.get(name, "").strip()
+        if text and _date(text) is None:
+            problems.append(f"“{text[:60]}” is not a date (YYYY-MM-DD): the “{label}” filter is off.")
+            text = ""
+        filters[name] = text
+    return filters, problems
+
+
 @require_GET
 @dashboard_page
 def runs(request: HttpRequest) -> HttpResponse:
     tenant = request.tenancy.current
-    filters = {
-        "status": request.GET.get("status", "") if request.GET.get("status") in JobStatus.values else "",
-        "policy": request.GET.get("policy", "").strip(),
-        "since": request.GET.get("since", "").strip(),
-        "until": request.GET.get("until", "").strip(),
-    }
+    filters, problems = _runs_filters(request.GET)
     if tenant is None:
         page, policies = page_of([], 1), []
     else:
@@ -83,7 +98,7 @@ def runs(request: HttpRequest) -> HttpResponse:
                              since=_date(filters["since"]), until=_date(filters["until"]))
         page, policies = page_of(rows, request.GET.get("page"), 50), sel.policy_ids_in(tenant)
     return render(request, "manifests/runs.html", {
-        "page": page, "filters": filters, "statuses": JobStatus.values, "policies": policies,
+        "page": page, "filters": filters, "statuses": JobStatus.values, "policies": policies, "problems": problems,
     })
 
 
@@ -187,6 +202,8 @@ def lineage_tree(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [build(root, frozenset({root["node_id"]})) for root in roots]
 
 
+# The objective of the source-limit reduction that keeps a log's failure lines (engine/source_limits.py).
+LOG_REDUCTION = "keep_failures_and_artifact_ref"
 INSPECTOR_PAGE_SIZE = 50
 PAYLOAD_PAGE_SIZE = 60
 MAX_QUERY = 200
@@ -461,7 +478,22 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
     # Tool pairs and transforms (with their excerpts) come from the document: this region asked.
     sections = sel.manifest_sections(manifest.pk, (section,))
     context = {"job": job, "manifest": manifest, **_section_context(sections, params)}
-    return render(request, _SECTION_PARTIALS[section], context)
+    return render_region(request, _SECTION_PARTIALS[section], context,
+                         title=f"{section.replace('_', ' ').capitalize()} of {_step_label(job)}",
+                         back_url=f"{reverse('assembly', args=[job.id])}#{section.replace('_', '-')}",
+                         back_label="the manifest")
+
+
+def _step_label(job: AssemblyJob) -> str:
+    return f"{job.run.run_id} / {job.step_id}"
+
+
+def _item_region(request: HttpRequest, job: AssemblyJob, item_id: str, template: str, context: dict[str, Any],
+                 what: str) -> HttpResponse:
+    """One of an item's regions of the inspector; opened directly, a page that links back to the item."""
+    return render_region(request, template, context, title=f"{item_id}: {what} ({_step_label(job)})",
+                         back_url=f"{reverse('assembly', args=[job.id])}?{QueryDict.fromkeys(['item'], item_id).urlencode()}",
+                         back_label="the item in the inspector")
 
 
 @require_GET
@@ -480,7 +512,9 @@ def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
     if request.GET.get("part") == "excerpts":
         transforms = [t for t in sel.manifest_sections(manifest.pk, ("transforms",)).get("transforms") or []
                       if t.get("output_item_id") == item_id or item_id in (t.get("input_item_ids") or [])]
-        return render(request, "manifests/partials/item_excerpts.html", {"job": job, "manifest": manifest, "transforms": transforms})
+        transforms = [{**t, "kept_context": _kept_lines_context(job, manifest, t)} for t in transforms]
+        return _item_region(request, job, item_id, "manifests/partials/item_excerpts.html",
+                            {"job": job, "manifest": manifest, "transforms": transforms}, "before and after its transforms")
     found = sel.item_record(manifest_id=manifest.pk, item_id=item_id) if manifest.sections is not None else None
     if found is not None:
         record = found[1]
@@ -489,7 +523,26 @@ def assembly_item(request: HttpRequest, job_id: str) -> HttpResponse:
         record = next((r for d in ("included", "excluded") for r in sections.get(d) or [] if r.get("item_id") == item_id), None)
     if record is None:
         raise Http404("no such item")
-    return render(request, "manifests/partials/item_detail.html", {"job": job, "record": record, "body": sel.item_body(job, item_id)})
+    return _item_region(request, job, item_id, "manifests/partials/item_detail.html",
+                        {"job": job, "record": record, "body": sel.item_body(job, item_id)}, "the content as submitted")
+
+
+def _kept_lines_context(job: AssemblyJob, manifest: Any, transform: dict[str, Any]) -> list[list[dict[str, Any]]] | None:
+    """For a log cut to its failure lines: each kept line of the submitted log with the lines
+    around it and their numbers (the output's `source_ref.lines` names them), so a reviewer sees
+    what each failure line sat in. None for any other transform, or when the content is gone."""
+    inputs = transform.get("input_item_ids") or []
+    if not str(transform.get("objective") or "").startswith(LOG_REDUCTION) or len(inputs) != 1:
+        return None
+    output_id = transform.get("output_item_id") or ""
+    if manifest.sections is not None:
+        found = sel.item_record(manifest_id=manifest.pk, item_id=output_id)
+        record = found[1] if found else None
+    else:
+        sections = sel.manifest_sections(manifest.pk, ("included", "excluded"))
+        record = next((r for d in ("included", "excluded") for r in sections.get(d) or [] if r.get("item_id") == output_id), None)
+    numbers = expand_numbers(str(((record or {}).get("source_ref") or {}).get("lines") or "none"))
+    return sel.kept_lines_in_context(job, inputs[0], numbers) if numbers else None
 
 
 def _item_payload(request: HttpRequest, job: AssemblyJob, manifest: Any, item_id: str) -> HttpResponse:
@@ -505,8 +558,8 @@ def _item_payload(request: HttpRequest, job: AssemblyJob, manifest: Any, item_id
         pairs = sel.manifest_sections(manifest.pk, ("tool_pairs",)).get("tool_pairs") or []
     pair = next((p for p in pairs if p.get("result_item_id") == item_id), None)
     place = _payload_place(payload_rows(sel.provider_input(manifest.pk)), item_id, pair)
-    return render(request, "manifests/partials/item_payload.html",
-                  {"job": job, "item_id": item_id, "zone": record.get("zone"), "place": place})
+    return _item_region(request, job, item_id, "manifests/partials/item_payload.html",
+                        {"job": job, "item_id": item_id, "zone": record.get("zone"), "place": place}, "its place in the payload")
 
 
 @require_GET
@@ -524,9 +577,10 @@ def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
         "untrusted_count": sum(1 for row in rows if row["segment"]["untrusted"]),
         "focus": request.GET.get("item", ""),
     }
-    if request.headers.get("HX-Request"):
-        return render(request, "manifests/partials/serialized_input.html", context)
-    return render(request, "manifests/payload.html", context)
+    htmx = bool(request.headers.get("HX-Request"))
+    response = render(request, "manifests/partials/serialized_input.html" if htmx else "manifests/payload.html", context)
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 # --------------------------------------------------------------------------- why excluded? / compare
@@ -537,13 +591,16 @@ def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
 def why(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     reason = request.GET.get("reason", "").strip()
-    decision = request.GET.get("decision", "excluded")
+    # Every decision by default: a reviewer asking "why" about an item does not yet know it was excluded.
+    decision = request.GET.get("decision", "")
+    problems = []
     if decision not in ("included", "excluded", ""):
-        decision = "excluded"
+        problems.append(f"Unknown decision “{decision[:60]}”: showing included and excluded items.")
+        decision = ""
     searched = bool(q or reason)
     rows = sel.item_search(tenant_ids=request.tenancy.tenant_ids, q=q, reason=reason, decision=decision) if searched else []
     return render(request, "manifests/why.html", {
-        "q": q, "reason": reason, "decision": decision, "searched": searched,
+        "q": q, "reason": reason, "decision": decision, "searched": searched, "problems": problems,
         "page": page_of(rows, request.GET.get("page"), 50), "reasons": sel.REASON_ORDER,
     })
 

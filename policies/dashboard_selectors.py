@@ -309,6 +309,8 @@ def impact_row(job: AssemblyJob, draft, *, addressed: dict[str, Any] | None = No
     partitions = [p for p in full["partitions"] if _partition_changed(p)]
     comparison = {
         "flips": full["flips"][:IMPACT_FLIPS_SHOWN], "flip_count": len(full["flips"]),
+        # Every flipped id (not only the flips shown): the summary counts an item once across assemblies.
+        "flipped_item_ids": [flip["item_id"] for flip in full["flips"]],
         "partitions": partitions, "partitions_unchanged": len(full["partitions"]) - len(partitions),
         "status_a": full["status_a"], "status_b": full["status_b"],
         "blocked_reason_b": full["blocked_reason_b"],
@@ -328,15 +330,27 @@ def impact_row(job: AssemblyJob, draft, *, addressed: dict[str, Any] | None = No
     }
 
 
+def _flipped_ids(comparison: dict[str, Any]) -> list[str]:
+    """The ids of the items that flipped; a row stored before the full list was kept has only the shown flips."""
+    return comparison.get("flipped_item_ids") or [flip["item_id"] for flip in comparison["flips"]]
+
+
 def impact_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Totals over the replayed rows. An item that flips in two assemblies is one item flipping in
+    two assemblies: `flipped_items` counts distinct item ids, `flip_assemblies` the assemblies with
+    a flip (`flipped_items_at_least` when an old row kept only the flips it shows)."""
     addressed = [r["addressed"] for r in rows if r.get("addressed")]
+    compared = [r["comparison"] for r in rows if r["comparison"]]
+    flipped = {item_id for c in compared for item_id in _flipped_ids(c)}
     return {
         "rows": rows,
         "addressed": len(addressed),
         "failures_gone": sum(1 for a in addressed if a["failure_gone"] is True),
         "failures_remaining": sum(1 for a in addressed if a["failure_gone"] is False),
         "replayed": len(rows),
-        "flipped_items": sum(r["comparison"]["flip_count"] for r in rows if r["comparison"]),
+        "flipped_items": len(flipped),
+        "flipped_items_at_least": any(len(_flipped_ids(c)) < c["flip_count"] for c in compared),
+        "flip_assemblies": sum(1 for c in compared if c["flip_count"]),
         "becoming_blocked": sum(1 for r in rows if r.get("becomes_blocked")),
         "becoming_ready": sum(1 for r in rows if r.get("becomes_ready")),
         "errors": sum(1 for r in rows if r["error"]),

@@ -29,6 +29,7 @@ from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.upgrades import missing_records
 from ctxeng.errors import ServiceError
+from ctxeng.regions import render_region
 from manifests.models import Immutable
 
 from . import dashboard_selectors as sel
@@ -268,8 +269,13 @@ def revision_impact_preview(request: HttpRequest, policy_id: str, revision: int,
     preview = sel.preview_get(rev, preview_id)
     if preview is None:
         raise Http404("impact preview not found")
-    return render(request, "policies/partials/impact_preview.html",
-                  _impact_context(request, policy, rev, preview, from_editor=_from_editor(request)))
+    from_editor = _from_editor(request)
+    page = "policy-revision-edit" if from_editor else "policy-revision-impact"
+    return render_region(request, "policies/partials/impact_preview.html",
+                         _impact_context(request, policy, rev, preview, from_editor=from_editor),
+                         title=f"Impact preview of {policy.policy_id} revision {rev.revision}",
+                         back_url=reverse(page, args=[policy.policy_id, rev.revision]) + "#impact",
+                         back_label="the revision's page")
 
 
 @require_POST

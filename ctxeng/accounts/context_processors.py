@@ -1,14 +1,20 @@
 """Template context for every page: whether the user administers the tenant the page acts in
-(the People link). Reads `request.tenancy`, which dashboard pages set; no query of its own."""
+(the People link; reads `request.tenancy`, which dashboard pages set; no query of its own), and
+how the user wants timestamps shown (from the session: ctxeng.accounts.time_display)."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest
 
 from .models import Role
+from .time_display import time_display_for
 
 
 def people_link(request: HttpRequest) -> dict[str, bool]:
     tenancy = getattr(request, "tenancy", None)
     current = getattr(tenancy, "current", None)
     return {"tenancy_admin": bool(current is not None and tenancy.has_role(current, Role.ADMIN))}
+
+
+def time_display(request: HttpRequest) -> dict[str, str]:
+    return {"time_display": time_display_for(request)}

@@ -49,3 +49,20 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} in {self.tenant} as {self.role}"
+
+
+class TimeDisplay(models.TextChoices):
+    """How the dashboard shows a timestamp: in UTC (the default), or in the browser's own zone."""
+
+    UTC = "utc"
+    LOCAL = "local"
+
+
+class Profile(models.Model):
+    """A user's dashboard settings (one row per user, made on the first change)."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="dashboard_profile")
+    time_display = models.CharField(max_length=8, choices=TimeDisplay.choices, default=TimeDisplay.UTC)
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.time_display})"

@@ -18,7 +18,7 @@ from ctxeng.audit.models import AuditAction, AuditEvent
 from ctxeng.engine.hashing import sha256_text
 from ctxeng.errors import Forbidden
 
-from .models import Membership, Role, Tenant
+from .models import Membership, Profile, Role, Tenant, TimeDisplay
 
 PEOPLE_ACTIONS = (
     AuditAction.USER_CREATED, AuditAction.MEMBERSHIP_GRANTED, AuditAction.MEMBERSHIP_REVOKED,
@@ -162,3 +162,11 @@ def member_get(tenant: Tenant, user_id: int) -> AbstractBaseUser | None:
 def people_events(tenant: Tenant, *, limit: int = 50) -> list[AuditEvent]:
     return list(AuditEvent.objects.filter(tenant=tenant, action__in=PEOPLE_ACTIONS)
                 .select_related("actor").order_by("-created_at", "-id")[:limit])
+
+
+def time_display_of(user: AbstractBaseUser) -> str:
+    """How this user's pages show timestamps (TimeDisplay); UTC until they pick otherwise."""
+    if not user.is_authenticated:
+        return TimeDisplay.UTC
+    chosen = Profile.objects.filter(user=user).values_list("time_display", flat=True).first()
+    return chosen or TimeDisplay.UTC

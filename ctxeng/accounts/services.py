@@ -22,9 +22,9 @@ from rest_framework.authtoken.models import Token
 
 from ctxeng.audit.models import AuditAction
 from ctxeng.audit.services import audit_record
-from ctxeng.errors import BadReference, Conflict, Forbidden, NotFound
+from ctxeng.errors import BadReference, Conflict, Forbidden, NotFound, ServiceError
 
-from .models import Membership, Role, Tenant
+from .models import Membership, Profile, Role, Tenant, TimeDisplay
 from .selectors import account_managed_by, tenants_for, token_fingerprint
 
 # --------------------------------------------------------------------------- management commands
@@ -213,3 +213,14 @@ def person_token_issue(*, tenant: Tenant, user: AbstractBaseUser, actor: Abstrac
 def person_token_revoke(*, tenant: Tenant, user: AbstractBaseUser, actor: AbstractBaseUser) -> Token:
     _require_managed(actor, user, "API token")
     return token_revoke(username=user.get_username(), actor=actor)
+
+
+# --------------------------------------------------------------------------- the user's own settings
+
+
+def profile_time_display_set(*, user: AbstractBaseUser, time_display: str) -> Profile:
+    """Show this user's timestamps in UTC or in their browser's zone (a setting of their own)."""
+    if time_display not in TimeDisplay.values:
+        raise ServiceError(f"time_display: expected one of {', '.join(TimeDisplay.values)}, got {time_display[:40]!r}")
+    profile, _ = Profile.objects.update_or_create(user=user, defaults={"time_display": time_display})
+    return profile

@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
 from ctxeng.errors import ServiceError
@@ -25,6 +26,7 @@ from ctxeng.errors import ServiceError
 from . import selectors, services
 from .models import Role, Tenant
 from .pages import dashboard_page
+from .time_display import remember
 
 
 def _admin_tenant(request: HttpRequest) -> Tenant:
@@ -152,3 +154,18 @@ class SetPasswordView(auth_views.PasswordResetConfirmView):
         response = super().form_valid(form)
         messages.success(self.request, "Your password is set; log in with it.")
         return response
+
+
+@require_POST
+@dashboard_page
+def time_display_set(request: HttpRequest) -> HttpResponse:
+    """The user's choice of how timestamps show (UTC or the browser's zone); back to the page it came from."""
+    try:
+        profile = services.profile_time_display_set(user=request.user, time_display=request.POST.get("time_display", ""))
+        remember(request, profile.time_display)
+    except ServiceError as exc:
+        messages.error(request, str(exc))
+    target = request.POST.get("next") or "/"
+    if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        target = "/"
+    return HttpResponseRedirect(target)

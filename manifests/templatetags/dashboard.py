@@ -1,4 +1,5 @@
-"""Formatting for the dashboard templates: hashes, anchors, badges, query strings, budget geometry.
+"""Formatting for the dashboard templates: hashes, anchors, badges, timestamps, query strings,
+budget geometry.
 
 Tags and filters here only format what the view passed in; none of them queries the database.
 Every string they build goes through Django's escaping (format_html or autoescape), so untrusted
@@ -9,9 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import UTC, date, datetime
 from typing import Any
 
 from django import template
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 register = template.Library()
 
@@ -67,6 +71,34 @@ def tone(value: Any) -> str:
     if word in _WARN:
         return "warn"
     return "muted"
+
+
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+def _as_utc(value: Any) -> datetime | None:
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    elif isinstance(value, date) and not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if not isinstance(value, datetime):
+        return None
+    return (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC)
+
+
+@register.filter
+def when(value: Any) -> SafeString | str:
+    """A timestamp as `<time>`, one format everywhere: `2026-12-02 03:36:39 UTC`, the zone named.
+    The machine-readable `datetime` is UTC (ISO 8601 with Z); static/ctxeng/local-time.js rewrites
+    the text into the browser's zone when the user chose that. Anything else passes through."""
+    moment = _as_utc(value)
+    if moment is None:
+        return "" if value in (None, "") else str(value)
+    return format_html('<time datetime="{}" title="{} UTC">{} UTC</time>', moment.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       moment.strftime(TIME_FORMAT), moment.strftime(TIME_FORMAT))
 
 
 @register.filter

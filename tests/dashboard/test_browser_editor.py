@@ -45,7 +45,10 @@ def test_validate_shows_the_errors_of_bad_yaml(open_page, live_server, tmp_path)
     page.fill("#policy-body", text)
     page.click("button[value=validate]")
     page.wait_for_selector("#validation p.ok")
-    assert page.locator("#validation").inner_text().strip().endswith("The policy is valid.")
+    assert page.locator("#validation p.ok").inner_text().strip() == "The policy is valid."
+    assert page.locator("#validation .field-errors").count() == 0
+    # the worked example binds no producers: valid, with a warning per authority source type
+    assert page.locator("#validation .field-warnings li").count() == 3
     # any other failed request says so instead of doing nothing (static/ctxeng/request-errors.js)
     assert page.locator("#request-error").is_hidden()
     page.evaluate("htmx.ajax('GET', '/policies/source-research/revisions/99/edit/', '#validation')")
