@@ -41,7 +41,7 @@ from django.db.models import (
 from django.db.models.aggregates import Avg, Sum
 from django.db.models.expressions import ExpressionWrapper, Window
 from django.db.models.fields import FloatField
-from django.db.models.fields.json import KT
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Abs, Cast, NullIf, RowNumber
 
 from ctxeng.accounts.models import Tenant
@@ -944,23 +944,27 @@ def usage_reports_latest(*, tenant: Tenant) -> QuerySet[UsageReport]:
 
 # --------------------------------------------------------------------------- what is eating the window
 
-# An item's *source*, read from its source_ref: the tool that produced it, else the repository it
-# came from, else the host of its URL (`tool:`, `repo:`, `host:`), or `none` when it names none
-# of these. The SQL filter (`_source_q`) and the Python reading (`source_key_of`) agree on it, the
+# An item's *source*, read from its source_ref: the tool that produced it (`tool_name`, as the SDK
+# writes it, or `tool`), else the repository it came from (`repo`), else the host of its `url`
+# (`tool:`, `repo:`, `host:`), or `none` when it names none of these. The SQL filter (`_source_q`) and the Python reading (`source_key_of`) agree on it, the
 # host included: the regular expressions below are the same on both sides (SQLite's REGEXP is
 # Python's `re`; PostgreSQL's `~*` reads them alike).
 SOURCE_KINDS = {"tool": "tool", "repo": "repository", "host": "URL host"}
 _URL_HOST = re.compile(r"^[a-z][a-z0-9+.-]*://(?:[^/?#@]*@)?([^/?#:@]+)", re.IGNORECASE)
 _URL_WITH_HOST_SQL = r"^[a-z][a-z0-9+.-]*://([^/?#@]*@)?[^/?#:@]+"
-_REF_KEYS = {"ref_tool": KT("entry__source_ref__tool_name"), "ref_repo": KT("entry__source_ref__repo"),
-             "ref_url": KT("entry__source_ref__url")}
+# As text columns: a bare key transform would compare as JSON (`= 'pi'` is not JSON on SQLite).
+_REF_KEYS = {f"ref_{key}": Cast(KeyTextTransform(key, "entry__source_ref"), TextField())
+             for key in ("tool_name", "tool", "repo", "url")}
+_REF_COLUMNS = tuple(_REF_KEYS)
 WINDOW_DIMENSIONS = {"source": "source", "source_type": "source type", "kind": "kind", "partition": "partition"}
 LARGEST_SHOWN = 20
 RUN_WINDOW_ROWS = 20
 
 
-def source_key(tool: Any, repo: Any, url: Any) -> str:
-    """`tool:<name>`, `repo:<name>`, `host:<host>` or `none`, from the three source_ref fields."""
+def source_key(tool_name: Any, tool: Any, repo: Any, url: Any) -> str:
+    """`tool:<name>`, `repo:<name>`, `host:<host>` or `none`, from the source_ref fields."""
+    if tool_name not in (None, ""):
+        return f"tool:{tool_name}"
     if tool not in (None, ""):
         return f"tool:{tool}"
     if repo not in (None, ""):
@@ -972,7 +976,7 @@ def source_key(tool: Any, repo: Any, url: Any) -> str:
 def source_key_of(source_ref: Any) -> tuple[str, str]:
     """(key, label) of a source_ref dict (see `source_key`)."""
     ref = source_ref if isinstance(source_ref, dict) else {}
-    key = source_key(ref.get("tool_name"), ref.get("repo"), ref.get("url"))
+    key = source_key(*(ref.get(name) for name in ("tool_name", "tool", "repo", "url")))
     return key, source_label(key)
 
 
@@ -993,11 +997,12 @@ def _absent(name: str) -> Q:
 def _source_q(key: str) -> Q:
     """The rows (annotated with `_REF_KEYS`) whose `source_key` is `key`."""
     kind, _, name = key.partition(":")
+    no_tool = _absent("ref_tool_name") & _absent("ref_tool")
     if kind == "tool":
-        return Q(ref_tool=name)
+        return Q(ref_tool_name=name) | (_absent("ref_tool_name") & Q(ref_tool=name))
     if kind == "repo":
-        return _absent("ref_tool") & Q(ref_repo=name)
-    no_tool_or_repo = _absent("ref_tool") & _absent("ref_repo")
+        return no_tool & Q(ref_repo=name)
+    no_tool_or_repo = no_tool & _absent("ref_repo")
     if kind == "host":
         return no_tool_or_repo & Q(ref_url__iregex=rf"^[a-z][a-z0-9+.-]*://([^/?#@]*@)?{re.escape(name)}([:/?#@]|$)")
     return no_tool_or_repo & (Q(ref_url__isnull=True) | ~Q(ref_url__iregex=_URL_WITH_HOST_SQL))
@@ -1049,11 +1054,11 @@ def window_of(manifest_id: int) -> dict[str, list[WindowRow]]:
     its item rows (the groups are the distinct sources, not the items), rolled up here."""
     groups = (
         ManifestItem.objects.filter(manifest_id=manifest_id).annotate(**_REF_KEYS)
-        .values("decision", "source_type", "kind", "partition", "ref_tool", "ref_repo", "ref_url")
+        .values("decision", "source_type", "kind", "partition", *_REF_COLUMNS)
         .annotate(token_sum=Sum("tokens"), items=Count("id")).order_by()
     )
     return _window_rollup([
-        ({**row, "source": source_key(row["ref_tool"], row["ref_repo"], row["ref_url"])}, row["token_sum"] or 0, row["items"])
+        ({**row, "source": source_key(*(row[name] for name in _REF_COLUMNS))}, row["token_sum"] or 0, row["items"])
         for row in groups
     ])
 
@@ -1074,10 +1079,10 @@ def largest_items(manifest_id: int, limit: int = LARGEST_SHOWN) -> list[dict[str
     rows = list(
         ManifestItem.objects.filter(manifest_id=manifest_id, decision=Decision.INCLUDED).annotate(**_REF_KEYS)
         .order_by(F("tokens").desc(nulls_last=True), "position")
-        .values("item_id", "kind", "source_type", "partition", "tokens", "ref_tool", "ref_repo", "ref_url")[:limit]
+        .values("item_id", "kind", "source_type", "partition", "tokens", *_REF_COLUMNS)[:limit]
     )
     for row in rows:
-        row["source"] = source_label(source_key(row["ref_tool"], row["ref_repo"], row["ref_url"]))
+        row["source"] = source_label(source_key(*(row[name] for name in _REF_COLUMNS)))
     return rows
 
 
@@ -1111,7 +1116,7 @@ def run_window(steps: list[AssemblyJob], *, dimension: str, sort: str = "latest"
     and how many there were."""
     if not steps:
         return [], 0
-    columns = ("source_type", "kind", "partition", "ref_tool", "ref_repo", "ref_url")
+    columns = ("source_type", "kind", "partition", *_REF_COLUMNS)
     groups = (
         ManifestItem.objects.filter(manifest__job__run_id=steps[0].run_id, decision=Decision.INCLUDED)
         .annotate(**_REF_KEYS).values("manifest__job_id", *columns)
@@ -1120,7 +1125,7 @@ def run_window(steps: list[AssemblyJob], *, dimension: str, sort: str = "latest"
     column_of = {job.pk: index for index, job in enumerate(steps)}
     rows: dict[str, RunWindowRow] = {}
     for group in groups:
-        key = (source_key(group["ref_tool"], group["ref_repo"], group["ref_url"]) if dimension == "source"
+        key = (source_key(*(group[name] for name in _REF_COLUMNS)) if dimension == "source"
                else group[dimension] or "")
         label = source_label(key) if dimension == "source" else (key or "no partition")
         row = rows.setdefault(key, RunWindowRow(key=key, label=label, tokens=[None] * len(steps)))
