@@ -6,7 +6,8 @@ reads only the user's tenants) and hand the rows here; nothing here queries.
 CSV is written by the csv module (RFC 4180 quoting: a cell with a comma, quote or line break is
 quoted, quotes doubled) and is safe to open in a spreadsheet: a text cell that starts with `=`,
 `+`, `-`, `@`, a tab or a carriage return would be read as a formula (CSV injection, OWASP), so
-it is prefixed with `'`. Numbers stay numbers. Dicts and lists are written as compact JSON.
+it is prefixed with `'`. Numbers stay numbers. Dicts and lists are written as compact JSON, times
+as ISO 8601 in UTC (`…Z`) in both formats.
 Row exports stream (StreamingHttpResponse), so a long run or a wide search is never held whole.
 """
 
@@ -16,7 +17,7 @@ import csv
 import json
 import re
 from collections.abc import Iterable, Iterator
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
@@ -35,11 +36,16 @@ def csv_cell(value: Any) -> Any:
     if isinstance(value, int | float):
         return value
     if isinstance(value, datetime):
-        value = value.isoformat()
+        value = utc_text(value)
     elif isinstance(value, dict | list):
         value = json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
     text = str(value)
     return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
+def utc_text(moment: datetime) -> str:
+    """A time as both formats write it: ISO 8601 in UTC, to the microsecond, `Z` for the zone."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 class _Line:
@@ -82,7 +88,8 @@ def rows_response(fmt: str, *, filename: str, columns: list[str], rows: Iterable
     if fmt == "csv":
         response = StreamingHttpResponse(csv_lines(columns, rows), content_type="text/csv; charset=utf-8")
     else:
-        chosen = ({name: row.get(name) for name in columns} for row in rows)
+        chosen = ({name: utc_text(value) if isinstance(value, datetime) else value
+                   for name, value in ((name, row.get(name)) for name in columns)} for row in rows)
         response = StreamingHttpResponse(json_lines(head, "rows", chosen), content_type="application/json; charset=utf-8")
     return attachment(response, f"{filename}.{fmt}")
 
