@@ -11,6 +11,11 @@ from the content store by their digests. The stored request (item bodies), the p
 and transform excerpts load only for the one item or region that asks. A manifest without
 `sections` (written directly by a test) is read the old way: the sections it shows read from the
 document's skeleton, named section by named section.
+
+The window view ("what is eating the window") is GROUP BY queries over the same item rows: tokens
+by source (tool, repository, URL host, read from the decision's source_ref), source type, kind and
+partition, for one manifest or for every step of a run; the groups are the distinct sources, so
+the query count never grows with the items.
 """
 
 from __future__ import annotations

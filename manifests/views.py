@@ -1,5 +1,6 @@
-"""Reviewer pages: runs and a run's item timeline, the manifest inspector and its partials,
-the payload view, search, compare.
+"""Reviewer pages: runs and a run's item timeline (with its window by step and the compare
+picker), the manifest inspector and its partials, the window tab, the payload view, search,
+compare by run and step, and downloads (JSON documents; CSV and JSON rows, manifests.exports).
 
 Views are thin: resolve the acting user's tenancy, call a dashboard selector, render. Objects
 outside the user's tenants are 404. The manifest page is an inspector: an overview band, a list of

@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.db import connection
 from django.db.models import QuerySet
+from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from bench import workload
@@ -215,3 +216,13 @@ def test_the_run_page_shows_which_sources_grow_step_by_step(owner_client, exampl
     assert cells == [str(t) for t in per_step]
     assert f'<td class="num growth">+{per_step[2] - per_step[0]}</td>' in first_row
     assert f'href="/assemblies/{jobs[-1].id}/?source=repo%3Agrowing&amp;sort=tokens"' in first_row
+
+
+def test_a_blocked_assembly_has_a_window_and_another_tenant_sees_none(owner_client, example):
+    blocked = example["blocked"]
+    body = owner_client.get(f"/assemblies/{blocked.id}/window/").content.decode()
+    assert _table(body, "source")  # its excluded and included items, as the sealed lists hold them
+    outsider = Client()
+    outsider.force_login(example["outsider"])
+    assert outsider.get(f"/assemblies/{blocked.id}/window/").status_code == 404
+    assert outsider.get(f"/assemblies/{example['ready'].id}/?source=repo:pi&sort=tokens").status_code == 404
