@@ -37,9 +37,10 @@ from ctxeng.engine.limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME
 from ctxeng.errors import Conflict, Forbidden
 from ctxeng.rest import ApiError, read_json, read_model
 from ctxeng.telemetry import traceparent_header
+from policies.models import RevisionStatus
 
 from . import selectors, services
-from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest, UsageReport
+from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest
 
 
 def assembly_html_url(job: AssemblyJob) -> str:
@@ -63,10 +64,19 @@ class _Out(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class PolicyRevisionState(StrEnum):
+    PUBLISHED = "published"
+    RETIRED = "retired"
+
+
 class AssemblyPolicyOut(_Out):
     id: str
     revision: int
     digest: str
+    status: PolicyRevisionState = Field(description="the revision's status now: `retired` once a later revision of the "
+                                                    "policy was published (an assembly may still be pinned to it)")
+    current: bool = Field(description="false when the assembly ran under a revision that is no longer the policy's "
+                                      "published one (the dashboard marks it `retired revision`)")
 
 
 class AssemblyJobOut(_Out):
@@ -241,7 +251,8 @@ def job_json(job: AssemblyJob) -> dict[str, Any]:
         "run_id": job.run.run_id,
         "step_id": job.step_id,
         "tenant": job.tenant.slug,
-        "policy": {"id": revision.policy.policy_id, "revision": revision.revision, "digest": revision.digest},
+        "policy": {"id": revision.policy.policy_id, "revision": revision.revision, "digest": revision.digest,
+                   "status": revision.status, "current": revision.status == RevisionStatus.PUBLISHED},
         "url": reverse("api-assembly", args=[job.id]),
         "html_url": assembly_html_url(job),
         "run_html_url": run_html_url(job.run.run_id),
@@ -265,15 +276,6 @@ INCLUDE = OpenApiParameter(
     "include", {"type": "array", "items": {"type": "string", "enum": list(INCLUDABLE)}}, explode=False,
     description="documents to add to a final job: `manifest` (as GET manifest/ serves it) and `input` "
                 "(as GET input/ serves it; null when blocked or purged), e.g. `include=manifest,input`")
-
-
-def _served_manifest(manifest: Manifest) -> dict[str, Any]:
-    document = selectors.manifest_document(manifest)
-    usage = UsageReport.objects.filter(manifest=manifest).only("input_tokens").first()
-    if usage is not None and isinstance(document.get("budget"), dict):
-        # The sealed row never changes; the served copy carries the provider's reported count.
-        document = {**document, "budget": {**document["budget"], "actual_input_tokens": usage.input_tokens}}
-    return document
 
 
 def _sealed_manifest(job: AssemblyJob) -> Manifest:
@@ -350,7 +352,7 @@ class AssemblyDetailApi(APIView):
         body = job_json(job)
         manifest = selectors.job_manifest(job) if include and job.is_final else None
         if "manifest" in include:
-            body["manifest"] = _served_manifest(manifest) if manifest else None
+            body["manifest"] = selectors.manifest_as_served(manifest) if manifest else None
         if "input" in include:
             readable = manifest is not None and manifest.content_purged_at is None
             body["input"] = selectors.manifest_payload(manifest) if readable else None
@@ -361,7 +363,7 @@ class AssemblyManifestApi(APIView):
     @extend_schema(parameters=[JOB_ID], responses={200: ContextAssemblyManifest, 409: OpenApiTypes.OBJECT},
                    summary="The sealed manifest", operation_id="assemblies_manifest")
     def get(self, request: Request, job_id: str) -> Response:
-        return Response(_served_manifest(_sealed_manifest(selectors.job_get(request.user, job_id))))
+        return Response(selectors.manifest_as_served(_sealed_manifest(selectors.job_get(request.user, job_id))))
 
 
 class AssemblyInputApi(APIView):

@@ -11,11 +11,17 @@ from the content store by their digests. The stored request (item bodies), the p
 and transform excerpts load only for the one item or region that asks. A manifest without
 `sections` (written directly by a test) is read the old way: the sections it shows read from the
 document's skeleton, named section by named section.
+
+The window view ("what is eating the window") is GROUP BY queries over the same item rows: tokens
+by source (tool, repository, URL host, read from the decision's source_ref), source type, kind and
+partition, for one manifest or for every step of a run; the groups are the distinct sources, so
+the query count never grows with the items.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from bisect import bisect_left
 from collections import Counter
@@ -40,6 +46,7 @@ from django.db.models import (
 from django.db.models.aggregates import Avg, Sum
 from django.db.models.expressions import ExpressionWrapper, Window
 from django.db.models.fields import FloatField
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Abs, Cast, NullIf, RowNumber
 
 from ctxeng.accounts.models import Tenant
@@ -55,6 +62,7 @@ from .selectors import (
     artifact_content,
     artifact_for_ref,
     job_request,
+    manifest_as_served,
     manifest_document,
     manifest_payload,
 )
@@ -557,20 +565,31 @@ ITEM_GROUPS = ("reason", "partition", "zone", "none")
 ITEM_DECISIONS = ("included", "excluded")
 
 
+ITEM_SORTS = ("", "tokens")
+
+
 @dataclass(frozen=True)
 class ItemFilter:
-    """The inspector list's filters, as the URL states them (already validated by the view)."""
+    """The inspector list's filters, as the URL states them (already validated by the view).
+
+    `kind`, `source_type` and `source` (a `source_key`: `repo:…`, `host:…`, `tool:…` or `none`)
+    are the window view's rows; `sort="tokens"` lists the largest items first, ungrouped."""
 
     decision: str = ""
     reason: str = ""
     partition: str = ""
     q: str = ""
     group: str = "reason"
+    kind: str = ""
+    source_type: str = ""
+    source: str = ""
+    sort: str = ""
 
     @property
     def narrows_counts(self) -> bool:
         """True when the count is not one of the totals `Manifest.sections` already holds."""
-        return bool(self.q or self.partition or (self.reason and self.decision == "included"))
+        return bool(self.q or self.partition or self.kind or self.source_type or self.source
+                    or (self.reason and self.decision == "included"))
 
 
 def _zone_rank() -> Case:
@@ -586,6 +605,12 @@ def _filtered_items(manifest_id: int, item_filter: ItemFilter) -> QuerySet[Manif
         rows = rows.filter(reason=item_filter.reason)
     if item_filter.partition:
         rows = rows.filter(partition=item_filter.partition)
+    if item_filter.kind:
+        rows = rows.filter(kind=item_filter.kind)
+    if item_filter.source_type:
+        rows = rows.filter(source_type=item_filter.source_type)
+    if item_filter.source:
+        rows = rows.annotate(**_REF_KEYS).filter(_source_q(item_filter.source))
     if item_filter.q:
         q = item_filter.q
         rows = rows.filter(Q(item_id__icontains=q) | Q(kind__icontains=q) | Q(source_ref__icontains=q)
@@ -600,13 +625,17 @@ def reason_rank(decision: str, reason: str) -> int:
     return REASON_ORDER.index(reason) if reason in REASON_ORDER else len(REASON_ORDER)
 
 
-def _ordered_items(rows: QuerySet[ManifestItem], group: str) -> QuerySet[ManifestItem]:
+def _ordered_items(rows: QuerySet[ManifestItem], group: str, sort: str = "") -> QuerySet[ManifestItem]:
     """Rows in display order with a `group_label` annotation (and, grouped by partition or zone, a
     `sort_key`: the group's rank).
 
     A manifest's rows are written in the default list's order (reason rank, then document
     position), so that list is in `id` order and pages by the index alone; the other groupings
-    order within a group by `position`, the item's place in the sealed document."""
+    order within a group by `position`, the item's place in the sealed document. Sorted by tokens,
+    the list is one group, largest first (an item never counted last), ties in document order."""
+    if sort == "tokens":
+        return rows.annotate(group_label=Value("", output_field=CharField())).order_by(
+            F("tokens").desc(nulls_last=True), "position")
     if group == "partition":
         return rows.annotate(sort_key=Case(When(partition="", then=Value(1)), default=Value(0), output_field=IntegerField()),
                              group_label=F("partition")).order_by("sort_key", "partition", "position")
@@ -632,7 +661,8 @@ class InspectorItems:
         self._total: int | None = known_total
 
     def queryset(self) -> QuerySet[ManifestItem]:
-        return _ordered_items(_filtered_items(self.manifest_id, self.item_filter), self.item_filter.group)
+        return _ordered_items(_filtered_items(self.manifest_id, self.item_filter), self.item_filter.group,
+                              self.item_filter.sort)
 
     def count(self) -> int:
         if self._total is None:
@@ -647,7 +677,7 @@ class InspectorItems:
         order), when it is one run of them whose place `sections` counts tell: the default
         grouping filtered by decision or by an exclusion reason at most. None otherwise."""
         f, sections = self.item_filter, self.sections
-        if f.group != "reason" or f.narrows_counts or "reason_counts" not in sections:
+        if f.group != "reason" or f.sort or f.narrows_counts or "reason_counts" not in sections:
             return None
         if f.reason and f.reason not in REASON_ORDER:
             return None
@@ -682,7 +712,13 @@ class InspectorItems:
         offset = self._default_offset()
         if offset is not None and (decision == Decision.INCLUDED or selected["reason"] in REASON_ORDER):
             return self._locate_by_counts(selected, offset)
-        if group == "partition":
+        if self.item_filter.sort == "tokens":
+            tokens = record.get("tokens")
+            if tokens is None:
+                earlier = Q(tokens__isnull=False) | Q(tokens__isnull=True, position__lt=selected["position"])
+            else:
+                earlier = Q(tokens__gt=tokens) | Q(tokens=tokens, position__lt=selected["position"])
+        elif group == "partition":
             partition = selected.get("partition") or ""
             key = 0 if partition else 1
             earlier = (Q(sort_key__lt=key) | Q(sort_key=key, partition__lt=partition)
@@ -729,6 +765,10 @@ def document_items_filtered(sections: dict[str, Any], item_filter: ItemFilter) -
             return False
         if f.partition and (record.get("partition") or "") != f.partition:
             return False
+        if (f.kind and record.get("kind") != f.kind) or (f.source_type and record.get("source_type") != f.source_type):
+            return False
+        if f.source and source_key_of(record.get("source_ref"))[0] != f.source:
+            return False
         if q:
             text = " ".join(str(v) for v in (record.get("item_id"), record.get("kind"), json.dumps(record.get("source_ref")),
                                              reason(row), record.get("hard_gate") or ""))
@@ -740,7 +780,10 @@ def document_items_filtered(sections: dict[str, Any], item_filter: ItemFilter) -
     zone_rank = {name: i for i, name in enumerate(ZONE_ORDER)}
     for index, row in enumerate(kept):
         record = row["record"]
-        if f.group == "partition":
+        if f.sort == "tokens":
+            row["group"] = ""
+            row["_key"] = (record.get("tokens") is None, -(record.get("tokens") or 0), index)
+        elif f.group == "partition":
             row["group"] = record.get("partition") or ""
             row["_key"] = (0 if row["group"] else 1, row["group"], index)
         elif f.group == "zone":
@@ -937,3 +980,268 @@ def usage_reports_latest(*, tenant: Tenant) -> QuerySet[UsageReport]:
                 "error", "error_pct", "reported_at", job_id=F("manifest__job_id"),
                 run_id=F("manifest__job__run__run_id"), step_id=F("manifest__job__step_id"))
     )
+
+
+# --------------------------------------------------------------------------- what is eating the window
+
+# An item's *source*, read from its source_ref: the tool that produced it (`tool_name`, as the SDK
+# writes it, or `tool`), else the repository it came from (`repo`), else the host of its `url`
+# (`tool:`, `repo:`, `host:`), or `none` when it names none of these. The SQL filter (`_source_q`) and the Python reading (`source_key_of`) agree on it, the
+# host included: the regular expressions below are the same on both sides (SQLite's REGEXP is
+# Python's `re`; PostgreSQL's `~*` reads them alike).
+SOURCE_KINDS = {"tool": "tool", "repo": "repository", "host": "URL host"}
+_URL_HOST = re.compile(r"^[a-z][a-z0-9+.-]*://(?:[^/?#@]*@)?([^/?#:@]+)", re.IGNORECASE)
+_URL_WITH_HOST_SQL = r"^[a-z][a-z0-9+.-]*://([^/?#@]*@)?[^/?#:@]+"
+# As text columns: a bare key transform would compare as JSON (`= 'pi'` is not JSON on SQLite).
+_REF_KEYS = {f"ref_{key}": Cast(KeyTextTransform(key, "entry__source_ref"), TextField())
+             for key in ("tool_name", "tool", "repo", "url")}
+_REF_COLUMNS = tuple(_REF_KEYS)
+WINDOW_DIMENSIONS = {"source": "source", "source_type": "source type", "kind": "kind", "partition": "partition"}
+LARGEST_SHOWN = 20
+RUN_WINDOW_ROWS = 20
+
+
+def source_key(tool_name: Any, tool: Any, repo: Any, url: Any) -> str:
+    """`tool:<name>`, `repo:<name>`, `host:<host>` or `none`, from the source_ref fields."""
+    if tool_name not in (None, ""):
+        return f"tool:{tool_name}"
+    if tool not in (None, ""):
+        return f"tool:{tool}"
+    if repo not in (None, ""):
+        return f"repo:{repo}"
+    found = _URL_HOST.match(url) if isinstance(url, str) else None
+    return f"host:{found.group(1).lower()}" if found else "none"
+
+
+def source_key_of(source_ref: Any) -> tuple[str, str]:
+    """(key, label) of a source_ref dict (see `source_key`)."""
+    ref = source_ref if isinstance(source_ref, dict) else {}
+    key = source_key(*(ref.get(name) for name in ("tool_name", "tool", "repo", "url")))
+    return key, source_label(key)
+
+
+def source_label(key: str) -> str:
+    kind, _, name = key.partition(":")
+    return f"{SOURCE_KINDS[kind]} {name}" if kind in SOURCE_KINDS and name else "no repository, URL or tool"
+
+
+def source_key_valid(key: str) -> bool:
+    kind, _, name = key.partition(":")
+    return key == "none" or (kind in SOURCE_KINDS and bool(name))
+
+
+def _absent(name: str) -> Q:
+    return Q(**{f"{name}__isnull": True}) | Q(**{name: ""})
+
+
+def _source_q(key: str) -> Q:
+    """The rows (annotated with `_REF_KEYS`) whose `source_key` is `key`."""
+    kind, _, name = key.partition(":")
+    no_tool = _absent("ref_tool_name") & _absent("ref_tool")
+    if kind == "tool":
+        return Q(ref_tool_name=name) | (_absent("ref_tool_name") & Q(ref_tool=name))
+    if kind == "repo":
+        return no_tool & Q(ref_repo=name)
+    no_tool_or_repo = no_tool & _absent("ref_repo")
+    if kind == "host":
+        return no_tool_or_repo & Q(ref_url__iregex=rf"^[a-z][a-z0-9+.-]*://([^/?#@]*@)?{re.escape(name)}([:/?#@]|$)")
+    return no_tool_or_repo & (Q(ref_url__isnull=True) | ~Q(ref_url__iregex=_URL_WITH_HOST_SQL))
+
+
+@dataclass
+class WindowRow:
+    """One row of the window view: a source, source type, kind or partition with what it holds."""
+
+    key: str
+    label: str
+    tokens: int = 0  # in the window: the included items' tokens
+    items_in: int = 0
+    items_out: int = 0
+    tokens_out: int = 0  # the excluded items' counted tokens (what was kept out)
+    share: float = 0.0  # percent of the window's item tokens
+
+
+def _window_rollup(groups: list[tuple[dict[str, Any], int, int]]) -> dict[str, list[WindowRow]]:
+    """Each dimension's rows, largest in the window first, from (columns, tokens, items) groups.
+
+    `columns` carries decision, source_type, kind, partition and the source key; the same rollup
+    serves SQL groups (a manifest with item rows) and single records (one read from the document)."""
+    tables: dict[str, dict[str, WindowRow]] = {name: {} for name in WINDOW_DIMENSIONS}
+    window_tokens = 0
+    for columns, tokens, items in groups:
+        included = columns["decision"] == Decision.INCLUDED
+        window_tokens += tokens if included else 0
+        for name in WINDOW_DIMENSIONS:
+            key = columns[name] or ""
+            label = source_label(key) if name == "source" else (key or "no partition")
+            row = tables[name].setdefault(key, WindowRow(key=key, label=label))
+            if included:
+                row.tokens += tokens
+                row.items_in += items
+            else:
+                row.tokens_out += tokens
+                row.items_out += items
+    out = {}
+    for name, rows in tables.items():
+        for row in rows.values():
+            row.share = 100.0 * row.tokens / window_tokens if window_tokens else 0.0
+        out[name] = sorted(rows.values(), key=lambda r: (-r.tokens, -r.items_in, -r.tokens_out, r.key))
+    return out
+
+
+def window_of(manifest_id: int) -> dict[str, list[WindowRow]]:
+    """Tokens by source, source type, kind and partition of one manifest: one GROUP BY query over
+    its item rows (the groups are the distinct sources, not the items), rolled up here."""
+    groups = (
+        ManifestItem.objects.filter(manifest_id=manifest_id).annotate(**_REF_KEYS)
+        .values("decision", "source_type", "kind", "partition", *_REF_COLUMNS)
+        .annotate(token_sum=Sum("tokens"), items=Count("id")).order_by()
+    )
+    return _window_rollup([
+        ({**row, "source": source_key(*(row[name] for name in _REF_COLUMNS))}, row["token_sum"] or 0, row["items"])
+        for row in groups
+    ])
+
+
+def window_of_document(sections: dict[str, Any]) -> dict[str, list[WindowRow]]:
+    """`window_of` for a manifest without item rows, from its included and excluded lists."""
+    groups = []
+    for decision in (Decision.INCLUDED, Decision.EXCLUDED):
+        for record in sections.get(decision.value) or []:
+            columns = {"decision": decision, "source_type": record.get("source_type"), "kind": record.get("kind"),
+                       "partition": record.get("partition") or "", "source": source_key_of(record.get("source_ref"))[0]}
+            groups.append((columns, record.get("tokens") or 0, 1))
+    return _window_rollup(groups)
+
+
+def largest_items(manifest_id: int, limit: int = LARGEST_SHOWN) -> list[dict[str, Any]]:
+    """The included items with the most tokens, largest first (one query, item columns only)."""
+    rows = list(
+        ManifestItem.objects.filter(manifest_id=manifest_id, decision=Decision.INCLUDED).annotate(**_REF_KEYS)
+        .order_by(F("tokens").desc(nulls_last=True), "position")
+        .values("item_id", "kind", "source_type", "partition", "tokens", *_REF_COLUMNS)[:limit]
+    )
+    for row in rows:
+        row["source"] = source_label(source_key(*(row[name] for name in _REF_COLUMNS)))
+    return rows
+
+
+def largest_items_of_document(sections: dict[str, Any], limit: int = LARGEST_SHOWN) -> list[dict[str, Any]]:
+    included = sections.get("included") or []
+    ranked = sorted(range(len(included)), key=lambda i: (included[i].get("tokens") is None, -(included[i].get("tokens") or 0), i))
+    return [{"item_id": r.get("item_id"), "kind": r.get("kind"), "source_type": r.get("source_type"),
+             "partition": r.get("partition"), "tokens": r.get("tokens"), "source": source_key_of(r.get("source_ref"))[1]}
+            for r in (included[i] for i in ranked[:limit])]
+
+
+@dataclass
+class RunWindowRow:
+    """One source (or source type, kind, partition) across a run's steps: tokens in each step's window."""
+
+    key: str
+    label: str
+    tokens: list[int | None]  # one per step, None where the step included nothing of it
+    growth: int = 0  # the last step's tokens less the first step's (absent = 0)
+    latest: int = 0
+
+
+RUN_WINDOW_SORTS = {"latest": "largest at the last step", "growth": "grew most"}
+
+
+def run_window(steps: list[AssemblyJob], *, dimension: str, sort: str = "latest",
+               limit: int = RUN_WINDOW_ROWS) -> tuple[list[RunWindowRow], int]:
+    """Per step of a run (the jobs with a manifest, in order), the included tokens of each source,
+    source type, kind or partition: one GROUP BY query over the steps' item rows. Returns the
+    first `limit` rows (largest at the last step, or most grown from the first step to the last)
+    and how many there were."""
+    if not steps:
+        return [], 0
+    columns = ("source_type", "kind", "partition", *_REF_COLUMNS)
+    groups = (
+        ManifestItem.objects.filter(manifest__job__run_id=steps[0].run_id, decision=Decision.INCLUDED)
+        .annotate(**_REF_KEYS).values("manifest__job_id", *columns)
+        .annotate(token_sum=Sum("tokens")).order_by()
+    )
+    column_of = {job.pk: index for index, job in enumerate(steps)}
+    rows: dict[str, RunWindowRow] = {}
+    for group in groups:
+        key = (source_key(*(group[name] for name in _REF_COLUMNS)) if dimension == "source"
+               else group[dimension] or "")
+        label = source_label(key) if dimension == "source" else (key or "no partition")
+        row = rows.setdefault(key, RunWindowRow(key=key, label=label, tokens=[None] * len(steps)))
+        index = column_of[group["manifest__job_id"]]
+        row.tokens[index] = (row.tokens[index] or 0) + (group["token_sum"] or 0)
+    for row in rows.values():
+        row.latest = row.tokens[-1] or 0
+        row.growth = row.latest - (row.tokens[0] or 0)
+    if sort == "growth":
+        ordered = sorted(rows.values(), key=lambda r: (-r.growth, -r.latest, r.key))
+    else:
+        ordered = sorted(rows.values(), key=lambda r: (-r.latest, -max(t or 0 for t in r.tokens), r.key))
+    return ordered[:limit], len(ordered)
+
+
+# --------------------------------------------------------------------------- steps told apart, compare by run and step
+
+
+def label_attempts(jobs: list[AssemblyJob]) -> None:
+    """Give each of a run's jobs (in submission order) `step_attempt` (its 1-based number among the
+    jobs with the same step id) and `step_attempts` (how many there are): two submissions of
+    `step-19` read "step-19 · attempt 1 of 2" and "… 2 of 2"."""
+    counts = Counter(job.step_id for job in jobs)
+    seen: Counter[str] = Counter()
+    for job in jobs:
+        seen[job.step_id] += 1
+        job.step_attempt, job.step_attempts = seen[job.step_id], counts[job.step_id]
+
+
+def run_steps(run: Run) -> list[AssemblyJob]:
+    """A run's jobs in submission order, each labelled with its attempt (`label_attempts`)."""
+    jobs = list(light_jobs([run.tenant_id]).filter(run=run).order_by("created_at", "id"))
+    label_attempts(jobs)
+    return jobs
+
+
+def recent_run_ids(tenant_ids: list[int], limit: int = 50) -> list[str]:
+    """The newest runs' ids in the user's tenants, for the compare form's suggestions."""
+    return list(Run.objects.filter(tenant_id__in=tenant_ids).order_by("-created_at", "-id")
+                .values_list("run_id", flat=True)[:limit])
+
+
+def step_in_run(steps: list[AssemblyJob], ref: str) -> tuple[AssemblyJob | None, str]:
+    """The job `ref` names among a run's labelled steps: its id, a step id with one attempt, or
+    `step-id#N` (the Nth attempt). (job, "") or (None, why not)."""
+    ref = ref.strip()
+    by_id = {str(job.id): job for job in steps}
+    if ref in by_id:
+        return by_id[ref], ""
+    same = [job for job in steps if job.step_id == ref]
+    if len(same) == 1:
+        return same[0], ""
+    if len(same) > 1:
+        return None, f"step “{ref[:80]}” was submitted {len(same)} times: pick one attempt"
+    step_id, _, number = ref.rpartition("#")
+    if number.isdigit():
+        attempts = [job for job in steps if job.step_id == step_id]
+        if 1 <= int(number) <= len(attempts):
+            return attempts[int(number) - 1], ""
+    return None, f"this run has no step “{ref[:80]}”"
+
+
+# --------------------------------------------------------------------------- exports
+
+
+def run_timeline_cells(run: Run) -> QuerySet:
+    """Every item decision of a run's steps, step by step (submission order) and in document order
+    within a step: one query, iterated (an export streams it)."""
+    return (
+        ManifestItem.objects.filter(manifest__job__run=run)
+        .order_by("manifest__job__created_at", "manifest__job_id", "position")
+        .values("item_id", "decision", "reason", "hard_gate", "partition", "tokens", "kind", "source_type",
+                job_id=F("manifest__job_id"))
+    )
+
+
+def manifest_download(manifest_id: int) -> dict[str, Any]:
+    """The sealed manifest as the API serves it (with the provider's reported input tokens)."""
+    return manifest_as_served(Manifest(pk=manifest_id))

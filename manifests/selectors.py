@@ -111,6 +111,17 @@ def manifest_document(manifest: Manifest, *, sections: tuple[str, ...] | None = 
     return content_read(tenant_id=tenant_id, skeleton=skeleton, keys=sections)
 
 
+def manifest_as_served(manifest: Manifest) -> dict[str, Any]:
+    """The sealed document as the API serves it (and the dashboard downloads it): once the provider
+    reported its usage, `budget.actual_input_tokens` carries that count. The sealed row never
+    changes; only the served copy does."""
+    document = manifest_document(manifest)
+    usage = UsageReport.objects.filter(manifest=manifest).only("input_tokens").first()
+    if usage is not None and isinstance(document.get("budget"), dict):
+        document = {**document, "budget": {**document["budget"], "actual_input_tokens": usage.input_tokens}}
+    return document
+
+
 def manifest_payload(manifest: Manifest) -> Any:
     """The serialized model input; None when blocked or purged."""
     skeleton, tenant_id = Manifest.objects.filter(pk=manifest.pk).values_list(

@@ -1,5 +1,6 @@
-"""Reviewer pages: runs and a run's item timeline, the manifest inspector and its partials,
-the payload view, search, compare.
+"""Reviewer pages: runs and a run's item timeline (with its window by step and the compare
+picker), the manifest inspector and its partials, the window tab, the payload view, search,
+compare by run and step, and downloads (JSON documents; CSV and JSON rows, manifests.exports).
 
 Views are thin: resolve the acting user's tenancy, call a dashboard selector, render. Objects
 outside the user's tenants are 404. The manifest page is an inspector: an overview band, a list of
@@ -30,6 +31,7 @@ from ctxeng.engine.vocabulary import AcquisitionOutcome
 from ctxeng.regions import render_region
 
 from . import dashboard_selectors as sel
+from . import exports
 from .models import AssemblyJob, JobStatus
 
 PAGE_SIZE = 100
@@ -112,6 +114,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     if run is None:
         raise Http404("run not found")
     jobs = sel.run_timeline(run)
+    sel.label_attempts(jobs)
     previous = None
     for job in jobs:
         job.previous_id = previous
@@ -132,7 +135,20 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             for item_id in page.object_list]
     return render(request, "manifests/run.html", {"run": run, "jobs": jobs, "steps": steps, "grid": grid,
                                                   "page": page, "changed_only": changed_only,
-                                                  "cache_hits": sel.run_cache_hits(steps)})
+                                                  "cache_hits": sel.run_cache_hits(steps),
+                                                  "window": _run_window(request, steps)})
+
+
+def _run_window(request: HttpRequest, steps: list[AssemblyJob]) -> dict[str, Any]:
+    """The run page's window summary: each source's (`?window=` source, source_type, kind or
+    partition) included tokens at every step, largest at the last step or grown most (`?window_sort=`)."""
+    dimension = request.GET.get("window", "source")
+    dimension = dimension if dimension in sel.WINDOW_DIMENSIONS else "source"
+    order = request.GET.get("window_sort", "latest")
+    order = order if order in sel.RUN_WINDOW_SORTS else "latest"
+    rows, total = sel.run_window(steps, dimension=dimension, sort=order)
+    return {"dimension": dimension, "sort": order, "rows": rows, "total": total, "dimensions": sel.WINDOW_DIMENSIONS,
+            "sorts": sel.RUN_WINDOW_SORTS, "last": steps[-1] if steps else None}
 
 
 # --------------------------------------------------------------------------- the manifest page
@@ -235,7 +251,17 @@ def _inspector_filter(params: Any, partitions: dict[str, Any]) -> tuple[sel.Item
     if len(q) > MAX_QUERY:
         problems.append(f"The search text was cut to its first {MAX_QUERY} characters.")
         q = q[:MAX_QUERY]
-    return sel.ItemFilter(decision=decision, reason=reason, partition=partition, q=q, group=group), problems
+    source = params.get("source", "")
+    if source and not sel.source_key_valid(source):
+        problems.append(f"Unknown source “{source[:60]}” (expected repo:…, host:…, tool:… or none): the source filter is off.")
+        source = ""
+    sort = params.get("sort", "")
+    if sort not in sel.ITEM_SORTS:
+        problems.append(f"Unknown sort “{sort[:60]}”: listed in document order.")
+        sort = ""
+    return sel.ItemFilter(decision=decision, reason=reason, partition=partition, q=q, group=group,
+                          kind=params.get("kind", "")[:MAX_QUERY], source_type=params.get("source_type", "")[:MAX_QUERY],
+                          source=source[:MAX_QUERY], sort=sort), problems
 
 
 def _known_total(sealed: dict[str, Any], item_filter: sel.ItemFilter) -> int | None:
@@ -435,7 +461,9 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "outcome_rows": [row for row in acquisition_rows if row.get("outcome") == outcome] if outcome else [],
         "usage": getattr(manifest, "usage", None) if hasattr(manifest, "usage") else None,
         "item_filter": item_filter,
-        "filtered": bool(item_filter.decision or item_filter.reason or item_filter.partition or item_filter.q),
+        "filtered": bool(item_filter.decision or item_filter.reason or item_filter.partition or item_filter.q
+                         or item_filter.kind or item_filter.source_type or item_filter.source),
+        "source_label": sel.source_label(item_filter.source) if item_filter.source else "",
         "groups": GROUP_LABELS,
         "problems": problems,
         "items_page": _item_list_page(manifest, sealed, item_filter, request.GET, selected),
@@ -589,14 +617,8 @@ def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
 @require_GET
 @dashboard_page
 def why(request: HttpRequest) -> HttpResponse:
-    q = request.GET.get("q", "").strip()
-    reason = request.GET.get("reason", "").strip()
-    # Every decision by default: a reviewer asking "why" about an item does not yet know it was excluded.
-    decision = request.GET.get("decision", "")
-    problems = []
-    if decision not in ("included", "excluded", ""):
-        problems.append(f"Unknown decision “{decision[:60]}”: showing included and excluded items.")
-        decision = ""
+    query = _why_query(request)
+    q, reason, decision, problems = query["q"], query["reason"], query["decision"], query.pop("problems")
     searched = bool(q or reason)
     rows = sel.item_search(tenant_ids=request.tenancy.tenant_ids, q=q, reason=reason, decision=decision) if searched else []
     return render(request, "manifests/why.html", {
@@ -605,22 +627,78 @@ def why(request: HttpRequest) -> HttpResponse:
     })
 
 
+def _compare_side(request: HttpRequest, name: str, run_text: str, ref: str) -> dict[str, Any]:
+    """One side of /compare/: the run (by its id, in the user's tenants) with its steps told apart,
+    and the assembly `ref` names (its id, or a step of that run: `step-19`, `step-19#2`).
+    `problem` says what is missing or wrong, in words; `missing` marks a named thing not found."""
+    side: dict[str, Any] = {"name": name, "run_text": run_text, "ref": ref, "run": None, "steps": [], "job": None,
+                            "problem": "", "missing": False}
+    if run_text:
+        side["run"] = sel.run_get(tenant_ids=request.tenancy.tenant_ids, run_id=run_text, prefer_tenant=request.tenancy.current)
+        if side["run"] is None:
+            side.update(problem=f"{name}: no run “{run_text[:80]}” in your tenants.", missing=True)
+            return side
+        side["steps"] = sel.run_steps(side["run"])
+    if not ref:
+        return side
+    job = sel.assembly_get(tenant_ids=request.tenancy.tenant_ids, job_id=ref)
+    if job is None and side["run"] is not None:
+        job, why_not = sel.step_in_run(side["steps"], ref)
+        if job is None:
+            side.update(problem=f"{name}: {why_not}.", missing=True)
+            return side
+    if job is None:
+        side.update(problem=f"{name}: no assembly “{ref[:80]}” in your tenants (give its run to pick a step by its id).",
+                    missing=True)
+        return side
+    if side["run"] is None or side["run"].pk != job.run_id:  # an assembly id names its own run
+        side["run"], side["run_text"] = job.run, job.run.run_id
+        side["steps"] = sel.run_steps(job.run)
+    side["job"] = next((step for step in side["steps"] if step.pk == job.pk), job)
+    if _manifest_of(job) is None:
+        side["problem"] = f"{name}: {job.run.run_id}/{job.step_id} has no sealed manifest yet (status {job.status})."
+    return side
+
+
 @require_GET
 @dashboard_page
 def compare(request: HttpRequest) -> HttpResponse:
-    a_id, b_id = request.GET.get("a", "").strip(), request.GET.get("b", "").strip()
-    context: dict[str, Any] = {"a_id": a_id, "b_id": b_id, "result": None}
-    if a_id and b_id:
-        job_a, job_b = _job_or_404(request, a_id), _job_or_404(request, b_id)
-        if _manifest_of(job_a) is None or _manifest_of(job_b) is None:
-            raise Http404("both assemblies must be sealed")
+    """Any two assemblies: picked on a run page (`?pick=<id>&pick=<id>`, two columns of the item
+    timeline, the earlier one as A) or chosen here by run and step (`?run=&a=&run_b=&b=`; a step
+    is named by its id, `step-19#2` for the second attempt, or picked from the run's steps, each
+    labelled with its attempt number and time). A half-filled or wrong form answers this page with
+    the form and a message saying what is missing (404 when a named run or assembly is not found)."""
+    run_a, ref_a = request.GET.get("run", "").strip(), request.GET.get("a", "").strip()
+    run_b, ref_b = request.GET.get("run_b", "").strip(), request.GET.get("b", "").strip()
+    picks = [value.strip() for value in request.GET.getlist("pick") if value.strip()]
+    problems: list[str] = []
+    if "pick" in request.GET:
+        if len(picks) == 2:
+            ref_a, ref_b = picks
+        else:
+            problems.append(f"Pick exactly two steps of the timeline to compare (you picked {len(picks)}).")
+    side_a = _compare_side(request, "A", run_a, ref_a)
+    side_b = _compare_side(request, "B", run_b or side_a["run_text"], ref_b)
+    if len(picks) == 2 and side_a["job"] and side_b["job"] and (side_b["job"].created_at, str(side_b["job"].pk)) < (
+            side_a["job"].created_at, str(side_a["job"].pk)):  # the earlier step is A
+        side_a, side_b = _compare_side(request, "A", "", ref_b), _compare_side(request, "B", "", ref_a)
+    problems += [side["problem"] for side in (side_a, side_b) if side["problem"]]
+    if not problems and (side_a["job"] is None) != (side_b["job"] is None):
+        problems.append(f"Pick {'B' if side_b['job'] is None else 'A'} too: a comparison needs two steps.")
+    elif not problems and side_a["job"] is None and (side_a["run"] or side_b["run"]):
+        problems.append("Pick the two steps to compare: A and B.")
+    context: dict[str, Any] = {"sides": [side_a, side_b], "problems": problems, "result": None,
+                               "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids)}
+    if not problems and side_a["job"] is not None and side_b["job"] is not None:
+        job_a, job_b = side_a["job"], side_b["job"]
         wanted = ("assembly", "budget", "included", "excluded")
         context.update({
             "job_a": job_a, "job_b": job_b,
             "result": sel.compare_sections(sel.manifest_sections(job_a.manifest.pk, wanted),
                                            sel.manifest_sections(job_b.manifest.pk, wanted)),
         })
-    return render(request, "manifests/compare.html", context)
+    status = 404 if side_a["missing"] or side_b["missing"] else 200
+    return render(request, "manifests/compare.html", context, status=status)
 
 
 # --------------------------------------------------------------------------- token estimates vs provider usage
@@ -640,3 +718,127 @@ def usage(request: HttpRequest) -> HttpResponse:
         models = sel.usage_by_model(tenant=tenant)
         page = page_of(sel.usage_reports_latest(tenant=tenant) if models else [], request.GET.get("page"), USAGE_PAGE_SIZE)
     return render(request, "manifests/usage.html", {"models": models, "page": page, "tenant": tenant})
+
+
+# --------------------------------------------------------------------------- what is eating the window
+
+
+@require_GET
+@dashboard_page
+def assembly_window(request: HttpRequest, job_id: str) -> HttpResponse:
+    """The manifest page's window tab: the included items' tokens by source (tool, repository, URL
+    host), source type, kind and partition, largest first, each row a link to the item list
+    filtered to it and sorted by tokens; and the largest items. Two aggregate queries over the
+    item rows beside the job's, whatever the item count."""
+    job = _job_or_404(request, job_id)
+    manifest = _manifest_of(job)
+    if manifest is None:
+        raise Http404("not sealed yet")
+    if manifest.sections is not None:
+        sealed = manifest.sections
+        tables, largest = sel.window_of(manifest.pk), sel.largest_items(manifest.pk)
+    else:
+        sealed = sel.manifest_sections(manifest.pk, ("assembly", "budget", "included", "excluded"))
+        tables, largest = sel.window_of_document(sealed), sel.largest_items_of_document(sealed)
+    budget = sealed.get("budget") or {}
+    return render(request, "manifests/window.html", {
+        "job": job, "manifest": manifest, "assembly": sealed.get("assembly") or {}, "budget": budget,
+        "tables": [{"name": name, "title": title, "rows": tables[name]} for name, title in sel.WINDOW_DIMENSIONS.items()],
+        "largest": largest, "window_tokens": sum(row.tokens for row in tables["partition"]),
+    })
+
+
+# --------------------------------------------------------------------------- exports (tenant-scoped like the pages)
+
+EXPORT_DOCUMENTS = ("manifest", "payload", "request")
+
+
+@require_GET
+@dashboard_page
+def assembly_export(request: HttpRequest, job_id: str, document: str) -> HttpResponse:
+    """A download of the sealed manifest (as the API serves it), the provider payload or the
+    request as submitted, as a JSON file named after the run and step."""
+    if document not in EXPORT_DOCUMENTS:
+        raise Http404("no such document")
+    job = _job_or_404(request, job_id)
+    manifest = _manifest_of(job)
+    if document == "request":
+        body = sel.job_request(job)
+    elif manifest is None:
+        raise Http404("not sealed yet")
+    elif document == "manifest":
+        body = sel.manifest_download(manifest.pk)
+    else:
+        body = sel.provider_input(manifest.pk)
+        if body is None:
+            raise Http404("no payload: the assembly was blocked or its content purged")
+    name = exports.safe_filename(job.run.run_id, job.step_id, str(job.id)[:8], document)
+    return exports.document_response(body, filename=f"{name}.json")
+
+
+WHY_COLUMNS = ["item_id", "decision", "reason", "hard_gate", "detail", "partition", "tokens", "kind", "source_type",
+               "source_ref", "tenant", "run_id", "step_id", "assembly", "manifest_status", "sealed_at"]
+
+
+def _why_query(request: HttpRequest) -> dict[str, Any]:
+    """/why/'s search as its form states it (the page and its exports read it alike). Every decision
+    by default: a reviewer asking "why" about an item does not yet know it was excluded. `problems`:
+    what of the query was not understood, in words."""
+    decision, problems = request.GET.get("decision", ""), []
+    if decision not in ("included", "excluded", ""):
+        problems.append(f"Unknown decision “{decision[:60]}”: showing included and excluded items.")
+        decision = ""
+    return {"q": request.GET.get("q", "").strip(), "reason": request.GET.get("reason", "").strip(),
+            "decision": decision, "problems": problems}
+
+
+@require_GET
+@dashboard_page
+def why_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    """Every result of a /why/ search (all pages) as CSV or JSON, from the user's tenants only."""
+    if fmt not in exports.EXPORT_FORMATS:
+        raise Http404("no such format")
+    query = _why_query(request)
+    del query["problems"]  # an export names its query in its head; an unknown decision reads as every decision
+    if not (query["q"] or query["reason"]):
+        return HttpResponse("Search first: give q (item id or source ref text) or reason.\n", status=400,
+                            content_type="text/plain; charset=utf-8")
+    found = sel.item_search(tenant_ids=request.tenancy.tenant_ids, **query)
+    rows = ({"item_id": row.item_id, "decision": row.decision, "reason": row.reason, "hard_gate": row.hard_gate or None,
+             "detail": row.detail or None, "partition": row.partition or None, "tokens": row.tokens, "kind": row.kind,
+             "source_type": row.source_type, "source_ref": row.source_ref, "tenant": row.manifest.job.tenant.slug,
+             "run_id": row.manifest.job.run.run_id, "step_id": row.manifest.job.step_id,
+             "assembly": str(row.manifest.job_id), "manifest_status": row.manifest.status,
+             "sealed_at": row.manifest.created_at}
+            for row in found.iterator(chunk_size=500))
+    return exports.rows_response(fmt, filename=exports.safe_filename("why", query["q"] or query["reason"]),
+                                 columns=WHY_COLUMNS, rows=rows, head={"query": query})
+
+
+TIMELINE_COLUMNS = ["run_id", "step_id", "attempt", "assembly", "step_status", "submitted_at", "policy_id",
+                    "policy_revision", "policy_revision_status", "item_id", "decision", "reason", "hard_gate", "partition",
+                    "tokens", "kind", "source_type"]
+
+
+@require_GET
+@dashboard_page
+def run_timeline_export(request: HttpRequest, run_id: str, fmt: str) -> HttpResponse:
+    """A run's item timeline, every step and every item (not a page of it), as CSV or JSON: one
+    row per item per step, steps told apart by attempt number and submission time."""
+    if fmt not in exports.EXPORT_FORMATS:
+        raise Http404("no such format")
+    run = sel.run_get(tenant_ids=request.tenancy.tenant_ids, run_id=run_id, prefer_tenant=request.tenancy.current)
+    if run is None:
+        raise Http404("run not found")
+    steps = {str(job.id): job for job in sel.run_steps(run)}
+
+    def rows():
+        for cell in sel.run_timeline_cells(run).iterator(chunk_size=1000):
+            job = steps[str(cell["job_id"])]
+            revision = job.policy_revision
+            yield {"run_id": run.run_id, "step_id": job.step_id, "attempt": job.step_attempt, "assembly": str(job.id),
+                   "step_status": job.status, "submitted_at": job.created_at, "policy_id": revision.policy.policy_id,
+                   "policy_revision": revision.revision, "policy_revision_status": revision.status, **cell}
+
+    return exports.rows_response(fmt, filename=exports.safe_filename(run.run_id, "timeline"), columns=TIMELINE_COLUMNS,
+                                 rows=rows(), head={"run_id": run.run_id, "tenant": run.tenant.slug})

@@ -133,7 +133,9 @@ def test_times_show_in_the_browsers_zone_once_the_user_picks_it(signed_in, live_
 NOT_PAGES = {"tenant-switch", "time-display", "login", "logout", "set-password", "healthz", "favicon",
              "policy-revision-new", "policy-revision-impact-run", "policy-revision-impact-cancel",
              "policy-revision-publish", "person-role", "person-token", "person-token-revoke", "person-password-link",
-             "api-schema", "api-docs"}
+             "api-schema", "api-docs",
+             # downloads, not pages (their files are parsed in tests/dashboard/test_exports.py)
+             "assembly-export", "run-timeline-export", "why-export"}
 
 
 def dashboard_route_names() -> set[str]:
@@ -168,7 +170,7 @@ def crawl_key(url: str) -> tuple[str, tuple[str, ...]]:
     return parsed.path, tuple(sorted({key for key, _ in parse_qsl(parsed.query)}))
 
 
-LINKS_JS = "() => [...document.querySelectorAll('a[href]')].map(a => a.href)"
+LINKS_JS = "() => [...document.querySelectorAll('a[href]:not([download])')].map(a => a.href)"  # a download is no page
 WIDEST_JS = """
 () => [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
   .filter(e => !e.closest('.card, .panel, table, .log-context, pre'))

@@ -42,7 +42,8 @@ def test_the_ready_example_is_assembled_and_its_manifest_and_input_are_served(
 
     job = agent_api.get(body["url"]).json()
     assert job["status"] == "ready", job
-    assert job["policy"] == {"id": "source-research", "revision": 3, "digest": published_policy.digest}
+    assert job["policy"] == {"id": "source-research", "revision": 3, "digest": published_policy.digest,
+                             "status": "published", "current": True}
     assert job["run_id"] == "run-42" and job["step_id"] == "step-19"
 
     manifest = agent_api.get(job["manifest_url"]).json()
