@@ -59,7 +59,8 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
      "400 `model.context_limit: Input should be a valid integer`"),
     ("every id (`run_id`, `step_id`, `item_id`, `call_id`, `artifact_id`, policy and principal ids, every "
      "reference to one, `Idempotency-Key`, `?run_id=` and other id parameters)",
-     "printable characters: no control (Cc), format (Cf), surrogate or line/paragraph separator; not `.` or `..`",
+     "printable characters: no control (Cc), format (Cf), surrogate or line/paragraph separator; not `.` or `..`; "
+     "a policy id without `/`",
      "400 `run_id: contains U+0001 (a control character); an id holds printable characters only ...`"),
     ("every string and key of a JSON body or a policy's YAML", "no NUL, no lone surrogate (`\"\\ud800\"`)",
      "400 `candidates[3].content: contains a lone surrogate (\\ud800), which is no Unicode character; ...`"),
@@ -138,6 +139,17 @@ def _printable_id(value: Any) -> Any:
 # filter can all show and find again. A before-validator, so a field's own length bound stays
 # the str type's (`String should have at most 300 characters`).
 Id = Annotated[str, BeforeValidator(_printable_id)]
+
+
+def _one_segment(value: Any) -> Any:
+    if isinstance(value, str) and "/" in value:
+        raise ValueError("contains '/'; a policy id is one URL path segment (/policies/<id>/ and the policy API address it so)")
+    return value
+
+
+# A policy id: an id that is also one path segment (a run or item id may hold '/': its URLs take
+# the rest of the path).
+PolicyId = Annotated[str, BeforeValidator(_one_segment), BeforeValidator(_printable_id)]
 # An optional id with a length bound (`Id | None = Field(max_length=...)` would report the bound
 # in pydantic's generic words, "Value should have at most 300 items").
 ItemIdRef = Annotated[str, Field(max_length=MAX_ITEM_ID), BeforeValidator(_printable_id)]

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, ItemIdRef, JsonObject
+from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, ItemIdRef, JsonObject, PolicyId
 from .vocabulary import (
     AcquisitionOutcome,
     AssemblyStatus,
@@ -83,7 +83,7 @@ class Open(BaseModel):
 
 
 class PolicyRef(Frozen):
-    id: Id = Field(min_length=1, max_length=MAX_ID)
+    id: PolicyId = Field(min_length=1, max_length=MAX_ID)
     revision: Int | None = Field(default=None, ge=1, le=MAX_INT32, description="omit to use the current published revision")
     digest: str | None = None
 
@@ -419,7 +419,7 @@ class AssemblyRequest(Frozen):
 
 
 class PolicyHeader(Frozen):
-    id: Id = Field(min_length=1, max_length=MAX_ID)
+    id: PolicyId = Field(min_length=1, max_length=MAX_ID)
     revision: Int = Field(ge=1, le=MAX_INT32)
     digest: str | None = None
 

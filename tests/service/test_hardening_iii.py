@@ -335,6 +335,18 @@ def test_an_artifact_id_holding_an_unprintable_character_is_a_400(agent_api, pub
     assert response.status_code == 400 and errors(response)[0].startswith("artifact_id: contains U+2028")
 
 
+def test_a_policy_id_holding_a_slash_is_a_400_since_its_urls_take_one_segment(
+        agent_api, editor_api, published_policy, submit, example_request, example_policy_body):
+    policy = copy.deepcopy(example_policy_body)
+    policy["policy"]["id"] = "team/research"
+    response = editor_api.post("/api/v1/policies/validate/", policy, format="json")
+    assert response.status_code == 400 and errors(response)[0].startswith("policy.id: contains '/'")
+    body = copy.deepcopy(example_request)
+    body["policy"]["id"] = "team/research"
+    response = submit(agent_api, body)
+    assert response.status_code == 400 and errors(response)[0].startswith("policy.id: contains '/'")
+
+
 # Printable characters that paths, queries and pages each treat specially: a slash, a space, the
 # URL delimiters, a percent sign, quotes and brackets, a no-break space, letters beyond ASCII.
 EDGE_ID = "edge/ ?#%&+=;~'\"<b>\u00a0é😀/x"
