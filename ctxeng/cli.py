@@ -66,7 +66,7 @@ def _write_text(path: str | None, text: str) -> None:
 
 
 def _revision_key(revision: str) -> tuple[int, int | str]:
-    return (0, int(revision)) if revision.isdigit() else (1, revision)
+    return (0, int(revision)) if revision.isascii() and revision.isdigit() else (1, revision)
 
 
 def load_artifacts(directory: str):

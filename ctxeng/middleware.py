@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import re
 
+from django.conf import settings
+from django.core.handlers.wsgi import LimitedStream
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 
@@ -59,3 +62,35 @@ class RejectControlCharactersMiddleware:
             return JsonResponse({"errors": [problem]}, status=400)
         body = render_to_string("ctxeng/bad_request.html", {"problem": problem}, request=request)
         return HttpResponse(body, status=400)
+
+
+class ChunkedBodyMiddleware:
+    """A body sent with `Transfer-Encoding: chunked` and no Content-Length, read within the limit.
+
+    Django reads a body only as far as its Content-Length, so a chunked body arrives as an empty
+    one (`got an empty body`, even for 20 MB) — while gunicorn hands the WSGI app the de-chunked
+    stream. This reads that stream up to CTXENG_MAX_REQUEST_BYTES: beyond it, 413 (JSON under
+    /api/); within it, the request carries the body and its length as if the client had sent one.
+    """
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+        if chunked and not request.META.get("CONTENT_LENGTH"):
+            limit = settings.CTXENG_MAX_REQUEST_BYTES
+            body = request.META["wsgi.input"].read(limit + 1)
+            if len(body) > limit:
+                return too_large(request, limit)
+            request.META["CONTENT_LENGTH"] = str(len(body))
+            request._stream = LimitedStream(io.BytesIO(body), len(body))  # noqa: SLF001 - what Django reads
+        return self.get_response(request)
+
+
+def too_large(request: HttpRequest, limit: int) -> HttpResponse:
+    problem = f"body: more than the limit of {limit} bytes (CTXENG_MAX_REQUEST_BYTES)"
+    if request.path.startswith("/api/"):
+        return JsonResponse({"errors": [problem]}, status=413)
+    body = render_to_string("ctxeng/bad_request.html", {"problem": problem}, request=request)
+    return HttpResponse(body, status=413)

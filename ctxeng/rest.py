@@ -2,14 +2,17 @@
 
 Every error the API returns is JSON: `{"errors": ["path: what is wrong", ...]}` with the engine's
 field paths for invalid bodies (400), a plain message for auth (401/403), not-found (404), conflicts
-(409), oversized bodies (413) and bodies that are not JSON (415). Views parse bodies with
-`read_json` and validate them with the engine's pydantic models, so nothing here re-declares the
-engine's shapes.
+(409), oversized bodies (413) and bodies that are not UTF-8 JSON (415: another media type or
+charset). Views parse bodies with `read_json` and validate them with the engine's pydantic models,
+so nothing here re-declares the engine's shapes. Integer query parameters are read by `query_int`
+(pages by `BoundedPagination`), ids in paths and queries checked by `id_param`: 400 naming them.
 
 `read_json` is the one JSON edge, bounded by `ctxeng.engine.limits`: nesting deeper than
 MAX_JSON_DEPTH is refused by a scan of the raw bytes before the parser (which recurses once per
 level) runs; NaN, Infinity, numbers that overflow a float and integers beyond MAX_JSON_INTEGER
-(a 5,000-digit one included) are refused by field path, as is NUL (PostgreSQL cannot store it).
+(a 5,000-digit one included) are refused by field path, as are NUL (PostgreSQL cannot store it),
+a lone surrogate (`"\\ud800"`: no Unicode character, so it can be neither hashed nor stored) and a
+key named twice in one object; a body that is not UTF-8 is refused whole.
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from django.conf import settings
 from django.core.cache.backends.redis import RedisCache
 from django.core.exceptions import RequestDataTooBig
 from django.http import Http404
+from drf_spectacular.utils import OpenApiParameter
 from pydantic import BaseModel
 from rest_framework import exceptions, status
 from rest_framework.authtoken.models import Token
+from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -36,7 +41,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from ctxeng.engine import InvalidInput
 from ctxeng.engine.errors import InputTooLarge, validate
 from ctxeng.engine.errors import loads_bounded as engine_loads_bounded
+from ctxeng.engine.limits import id_problem
 from ctxeng.errors import ServiceError
+from ctxeng.params import MAX_QUERY_INT, BadParameter, whole_number
 
 logger = logging.getLogger(__name__)
 
@@ -131,9 +138,71 @@ return {0, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]}
 """
 
 
+def query_int(request: Request, name: str, *, default: int | None = None, minimum: int = 0,
+              maximum: int = MAX_QUERY_INT) -> int | None:
+    """The whole-number query parameter `name` (`default` when absent); 400 naming it when it is
+    not ASCII digits within [minimum, maximum] (`ctxeng.params.whole_number`)."""
+    value = request.query_params.get(name)
+    if value is None:
+        return default
+    try:
+        return whole_number(value, name=name, minimum=minimum, maximum=maximum)
+    except BadParameter as exc:
+        raise ApiError(status.HTTP_400_BAD_REQUEST, str(exc)) from None
+
+
+def id_param(name: str, value: str | None) -> str | None:
+    """An id from a path or a query (`run_id`, `item_id` ...), held to the rule every id was held
+    to at submit (`ctxeng.engine.limits.id_problem`): 400 naming it, never a lookup of what no id
+    can be."""
+    problem = id_problem(value) if value else None
+    if problem:
+        raise ApiError(status.HTTP_400_BAD_REQUEST, f"{name}: {problem}")
+    return value
+
+
+# A page of any list: PAGE_SIZE rows unless `limit` asks for another count, up to this.
+MAX_PAGE_LIMIT = 1000
+
+
+class BoundedPagination(LimitOffsetPagination):
+    """`?limit=&offset=` as DRF reads them, bounded: a limit from 1 to MAX_PAGE_LIMIT, an offset
+    from 0 to MAX_QUERY_INT, anything else a 400 naming the parameter (DRF ignores a value it
+    cannot read and passes any number it can to the database, where a huge one is a 500)."""
+
+    max_limit = MAX_PAGE_LIMIT
+
+    def get_limit(self, request: Request) -> int | None:
+        return query_int(request, self.limit_query_param, default=self.default_limit, minimum=1, maximum=self.max_limit)
+
+    def get_offset(self, request: Request) -> int:
+        return query_int(request, self.offset_query_param, default=0)  # type: ignore[return-value]
+
+
+# What the list operations document for their pagination (the views paginate by hand, so
+# drf-spectacular would not know of these).
+PAGINATION_PARAMETERS = [
+    OpenApiParameter("limit", {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_LIMIT},
+                     description=f"rows per page (default {settings.REST_FRAMEWORK['PAGE_SIZE']}, at most {MAX_PAGE_LIMIT})"),
+    OpenApiParameter("offset", {"type": "integer", "minimum": 0, "maximum": MAX_QUERY_INT},
+                     description="rows to skip"),
+]
+
+
 def _is_json(content_type: str) -> bool:
     media = content_type.split(";", 1)[0].strip().lower()
     return media == "application/json" or (media.startswith("application/") and media.endswith("+json"))
+
+
+def _check_charset(content_type: str | None) -> None:
+    """415 for a `charset` other than UTF-8: JSON is UTF-8 (RFC 8259 §8.1), and a body declared
+    as Latin-1 or UTF-16 would otherwise be read as UTF-8 and stored as text the client did not send."""
+    for param in (content_type or "").split(";")[1:]:
+        name, _, value = param.partition("=")
+        charset = value.strip().strip('"').lower()
+        if name.strip().lower() == "charset" and charset not in ("utf-8", "utf8"):
+            raise ApiError(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
+                           f"Content-Type: charset {charset!r} is not accepted; send JSON encoded as UTF-8")
 
 
 def loads_bounded(raw: bytes) -> Any:
@@ -150,6 +219,7 @@ class BoundedJSONParser(JSONParser):
     read bodies with `read_json`, this keeps any view that uses `request.data` on the same edge."""
 
     def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        _check_charset(media_type)
         return loads_bounded(stream.read() if stream is not None else b"")
 
 
@@ -178,6 +248,7 @@ def read_json(request: Request, *, empty: Any = None) -> Any:
     if not _is_json(content_type):
         raise ApiError(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
                        f"Content-Type: {content_type or 'none'!s} is not JSON; send application/json")
+    _check_charset(content_type)
     return loads_bounded(raw)
 
 

@@ -87,6 +87,8 @@ MIDDLEWARE = [
     "ctxeng.csp.ContentSecurityPolicyMiddleware",
     # Before WhiteNoise and the views: a NUL in a path reaches os.stat and the database otherwise.
     "ctxeng.middleware.RejectControlCharactersMiddleware",
+    # Before anything reads a body (CSRF reads forms): a chunked body is otherwise read as empty.
+    "ctxeng.middleware.ChunkedBodyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -281,7 +283,7 @@ REST_FRAMEWORK = {
     "DEFAULT_PARSER_CLASSES": ["ctxeng.rest.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "ctxeng.rest.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "DEFAULT_PAGINATION_CLASS": "ctxeng.rest.BoundedPagination",
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
     "DEFAULT_THROTTLE_CLASSES": ["ctxeng.rest.AgentTokenThrottle"],

@@ -25,6 +25,7 @@ urlpatterns = [
     path("", include("ctxeng.accounts.urls")),
 ]
 
+handler400 = "ctxeng.views.bad_request"
 handler404 = "ctxeng.views.not_found"
 handler403 = "ctxeng.views.permission_denied"
 handler500 = "ctxeng.views.server_error"

@@ -55,6 +55,15 @@ def not_found(request: HttpRequest, exception: Exception | None = None) -> HttpR
     return render(request, "404.html", {"request_path": request.path}, status=404)
 
 
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """400 for a `BadRequest` a view raised (`BadRequest("from: expected a whole number ...")`):
+    its message names the parameter; JSON under /api/."""
+    problem = str(exception) if exception is not None and str(exception) else "bad request"
+    if _is_api(request):
+        return JsonResponse({"errors": [problem]}, status=400)
+    return render(request, "ctxeng/bad_request.html", {"problem": problem}, status=400)
+
+
 def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     """403: the reason a view gave (`PermissionDenied("the policy_editor role is required")`)."""
     reason = str(exception) if exception is not None and str(exception) else ""

@@ -25,7 +25,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 from rest_framework import status
-from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -33,9 +32,9 @@ from rest_framework.views import APIView
 from ctxeng.accounts.models import Role
 from ctxeng.accounts.selectors import roles_in, tenant_for_role
 from ctxeng.engine import AssemblyRequest, ContextAssemblyManifest
-from ctxeng.engine.limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME
+from ctxeng.engine.limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, id_problem
 from ctxeng.errors import Conflict, Forbidden
-from ctxeng.rest import ApiError, read_json, read_model
+from ctxeng.rest import PAGINATION_PARAMETERS, ApiError, BoundedPagination, id_param, read_json, read_model
 from ctxeng.telemetry import traceparent_header
 from policies.models import RevisionStatus
 
@@ -48,7 +47,8 @@ def assembly_html_url(job: AssemblyJob) -> str:
 
 
 def run_html_url(run_id: str) -> str:
-    return f"/runs/{run_id}/"
+    # reverse() quotes what a path cannot hold raw (`?`, `#`, `%`, spaces), so every id links.
+    return reverse("run", args=[run_id])
 
 
 MAX_WAIT_SECONDS = 30
@@ -293,6 +293,7 @@ class AssemblyListApi(APIView):
             OpenApiParameter("run_id", str),
             OpenApiParameter("status", str, enum=JobStatus.values),
             OpenApiParameter("policy", str, description="policy id"),
+            *PAGINATION_PARAMETERS,
         ],
         responses={200: AssemblyJobPage},
         summary="Assembly jobs in your tenants",
@@ -305,11 +306,11 @@ class AssemblyListApi(APIView):
                            f"status: expected one of {', '.join(JobStatus.values)}, got {wanted_status!r}")
         jobs = selectors.jobs_for(
             request.user,
-            run_id=request.query_params.get("run_id"),
+            run_id=id_param("run_id", request.query_params.get("run_id")),
             status=wanted_status,
-            policy=request.query_params.get("policy"),
+            policy=id_param("policy", request.query_params.get("policy")),
         )
-        paginator = LimitOffsetPagination()
+        paginator = BoundedPagination()
         page = paginator.paginate_queryset(jobs, request, view=self)
         return paginator.get_paginated_response([job_json(job) for job in page])
 
@@ -332,6 +333,8 @@ class AssemblyListApi(APIView):
         if key is not None and len(key) > MAX_ID:
             raise ApiError(status.HTTP_400_BAD_REQUEST,
                            f"Idempotency-Key: {len(key)} characters, more than the limit {MAX_ID}")
+        if key and id_problem(key):
+            raise ApiError(status.HTTP_400_BAD_REQUEST, f"Idempotency-Key: {id_problem(key)}")
         data = read_json(request)
         job, created = services.assembly_job_submit(user=request.user, data=data, idempotency_key=key,
                                                     traceparent=traceparent_header(request.headers.get("traceparent")))
@@ -427,19 +430,19 @@ class AssemblyUsageApi(APIView):
 
 
 class ItemDecisionsApi(APIView):
-    @extend_schema(parameters=[OpenApiParameter("decision", str, enum=Decision.values)],
+    @extend_schema(parameters=[OpenApiParameter("decision", str, enum=Decision.values), *PAGINATION_PARAMETERS],
                    responses={200: ItemDecisionPage},
                    summary="Every manifest where an item appeared, with the decision and reason",
                    operation_id="items_decisions")
     def get(self, request: Request, item_id: str) -> Response:
-        rows = selectors.item_decisions(request.user, item_id)
+        rows = selectors.item_decisions(request.user, id_param("item_id", item_id))
         decision = request.query_params.get("decision")
         if decision is not None and decision not in Decision.values:
             raise ApiError(status.HTTP_400_BAD_REQUEST,
                            f"decision: expected one of {', '.join(Decision.values)}, got {decision!r}")
         if decision:
             rows = rows.filter(decision=decision)
-        paginator = LimitOffsetPagination()
+        paginator = BoundedPagination()
         page = paginator.paginate_queryset(rows, request, view=self)
         return paginator.get_paginated_response([
             {
@@ -471,12 +474,12 @@ class ArtifactBody(BaseModel):
     """An externalized object; a candidate re-injects it with `artifact_ref: {artifact_id, revision}`."""
 
     model_config = ConfigDict(extra="forbid", strict=True)  # strict: `true` is not 1
-    artifact_id: str = Field(min_length=1, max_length=MAX_ITEM_ID)
+    artifact_id: Id = Field(min_length=1, max_length=MAX_ITEM_ID)
     revision: int | Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
     kind: str = Field(min_length=1, max_length=MAX_NAME)
     content: str
     content_hash: str | None = Field(default=None, pattern=r"^sha256:[0-9a-f]{64}$")
-    writer: str = Field(min_length=1, max_length=MAX_ID)
+    writer: Id = Field(min_length=1, max_length=MAX_ID)
     scope: str = Field(min_length=1, max_length=MAX_ITEM_ID)
     tenant: str | None = Field(default=None, max_length=MAX_NAME,
                                description="defaults to your only tenant with the agent role")
@@ -499,11 +502,11 @@ def artifact_json(artifact: Artifact, *, with_content: bool = False) -> dict[str
 
 
 class ArtifactListApi(APIView):
-    @extend_schema(parameters=[OpenApiParameter("artifact_id", str)], responses={200: ArtifactPage},
+    @extend_schema(parameters=[OpenApiParameter("artifact_id", str), *PAGINATION_PARAMETERS], responses={200: ArtifactPage},
                    summary="Artifacts in your tenants", operation_id="artifacts_list")
     def get(self, request: Request) -> Response:
-        artifacts = selectors.artifacts_for(request.user, artifact_id=request.query_params.get("artifact_id"))
-        paginator = LimitOffsetPagination()
+        artifacts = selectors.artifacts_for(request.user, artifact_id=id_param("artifact_id", request.query_params.get("artifact_id")))
+        paginator = BoundedPagination()
         page = paginator.paginate_queryset(artifacts, request, view=self)
         return paginator.get_paginated_response([artifact_json(a) for a in page])
 
@@ -533,6 +536,6 @@ class RunCloseApi(APIView):
     def post(self, request: Request, run_id: str) -> Response:
         payload = read_model(request, RunCloseBody, what="run") if request.body else RunCloseBody()
         tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
-        run = services.run_close(user=request.user, tenant=tenant, run_id=run_id)
+        run = services.run_close(user=request.user, tenant=tenant, run_id=id_param("run_id", run_id))
         return Response({"run_id": run.run_id, "tenant": tenant.slug, "closed_at": run.closed_at,
                          "html_url": run_html_url(run.run_id)})

@@ -51,6 +51,7 @@ from ctxeng.engine import (
     parse_request,
 )
 from ctxeng.engine.adapters import get_adapter
+from ctxeng.engine.budget import reserves_exceed_context
 from ctxeng.engine.hashing import sha256_json, sha256_text
 from ctxeng.errors import Conflict, Forbidden, NotFound
 from policies.models import PolicyRevision
@@ -123,7 +124,12 @@ def assembly_job_submit(
              f"{revision.revision} ({revision.digest})"],
             what="request",
         )
-    errors = compatibility_errors(request.pinned_to(revision.revision), _parsed_policy(revision.pk, revision.digest))
+    policy = _parsed_policy(revision.pk, revision.digest)
+    errors = compatibility_errors(request.pinned_to(revision.revision), policy)
+    # The manifest row stores the usable input as a count (never below 0): a model smaller than
+    # the policy's reserves would be a job that fails when sealed.
+    shortfall = reserves_exceed_context(policy, request.model.context_limit)
+    errors += [shortfall] if shortfall else []
     if errors:  # what the policy refuses is a 400 now, never a job that fails later
         raise InvalidInput(errors, what="request")
     digest = _request_digest(data)

@@ -13,5 +13,5 @@ urlpatterns = [
     path("assemblies/<str:job_id>/usage/", api.AssemblyUsageApi.as_view(), name="api-assembly-usage"),
     path("items/<path:item_id>/decisions/", api.ItemDecisionsApi.as_view(), name="api-item-decisions"),
     path("artifacts/", api.ArtifactListApi.as_view(), name="api-artifacts"),
-    path("runs/<str:run_id>/close/", api.RunCloseApi.as_view(), name="api-run-close"),
+    path("runs/<path:run_id>/close/", api.RunCloseApi.as_view(), name="api-run-close"),
 ]

@@ -22,9 +22,9 @@ from ctxeng.accounts.models import Role
 from ctxeng.accounts.selectors import roles_in, tenant_for_role, tenants_for
 from ctxeng.engine import ContextPolicy
 from ctxeng.engine.errors import validate
-from ctxeng.engine.limits import MAX_NAME, MAX_NOTE
+from ctxeng.engine.limits import MAX_INT32, MAX_NAME, MAX_NOTE
 from ctxeng.errors import BadReference, Forbidden
-from ctxeng.rest import read_json, read_model
+from ctxeng.rest import query_int, read_json, read_model
 
 from . import selectors, services
 from .diffing import diff
@@ -234,8 +234,8 @@ class RevisionPublishApi(APIView):
 class PolicyDiffApi(APIView):
     @extend_schema(
         parameters=[
-            OpenApiParameter("from", int, required=True),
-            OpenApiParameter("to", int, required=True),
+            OpenApiParameter("from", {"type": "integer", "minimum": 1, "maximum": MAX_INT32}, required=True),
+            OpenApiParameter("to", {"type": "integer", "minimum": 1, "maximum": MAX_INT32}, required=True),
             TENANT_PARAM,
         ],
         responses={200: PolicyDiffOut},
@@ -246,10 +246,10 @@ class PolicyDiffApi(APIView):
         policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
         numbers = []
         for name in ("from", "to"):
-            value = request.query_params.get(name, "")
-            if not value.isdigit():
+            number = query_int(request, name, minimum=1, maximum=MAX_INT32)
+            if number is None:
                 raise BadReference(f"{name}: a revision number is required (?from=A&to=B)")
-            numbers.append(int(value))
+            numbers.append(number)
         a, b = (selectors.revision_get(policy, n) for n in numbers)
         return Response({"policy_id": policy_id, "from": a.revision, "to": b.revision, "changes": diff(a.body, b.body)})
 

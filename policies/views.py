@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
@@ -26,9 +26,11 @@ from ctxeng.accounts.models import Role
 from ctxeng.accounts.pages import dashboard_page
 from ctxeng.audit.selectors import audit_events_for_policy
 from ctxeng.engine import InvalidInput, parse_policy
+from ctxeng.engine.limits import MAX_INT32
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.upgrades import missing_records
 from ctxeng.errors import ServiceError
+from ctxeng.params import BadParameter, whole_number
 from ctxeng.regions import render_region
 from manifests.models import Immutable
 
@@ -152,11 +154,15 @@ def _posted_text(request: HttpRequest) -> str:
     return request.POST.get("body", "").replace("\r\n", "\n")
 
 
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
+def _revision_param(request: HttpRequest, name: str) -> int | None:
+    """`?from=` / `?to=`: a revision number, None when absent; a 400 page naming it otherwise."""
+    value = request.GET.get(name)
+    if not value:
         return None
+    try:
+        return whole_number(value, name=name, minimum=1, maximum=MAX_INT32)
+    except BadParameter as exc:
+        raise BadRequest(str(exc)) from None
 
 
 @require_GET
@@ -168,9 +174,9 @@ def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
     if not numbers:
         raise Http404("no revisions")
     # By default the newest revision against the one before it (previous -> current).
-    to_number = _int(request.GET.get("to")) or numbers[-1]
+    to_number = _revision_param(request, "to") or numbers[-1]
     earlier = [n for n in numbers if n < to_number]
-    from_number = _int(request.GET.get("from")) or (earlier[-1] if earlier else to_number)
+    from_number = _revision_param(request, "from") or (earlier[-1] if earlier else to_number)
     rev_from, rev_to = _revision_or_404(policy, from_number), _revision_or_404(policy, to_number)
     return render(request, "policies/diff.html", {
         "policy": policy, "revisions": revisions, "rev_from": rev_from, "rev_to": rev_to,

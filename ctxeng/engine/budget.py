@@ -69,7 +69,7 @@ from dataclasses import dataclass, field
 
 from . import source_limits, transforms
 from .hashing import sha256_text
-from .models import ContextPolicy
+from .models import BudgetPolicy, ContextPolicy
 from .render import (
     block_count_parts,
     block_floor,
@@ -160,9 +160,30 @@ def resolve(policy: ContextPolicy, model_context_limit: int) -> ContextPolicy:
 
 def usable_budget(asm: Assembly) -> tuple[int, int]:
     """(usable input before calibration, the context limit)."""
-    b = asm.policy.budget
-    limit = min(asm.request.model.context_limit, b.model_context_limit)
-    return limit - b.response_reserve - b.protocol_overhead - b.safety_margin, limit
+    return _usable(asm.policy.budget, asm.request.model.context_limit)
+
+
+def _usable(b: BudgetPolicy, model_context_limit: int) -> tuple[int, int]:
+    """(usable input before calibration, the context limit) of a budget in tokens (`resolve`d)."""
+    limit = min(model_context_limit, b.model_context_limit)  # type: ignore[type-var]
+    return limit - b.response_reserve - b.protocol_overhead - b.safety_margin, limit  # type: ignore[operator]
+
+
+def reserves_exceed_context(policy: ContextPolicy, model_context_limit: int) -> str | None:
+    """`model.context_limit: ...` when a model of this size cannot hold what the policy reserves
+    (response_reserve + protocol_overhead + safety_margin), else None.
+
+    The engine blocks such an assembly (`budget_exhausted`) with a usable input below 0; the
+    service, whose manifest rows hold the usable input as a count (never negative), refuses the
+    request at submit with this message instead of accepting a job it could not store."""
+    budget = policy.budget.resolved(model_context_limit)
+    usable, limit = _usable(budget, model_context_limit)
+    if usable >= 0:
+        return None
+    reserved = limit - usable
+    return (f"model.context_limit: {model_context_limit} leaves no input under policy {policy.label}: at an effective "
+            f"context limit of {limit}, response_reserve {budget.response_reserve} + protocol_overhead "
+            f"{budget.protocol_overhead} + safety_margin {budget.safety_margin} reserve {reserved} tokens")
 
 
 def calibrated(usable_input: int, factor: float) -> int:

@@ -130,18 +130,55 @@ class _Unrepresentable:
         self.text, self.why = text, why
 
 
+class _DuplicateKey:
+    """An object that names a key twice, kept in place so the error can name its path."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+
+# A lone surrogate (U+D800-U+DFFF) is no Unicode character: it cannot be encoded as UTF-8, so it
+# can be neither hashed nor stored. JSON can carry one only as a `\ud800`-style escape.
+_SURROGATE = re.compile("[\\ud800-\\udfff]")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def shown(text: str) -> str:
+    """`text` safe to put in an error message: a lone surrogate as its escape (`\ud800`), since a
+    response holding the character itself could not be encoded."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def text_problem(text: str) -> str | None:
+    """What makes `text` unstorable (a NUL, a lone surrogate), in words; None when it is fine.
+    One rule for every string of a body, key or value, JSON or YAML."""
+    if NUL in text:
+        return "contains a NUL character (\\u0000)"
+    found = _SURROGATE.search(text)
+    if found:
+        return (f"contains a lone surrogate (\\u{ord(found.group()):04x}), which is no Unicode character; "
+                "send text that UTF-8 can encode")
+    return None
+
+
 def _problem(value: Any, path: str) -> str | None:
-    """`path: message` for the first refused value (NUL, non-finite or oversized number), if any."""
+    """`path: message` for the first refused value (NUL, lone surrogate, non-finite or oversized
+    number, repeated key), if any."""
     if isinstance(value, _Unrepresentable):
-        shown = value.text if len(value.text) <= 24 else f"{value.text[:12]}... ({len(value.text)} characters)"
-        return f"{path or 'body'}: {shown} {value.why}"
+        shown_text = value.text if len(value.text) <= 24 else f"{value.text[:12]}... ({len(value.text)} characters)"
+        return f"{path or 'body'}: {shown_text} {value.why}"
+    if isinstance(value, _DuplicateKey):
+        here = f"{path}.{shown(value.key)}" if path else shown(value.key)
+        return f"{here}: duplicate key {shown(value.key)!r} (a JSON object names each key once)"
     if isinstance(value, str):
-        return f"{path or 'body'}: contains a NUL character (\\u0000)" if NUL in value else None
+        problem = text_problem(value)
+        return f"{path or 'body'}: {problem}" if problem else None
     if isinstance(value, dict):
         for key, item in value.items():
-            here = f"{path}.{key}" if path else str(key)
-            if NUL in str(key):
-                return f"{here}: contains a NUL character (\\u0000)"
+            here = f"{path}.{shown(str(key))}" if path else shown(str(key))
+            problem = text_problem(str(key))
+            if problem:
+                return f"{here}: {problem}"
             found = _problem(item, here)
             if found:
                 return found
@@ -153,12 +190,33 @@ def _problem(value: Any, path: str) -> str | None:
     return None
 
 
+_UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def _utf8_text(raw: bytes, *, what: str) -> str:
+    """A body's bytes as text: UTF-8 only (RFC 8259 §8.1). The JSON parser would guess UTF-16
+    and UTF-32 from the first bytes, and decode surrogates written in UTF-8 form; neither is sent
+    by a client that means UTF-8, and both would be stored as something the client did not send."""
+    if raw.startswith((b"\xff\xfe", b"\xfe\xff")) or b"\x00" in raw[:4]:
+        raise InvalidInput(["body: looks like UTF-16 or UTF-32; send JSON encoded as UTF-8"], what=what)
+    try:
+        return raw.removeprefix(_UTF8_BOM).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput([f"body: not UTF-8 (byte 0x{raw[exc.start]:02X} at offset {exc.start}); "
+                            "send JSON encoded as UTF-8"], what=what) from None
+
+
 def loads_bounded(raw: bytes | str, *, what: str = "input") -> Any:
     """Parse JSON within `limits`: InvalidInput names what is refused (nesting beyond
-    MAX_JSON_DEPTH, found before the parser recurses; NaN, Infinity, overflowing floats, integers
-    beyond MAX_JSON_INTEGER, NUL), by field path. The REST edge and the CLI both read JSON here."""
+    MAX_JSON_DEPTH, found before the parser recurses; bytes that are not UTF-8; NaN, Infinity,
+    overflowing floats, integers beyond MAX_JSON_INTEGER, NUL, lone surrogates, a key named twice
+    in one object), by field path. The REST edge and the CLI both read JSON here."""
+    given_text = isinstance(raw, str)
     if isinstance(raw, str):
+        text = raw
         raw = raw.encode("utf-8", "surrogatepass")
+    else:
+        text = _utf8_text(raw, what=what)
     depth = json_nesting(raw)
     if depth > MAX_JSON_DEPTH:
         raise InvalidInput([f"body: nested {depth} levels deep, more than the limit {MAX_JSON_DEPTH}"], what=what)
@@ -184,18 +242,31 @@ def loads_bounded(raw: bytes | str, *, what: str = "input") -> Any:
         refused = True
         return _Unrepresentable(text, "is not a JSON number (numbers must be finite)")
 
+    def build_object(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _DuplicateKey:
+        # The parser keeps the last of two equal keys without a word; the YAML loader refuses
+        # them, and so does this edge: a body that says two things means neither.
+        nonlocal refused
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        refused = True
+        seen: set[str] = set()
+        return _DuplicateKey(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+
     try:
-        data = json.loads(raw, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        data = json.loads(text, parse_int=parse_int, parse_float=parse_float, parse_constant=parse_constant,
+                          object_pairs_hook=build_object)
+    except json.JSONDecodeError as exc:
         raise InvalidInput([f"body: malformed JSON ({exc})"], what=what) from None
-    # JSON can carry NUL only as an escape; PostgreSQL cannot store it (text or jsonb).
-    if refused or b"\\u0000" in raw:  # JSON's escape is a lower-case \u; no lowered copy of the body
+    # JSON can carry NUL and lone surrogates only as escapes (a str given by the CLI may hold a
+    # surrogate itself); PostgreSQL cannot store either, and a surrogate cannot be hashed.
+    # JSON's escapes are a lower-case \u; no lowered copy of the body is made.
+    if (refused or "\\u0000" in text or ("\\u" in text and _SURROGATE_ESCAPE.search(text))
+            or (given_text and _SURROGATE.search(text))):
         problem = _problem(data, "")
         if problem is not None:
             raise InvalidInput([problem], what=what)
     return data
-
-
 
 
 class _YamlRefused(yaml.YAMLError):
@@ -232,6 +303,15 @@ class _Yaml12Loader(yaml.SafeLoader):
             return super().compose_node(parent, index)
         finally:
             self._depth -= 1
+
+    def construct_scalar(self, node):
+        # A double-quoted scalar's escapes ("\\ud800", "\\0") make characters the reader refuses
+        # raw: the same rule as every JSON string (`text_problem`), by line.
+        value = super().construct_scalar(node)
+        problem = text_problem(value) if isinstance(value, str) else None
+        if problem:
+            raise _YamlRefused(node.start_mark, f"a value {problem}")
+        return value
 
     def construct_mapping(self, node, deep=False):
         # PyYAML keeps the last of two equal keys without a word: an edit that silently loses.

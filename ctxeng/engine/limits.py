@@ -12,9 +12,11 @@ Pure Python: imported by the engine, so it imports nothing from Django.
 
 from __future__ import annotations
 
+import re
+import unicodedata
 from typing import Annotated, Any
 
-from pydantic import AfterValidator
+from pydantic import AfterValidator, BeforeValidator, Field
 
 # Structure of any JSON body, checked before it is parsed (Python's parser recurses per level).
 MAX_JSON_DEPTH = 64
@@ -64,6 +66,21 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
      "400 `body: line N: a scalar of N characters, more than the limit 100000`"),
     ("integers in a policy's YAML", f"within ±{MAX_JSON_INTEGER:,}, as in JSON",
      "400 `policy.revision: 99999999999... (5000 characters) is outside ±9007199254740991 ...`"),
+    ("`model.context_limit`", f"{MAX_INT32:,} (2^31 − 1), and at least the policy's response_reserve + "
+     "protocol_overhead + safety_margin at that size",
+     "400 `model.context_limit: N leaves no input under policy P/R: ...` at submit (exactly the reserves: "
+     "accepted, blocked `budget_exhausted`)"),
+    ("every integer and number of a request or a policy", "a JSON number: `true` is not 1, `\"3\"` not 3",
+     "400 `model.context_limit: Input should be a valid integer`"),
+    ("every id (`run_id`, `step_id`, `item_id`, `call_id`, `artifact_id`, policy and principal ids, every "
+     "reference to one, `Idempotency-Key`, `?run_id=` and other id parameters)",
+     "printable characters: no control (Cc), format (Cf), surrogate or line/paragraph separator; not `.` or `..`; "
+     "a policy id without `/`",
+     "400 `run_id: contains U+0001 (a control character); an id holds printable characters only ...`"),
+    ("every string and key of a JSON body or a policy's YAML", "no NUL, no lone surrogate (`\"\\ud800\"`)",
+     "400 `candidates[3].content: contains a lone surrogate (\\ud800), which is no Unicode character; ...`"),
+    ("keys of a JSON object", "each named once", "400 `candidates[3].source_ref.url: duplicate key 'url' ...`"),
+    ("`tool_calls[].completed_seq`", "distinct", "400 `tool_calls[1].completed_seq: 2 is also the completed_seq of tool_calls[0]; ...`"),
 )
 
 
@@ -97,3 +114,57 @@ def _bounded_depth(value: Any) -> Any:
 
 # A free-form JSON object (source_ref, tool call arguments): any keys, bounded nesting.
 JsonObject = Annotated[dict[str, Any], AfterValidator(_bounded_depth)]
+
+
+# Characters no id may hold, by Unicode category: controls (Cc: NUL, ESC, DEL, U+0085 ...),
+# invisible format characters (Cf: U+FEFF, U+200B, bidi overrides ...), surrogates (Cs) and the
+# line and paragraph separators (Zl, Zp: U+2028, U+2029). An id is shown in pages, logs and URLs:
+# such a character is invisible there, breaks a line, or is refused by the URL edge
+# (`ctxeng.middleware`), so an id holding one could be submitted but never viewed or closed.
+UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# "." and ".." are path segments every HTTP client collapses: `/runs/../` never reaches the run.
+DOT_SEGMENTS = frozenset({".", ".."})
+
+
+def id_problem(value: str) -> str | None:
+    """Why `value` cannot be an id (the one rule for every id field), or None."""
+    if value in DOT_SEGMENTS:
+        return f"{value!r} is a URL path segment (. or ..), which an id cannot be"
+    if value.isascii():
+        found = _ASCII_CONTROL.search(value)
+        bad = found.group() if found else None
+    else:
+        bad = next((ch for ch in value if unicodedata.category(ch) in UNPRINTABLE_CATEGORIES), None)
+    if bad is None:
+        return None
+    what = unicodedata.name(bad, None) or ("a lone surrogate" if unicodedata.category(bad) == "Cs" else "a control character")
+    return (f"contains U+{ord(bad):04X} ({what}); an id holds printable "
+            "characters only (no control, format or line-separator characters)")
+
+
+def _printable_id(value: Any) -> Any:
+    problem = id_problem(value) if isinstance(value, str) else None  # not a string: the str type says so
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+# Every id of the formats (run, step, item, call, artifact, policy ...): what a page, a URL and a
+# filter can all show and find again. A before-validator, so a field's own length bound stays
+# the str type's (`String should have at most 300 characters`).
+Id = Annotated[str, BeforeValidator(_printable_id)]
+
+
+def _one_segment(value: Any) -> Any:
+    if isinstance(value, str) and "/" in value:
+        raise ValueError("contains '/'; a policy id is one URL path segment (/policies/<id>/ and the policy API address it so)")
+    return value
+
+
+# A policy id: an id that is also one path segment (a run or item id may hold '/': its URLs take
+# the rest of the path).
+PolicyId = Annotated[str, BeforeValidator(_one_segment), BeforeValidator(_printable_id)]
+# An optional id with a length bound (`Id | None = Field(max_length=...)` would report the bound
+# in pydantic's generic words, "Value should have at most 300 items").
+ItemIdRef = Annotated[str, Field(max_length=MAX_ITEM_ID), BeforeValidator(_printable_id)]

@@ -18,12 +18,13 @@ from pydantic import (
     ConfigDict,
     Field,
     SerializerFunctionWrapHandler,
+    Strict,
     field_validator,
     model_serializer,
     model_validator,
 )
 
-from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, JsonObject
+from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, ItemIdRef, JsonObject, PolicyId
 from .vocabulary import (
     AUTHORITY_TRUST,
     AcquisitionOutcome,
@@ -63,6 +64,12 @@ from .vocabulary import (
     Zone,
 )
 
+# Every integer and number a request or a policy gives: strict, so `true` is not 1 (pydantic's lax
+# mode reads a boolean as an integer and a number), nor "3" 3 or 2.0 2. An integer is still a
+# Number. A test walks every request and policy model and finds no lax integer or number.
+Int = Annotated[int, Strict()]
+Number = Annotated[float, Strict()]
+
 
 class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
@@ -78,13 +85,13 @@ class Open(BaseModel):
 
 
 class PolicyRef(Frozen):
-    id: str = Field(min_length=1, max_length=MAX_ID)
-    revision: int | None = Field(default=None, ge=1, le=MAX_INT32, description="omit to use the current published revision")
+    id: PolicyId = Field(min_length=1, max_length=MAX_ID)
+    revision: Int | None = Field(default=None, ge=1, le=MAX_INT32, description="omit to use the current published revision")
     digest: str | None = None
 
 
 class Principal(Frozen):
-    id: str = Field(min_length=1)
+    id: Id = Field(min_length=1)
     tenant: str = Field(min_length=1, max_length=MAX_NAME)
     project: str = Field(min_length=1)
     permissions: list[str] = Field(
@@ -95,17 +102,17 @@ class Principal(Frozen):
 class ModelSpec(Frozen):
     provider: str = Field(min_length=1)
     name: str = Field(min_length=1)
-    context_limit: int = Field(gt=0)
+    context_limit: Int = Field(gt=0, le=MAX_INT32, description="tokens (at most 2^31 - 1)")
     api_version: str | None = None
 
 
 class SourceSpec(Open):
     type: str
-    id: str
+    id: Id
 
 
 class SourceAcquisition(Frozen):
-    source_request_id: str = Field(min_length=1)
+    source_request_id: Id = Field(min_length=1)
     source: SourceSpec
     outcome: AcquisitionOutcome
     reason: str | None = None
@@ -121,20 +128,20 @@ class Turn(Frozen):
     Items with a turn are serialized in turn order after the context message, each in a message of
     its speaker's role, so two assistant turns stay two messages (`render`, `adapters`)."""
 
-    index: int = Field(ge=0, description="position of the message in the agent's history")
+    index: Int = Field(ge=0, description="position of the message in the agent's history")
     speaker: Literal["user", "assistant"] = Field(description="assistant: only the agent's own output (intended_role derived_context)")
 
 
 class ToolCall(Frozen):
     """One call the agent's assistant turn made, in assistant source order."""
 
-    call_id: str = Field(min_length=1)
+    call_id: Id = Field(min_length=1)
     tool_name: str = Field(pattern=TOOL_NAME_PATTERN, description="the name both providers accept: [A-Za-z0-9_-]{1,64}")
     arguments: JsonObject = Field(default_factory=dict)
     status: ToolResultStatus = ToolResultStatus.UNKNOWN
-    result_item_id: str | None = Field(default=None, max_length=MAX_ITEM_ID, description="candidate holding the result; null = unresolved")
-    completed_seq: int | None = Field(default=None, description="completion order; never changes pairing")
-    turn: int | None = Field(
+    result_item_id: ItemIdRef | None = Field(default=None, description="candidate holding the result; null = unresolved")
+    completed_seq: Int | None = Field(default=None, description="completion order; never changes pairing")
+    turn: Int | None = Field(
         default=None, ge=0, description="the history position of the assistant turn that made the call; null = with the context"
     )
 
@@ -146,24 +153,24 @@ class ToolDefinition(Frozen):
 
 
 class LineageNode(Frozen):
-    node_id: str
+    node_id: Id
     type: str
     digest: str | None = None
-    input_node_ids: list[str] = Field(default_factory=list)
+    input_node_ids: list[Id] = Field(default_factory=list)
     input_digest: str | None = Field(default=None, description="for a derived node (excerpt): the digest of what it was cut from")
-    transform_record_id: str | None = Field(default=None, description="for a node the engine derived: its TransformRecord")
+    transform_record_id: Id | None = Field(default=None, description="for a node the engine derived: its TransformRecord")
 
 
 class InputRange(Frozen):
-    start_item_id: str
-    end_item_id: str
+    start_item_id: Id
+    end_item_id: Id
 
 
 class ArtifactRef(Frozen):
     """Re-injection handle (seed §7): the service loads the object and re-admits it through every gate."""
 
-    artifact_id: str = Field(min_length=1, max_length=MAX_ITEM_ID)
-    revision: int | Annotated[str, Field(max_length=MAX_NAME)] | None = None
+    artifact_id: Id = Field(min_length=1, max_length=MAX_ITEM_ID)
+    revision: Int | Annotated[str, Field(max_length=MAX_NAME)] | None = None
 
 
 class StoredArtifact(Frozen):
@@ -172,8 +179,8 @@ class StoredArtifact(Frozen):
     The service builds these from its tenant-scoped Artifact rows, the CLI from `--artifacts DIR`;
     an agent never supplies them, so a re-injected item cannot vouch for itself."""
 
-    artifact_id: str = Field(min_length=1)
-    revision: int | str
+    artifact_id: Id = Field(min_length=1)
+    revision: Int | str
     kind: str = Field(min_length=1)
     content: str
     content_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
@@ -184,7 +191,7 @@ class StoredArtifact(Frozen):
 class RequiredRevision(Frozen):
     """A required revision with the authority that asserts it (policy `revision_authority`)."""
 
-    revision: int | str
+    revision: Int | str
     source: RevisionSource = Field(description="who asserts it: never a retrieval result")
 
 
@@ -192,10 +199,10 @@ class LifecycleEventRecord(Frozen):
     """A lifetime event (policy `expiry.on`) hitting one item, every item under a scope, or an artifact."""
 
     event: LifecycleEvent
-    item_id: str | None = None
+    item_id: Id | None = None
     scope: str | None = None
-    artifact_id: str | None = None
-    revision: int | str | None = Field(default=None, description="with artifact_id: only this revision is hit")
+    artifact_id: Id | None = None
+    revision: Int | str | None = Field(default=None, description="with artifact_id: only this revision is hit")
     detail: str = ""
     emitted_by: Literal["agent", "service"] = "agent"
 
@@ -219,7 +226,7 @@ class PreviousCache(Frozen):
 class ContextItem(Frozen):
     """A candidate (seed §2 ContextItem plus content, kind, ranking and summary fields)."""
 
-    item_id: str = Field(min_length=1, max_length=MAX_ITEM_ID)
+    item_id: Id = Field(min_length=1, max_length=MAX_ITEM_ID)
     kind: str = Field(min_length=1, max_length=MAX_NAME)
     source_type: str = Field(min_length=1, max_length=MAX_NAME)
     source_ref: JsonObject
@@ -228,7 +235,7 @@ class ContextItem(Frozen):
     content: str | None = Field(default=None, description="inline content; null only with artifact_ref")
     artifact_ref: ArtifactRef | None = None
     content_hash: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
-    revision: int | str | None = None
+    revision: Int | str | None = None
     scope: str = Field(min_length=1)
     observed_at: str | None = None
     freshness: Freshness = Freshness.VALID
@@ -236,19 +243,19 @@ class ContextItem(Frozen):
     intended_role: Role
     security_class: str = "internal"
     completeness: Literal["complete", "partial", "unknown"] = "complete"
-    estimated_tokens: int | None = Field(default=None, ge=0, description="ignored: the engine counts itself")
-    relevance: float | None = Field(default=None, ge=0.0, le=1.0)
+    estimated_tokens: Int | None = Field(default=None, ge=0, description="ignored: the engine counts itself")
+    relevance: Number | None = Field(default=None, ge=0.0, le=1.0)
     stages: list[str] | None = Field(default=None, description="stages this item serves; null = every stage")
     load_mode: LoadMode | None = None
     required: bool = Field(default=False, description="blocked if this item cannot be included")
-    call_id: str | None = None
+    call_id: Id | None = None
     claim: str | None = None
-    open_item_ids: list[str] | None = None
-    input_item_ids: list[str] | None = None
+    open_item_ids: list[Id] | None = None
+    input_item_ids: list[Id] | None = None
     input_range: InputRange | None = None
     source_refs: list[JsonObject] | None = None
     preserves: JsonObject | None = None
-    source_request_id: str | None = None
+    source_request_id: Id | None = None
     turn: Turn | None = Field(default=None, description="a conversation message's place in the history; null = context, not a turn")
 
     @model_validator(mode="after")
@@ -273,7 +280,7 @@ class CheckpointClaim(Frozen):
 class CheckpointState(Frozen):
     """Structured state for the deterministic checkpoint summary of seed §6."""
 
-    summary_id: str = Field(default="checkpoint-summary", min_length=1, max_length=MAX_ITEM_ID)
+    summary_id: Id = Field(default="checkpoint-summary", min_length=1, max_length=MAX_ITEM_ID)
     goal: str
     constraints: list[str] = Field(default_factory=list)
     current_stage: str
@@ -282,26 +289,26 @@ class CheckpointState(Frozen):
     blocked: list[str] = Field(default_factory=list)
     confirmed_claims: list[CheckpointClaim] = Field(default_factory=list)
     conflicts_and_negative_findings: list[str] = Field(default_factory=list)
-    open_item_ids: list[str] = Field(default_factory=list)
-    draft_revision: int | str | None = None
+    open_item_ids: list[Id] = Field(default_factory=list)
+    draft_revision: Int | str | None = None
     unresolved_tool_calls: list[str] = Field(default_factory=list, description="call ids still without a result")
     next_steps: list[str] = Field(default_factory=list)
     artifact_refs: list[str] = Field(default_factory=list)
-    input_item_ids: list[str] = Field(min_length=1)
+    input_item_ids: list[Id] = Field(min_length=1)
     input_range: InputRange | None = None
 
 
 class RuntimeState(Frozen):
     """What the runtime knows for verifying summaries (optional; derived from items when absent)."""
 
-    open_item_ids: list[str] | None = None
-    article_draft_revision: int | str | None = None
+    open_item_ids: list[Id] | None = None
+    article_draft_revision: Int | str | None = None
 
 
 class AssemblyRequest(Frozen):
     schema_version: Literal["assembly-request/v1"] = "assembly-request/v1"
-    run_id: str = Field(min_length=1, max_length=MAX_ID)
-    step_id: str = Field(min_length=1, max_length=MAX_ID)
+    run_id: Id = Field(min_length=1, max_length=MAX_ID)
+    step_id: Id = Field(min_length=1, max_length=MAX_ID)
     policy: PolicyRef
     principal: Principal
     scope: str = Field(min_length=1)
@@ -309,7 +316,7 @@ class AssemblyRequest(Frozen):
     model: ModelSpec
     adapter: str | None = Field(default=None, description="null = the policy's serialization.adapter")
     task_type: str | None = Field(default=None, description="checked against the policy's scope.task_type")
-    required_revisions: dict[str, int | str | RequiredRevision] = Field(
+    required_revisions: dict[str, Int | str | RequiredRevision] = Field(
         default_factory=dict,
         description="object -> revision; a bare value is asserted by the task spec (revision_authority task_spec)",
     )
@@ -326,7 +333,7 @@ class AssemblyRequest(Frozen):
     )
     previous_cache: PreviousCache | None = Field(default=None, description="the previous step's manifest.cache, for hit/miss")
     lifecycle_events: list[LifecycleEventRecord] = Field(default_factory=list)
-    diagnostic_item_ids: list[str] = Field(
+    diagnostic_item_ids: list[Id] = Field(
         default_factory=list, description="diagnostic-source items (traces) the agent asks for by id at this step"
     )
 
@@ -354,10 +361,17 @@ class AssemblyRequest(Frozen):
                 )
             seen[item.item_id] = i
         calls: dict[str, int] = {}
+        completed: dict[int, int] = {}
         for i, call in enumerate(self.tool_calls):
             if call.call_id in calls:
                 raise ValueError(f"tool_calls[{i}].call_id: duplicate call_id {call.call_id!r}")
             calls[call.call_id] = i
+            # A completion order: two calls cannot have completed at the same place in it.
+            if call.completed_seq is not None:
+                if call.completed_seq in completed:
+                    raise ValueError(f"tool_calls[{i}].completed_seq: {call.completed_seq} is also the completed_seq of "
+                                     f"tool_calls[{completed[call.completed_seq]}]; each completed call has its own place")
+                completed[call.completed_seq] = i
             if call.result_item_id is not None:
                 j = seen.get(call.result_item_id)
                 if j is None:
@@ -407,8 +421,8 @@ class AssemblyRequest(Frozen):
 
 
 class PolicyHeader(Frozen):
-    id: str = Field(min_length=1, max_length=MAX_ID)
-    revision: int = Field(ge=1, le=MAX_INT32)
+    id: PolicyId = Field(min_length=1, max_length=MAX_ID)
+    revision: Int = Field(ge=1, le=MAX_INT32)
     digest: str | None = None
 
 
@@ -491,7 +505,7 @@ class AdmissionPolicy(Frozen):
     hard_filters: list[HardGate] = Field(default_factory=lambda: list(HardGate))
     ranking: Unique[RankingFactor] = Field(default_factory=lambda: list(RankingFactor))
     exclusion_reasons: list[ExclusionReason] = Field(default_factory=lambda: list(ExclusionReason))
-    min_relevance: float = Field(default=0.0, ge=0.0, le=1.0, description="eligible items below it: ranking_lost")
+    min_relevance: Number = Field(default=0.0, ge=0.0, le=1.0, description="eligible items below it: ranking_lost")
     allow_incomplete: Unique[Literal["diagnostic"]] = Field(
         default_factory=list,
         description="[diagnostic]: a non-tool item marked partial or unknown enters as diagnostic_only; "
@@ -609,7 +623,7 @@ class SourceLimit(Frozen):
     """A per-source limit (seed §5): how items of one source type are reduced before budgeting."""
 
     default: SourceLimitMode
-    max_tokens: int | None = Field(
+    max_tokens: Int | None = Field(
         default=None,
         gt=0,
         description="excerpt modes only: reduce an item over this many tokens (null = 1000); "
@@ -673,8 +687,8 @@ class Share(Frozen):
     fraction: _Percent = Field(
         description="a percentage of the effective context limit, such as '10%'"
     )
-    min: int = Field(default=0, ge=0, description="tokens at least, whatever the context limit")
-    max: int | None = Field(default=None, gt=0, description="tokens at most; null = no bound")
+    min: Int = Field(default=0, ge=0, description="tokens at least, whatever the context limit")
+    max: Int | None = Field(default=None, gt=0, description="tokens at most; null = no bound")
 
     @field_validator("fraction")
     @classmethod
@@ -692,8 +706,8 @@ class Share(Frozen):
         return max(self.min, share) if self.max is None else min(self.max, max(self.min, share))
 
 
-Amount = Annotated[int, Field(ge=0)] | _Percent | Share
-PositiveAmount = Annotated[int, Field(gt=0)] | _Percent | Share
+Amount = Annotated[Int, Field(ge=0)] | _Percent | Share
+PositiveAmount = Annotated[Int, Field(gt=0)] | _Percent | Share
 
 
 def amount_tokens(amount: int | str | Share, context_limit: int) -> int:
@@ -777,13 +791,13 @@ class BudgetCalibration(Frozen):
     usable input is divided by a factor: the `quantile` of actual / estimated input tokens over the
     model's usage reports once there are `min_reports` of them, `default_factor` until then."""
 
-    quantile: float = Field(default=0.95, gt=0, le=1, description="of the reports' actual/estimate ratios (nearest rank)")
-    default_factor: float = Field(default=1.15, ge=1, le=4, description="the factor while a model has fewer than min_reports reports")
-    min_reports: int = Field(default=5, ge=1, description="reports a model needs before its own ratios decide (the service reads its newest 500)")
+    quantile: Number = Field(default=0.95, gt=0, le=1, description="of the reports' actual/estimate ratios (nearest rank)")
+    default_factor: Number = Field(default=1.15, ge=1, le=4, description="the factor while a model has fewer than min_reports reports")
+    min_reports: Int = Field(default=5, ge=1, description="reports a model needs before its own ratios decide (the service reads its newest 500)")
 
 
 class BudgetPolicy(Frozen):
-    model_context_limit: Annotated[int, Field(gt=0)] | Literal["model"] = Field(
+    model_context_limit: Annotated[Int, Field(gt=0)] | Literal["model"] = Field(
         description="tokens, or 'model': the request's model.context_limit; with a number the smaller of the two is the effective limit"
     )
     response_reserve: PositiveAmount = Field(description="tokens kept for the answer (the provider's max_tokens); a provider call needs at least one")

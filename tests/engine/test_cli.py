@@ -136,12 +136,20 @@ def test_validate_policy_prints_the_label_and_digest(example, tmp_path):
     assert changed.stdout.startswith("valid: source-research/3 digest sha256:")
 
 
+def _example_body(text: str) -> dict:
+    """The example policy as data: YAML 1.1 reads the key `on:` as True; numbers stay numbers (the
+    policy model takes no number as text)."""
+    body = yaml.safe_load(text)
+    body["expiry"]["on"] = body["expiry"].pop(True)
+    return body
+
+
 def test_validate_policy_with_previous_refuses_each_added_mechanism_without_an_upgrade_record(example, tmp_path):
     text = (example / "policy.yaml").read_text()
     old = tmp_path / "old.yaml"
     old.write_text(text)
-    body = yaml.load(text, Loader=yaml.BaseLoader)  # strings only: `on:` stays a key
-    body["policy"]["revision"] = "4"
+    body = _example_body(text)
+    body["policy"]["revision"] = 4
     body["cache"]["stable_prefix_sources"].append("user_request")  # a new stable-prefix source
     body["budget"]["partitions"]["state"]["eviction"] = "reduce_candidates"  # a changed eviction rule
     new = tmp_path / "new.yaml"
@@ -171,7 +179,7 @@ def test_validate_policy_with_previous_refuses_each_added_mechanism_without_an_u
 
 
 def test_an_upgrade_record_must_name_a_mechanism_of_its_policy(example, tmp_path):
-    body = yaml.load((example / "policy.yaml").read_text(), Loader=yaml.BaseLoader)
+    body = _example_body((example / "policy.yaml").read_text())
     body["upgrades"] = [{"mechanism": "transforms.allowed.compress", "addresses": [], "failure": " ", "new_failure_modes": "n", "cost": "c", "revocation": "r"}]
     path = tmp_path / "p.yaml"
     path.write_text(yaml.safe_dump(body))
@@ -194,8 +202,7 @@ def test_validate_policy_warns_on_stderr_for_each_authority_type_without_produce
     assert out.returncode == 0
     warned = [line.split(":", 2)[1].strip() for line in out.stderr.splitlines() if line.startswith("warning:")]
     assert warned == ["trust.producers.system_policy", "trust.producers.user_request", "trust.producers.runtime_state"]
-    body = yaml.safe_load((example / "policy.yaml").read_text())
-    body["expiry"]["on"] = body["expiry"].pop(True)
+    body = _example_body((example / "policy.yaml").read_text())
     body["trust"]["producers"] = {"system_policy": ["runtime/v1"], "user_request": ["research-agent/v2"], "runtime_state": ["runtime/v1"]}
     (tmp_path / "bound.json").write_text(json.dumps(body))
     bound = ctxeng("validate-policy", str(tmp_path / "bound.json"))

@@ -8,6 +8,8 @@ are written by hand from the request and the policy.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.golden import delivered_blocks
 
 from .builders import item, reasons, request, run, sha, tool_call, tool_result
@@ -426,10 +428,13 @@ def test_a_system_message_written_as_text_parts_is_read_as_its_text():
     assert serialization_checks(asm, [rules], payload) == {"instruction_data_boundary": "passed"}
 
 
-def test_a_text_body_with_a_lone_surrogate_is_read_like_its_bytes_not_a_crash():
-    from ctxeng.engine.errors import loads_bounded
+def test_a_text_body_with_a_lone_surrogate_is_refused_by_path_not_a_crash():
+    from ctxeng.engine.errors import InvalidInput, loads_bounded
 
-    assert loads_bounded('{"a": "\ud800"}') == {"a": "\ud800"}
+    with pytest.raises(InvalidInput) as refused:
+        loads_bounded('{"a": "\ud800"}')
+    assert refused.value.errors == [
+        "a: contains a lone surrogate (\\ud800), which is no Unicode character; send text that UTF-8 can encode"]
 
 
 def test_an_artifact_that_could_not_be_loaded_is_named_with_its_revision():

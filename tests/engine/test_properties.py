@@ -72,11 +72,13 @@ def candidates(draw, n: int) -> list[dict]:
 @st.composite
 def tool_calls(draw) -> tuple[list[dict], list[dict]]:
     calls, results = [], []
+    # Completion orders: distinct, as a request must give them (tool_calls[].completed_seq).
+    completed = draw(st.permutations(range(10)))
     for k in range(draw(st.integers(0, 4))):
         call_id = draw(st.sampled_from([f"call-{k}", f"call {k}/weird", f"c{k}-" + "x" * 45]))
         status = draw(st.sampled_from(["success", "error", "partial", "canceled", "unknown"]))
         if draw(st.integers(0, 3)) == 0:
-            calls.append(tool_call(call_id, None, status=status, completed_seq=draw(st.integers(0, 9))))
+            calls.append(tool_call(call_id, None, status=status, completed_seq=completed[k]))
             continue
         result_id = f"result-{k}"
         if draw(st.booleans()):
@@ -86,7 +88,7 @@ def tool_calls(draw) -> tuple[list[dict], list[dict]]:
             res = tool_result(result_id, call_id, draw(texts(f"marker-{result_id}")), relevance=draw(st.floats(0, 1)))
         if draw(st.integers(0, 7)) == 0:
             res["content_hash"] = sha("tampered")
-        calls.append(tool_call(call_id, result_id, status=status, completed_seq=draw(st.integers(0, 9))))
+        calls.append(tool_call(call_id, result_id, status=status, completed_seq=completed[k]))
         results.append(res)
     return calls, results
 
@@ -227,8 +229,8 @@ def test_candidate_order_and_completion_order_never_change_the_serialized_input(
     req, pol = case
     shuffled = copy.deepcopy(req)
     rng.shuffle(shuffled["candidates"])
-    for call in shuffled["tool_calls"]:
-        call["completed_seq"] = rng.randint(0, 99)
+    for call, seq in zip(shuffled["tool_calls"], rng.sample(range(100), len(shuffled["tool_calls"])), strict=True):
+        call["completed_seq"] = seq
     a, b = _assemble(req, pol), _assemble(shuffled, pol)
     assert a.manifest.assembly.serialized_model_input_hash == b.manifest.assembly.serialized_model_input_hash
     assert a.serialized_input == b.serialized_input

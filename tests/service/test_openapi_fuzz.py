@@ -197,3 +197,60 @@ def test_nul_characters_are_refused_by_name_found_by_fuzzing(published_policy, a
     response = agent_api.post("/api/v1/artifacts/", artifact, format="json")
     assert response.status_code == 400
     assert response.json() == {"errors": ["content: contains a NUL character (\\u0000)"]}
+
+
+def _issue_30_attacks(request: dict, run_id: str) -> list[tuple[str, str, bytes | None, str]]:
+    """(method, url, body, content type): what the attack of issue 30 sent, which the generators
+    above do not reach (hypothesis draws no lone surrogates, and keys never repeat)."""
+    import json
+
+    def body(mutate) -> bytes:
+        changed = copy.deepcopy(request)
+        mutate(changed)
+        return json.dumps(changed).encode()  # ensure_ascii: "\ud800" travels as its JSON escape
+
+    def calls_same_seq(b):
+        b["tool_calls"][1]["completed_seq"] = b["tool_calls"][0]["completed_seq"]
+
+    submit = "/api/v1/assemblies/"
+    return [
+        ("POST", submit, body(lambda b: b["candidates"][12].update(content="\ud800")), "application/json"),
+        ("POST", submit, body(lambda b: b["candidates"][12]["source_ref"].update({"\ud800": 1})), "application/json"),
+        ("POST", submit, body(lambda b: b["tool_calls"][0]["arguments"].update(q="\udfff")), "application/json"),
+        ("POST", submit, body(lambda b: b["model"].update(context_limit=True)), "application/json"),
+        ("POST", submit, body(lambda b: b["model"].update(context_limit=1)), "application/json"),
+        ("POST", submit, body(lambda b: b["model"].update(context_limit=2999)), "application/json"),
+        ("POST", submit, body(lambda b: b.update(run_id="h2-ctl-\u0001run")), "application/json"),
+        ("POST", submit, body(lambda b: b.update(run_id="h2-\u2028run")), "application/json"),
+        ("POST", submit, body(calls_same_seq), "application/json"),
+        ("POST", submit, b'{"run_id": "a", "run_id": "b"}', "application/json"),
+        ("POST", submit, json.dumps(request).encode(), "application/json; charset=latin-1"),
+        ("POST", submit, json.dumps(request).encode("utf-16"), "application/json"),
+        ("POST", "/api/v1/artifacts/", b'{"artifact_id": "a", "revision": 1, "kind": "k", "content": "\\ud800", '
+                                       b'"writer": "w", "scope": "s"}', "application/json"),
+        ("POST", "/api/v1/policies/source-research/revisions/3/publish/", b'{"note": "\\ud800"}', "application/json"),
+        ("GET", "/api/v1/policies/source-research/diff/?from=%C2%B2&to=3", None, ""),
+        ("GET", "/api/v1/policies/source-research/diff/?from=99999999999999999999999&to=3", None, ""),
+        ("GET", "/api/v1/assemblies/?limit=999999999999999999999", None, ""),
+        ("GET", "/api/v1/assemblies/?offset=999999999999999999999", None, ""),
+        ("GET", "/api/v1/artifacts/?limit=999999999999999999999", None, ""),
+        ("GET", "/api/v1/items/task-goal/decisions/?limit=999999999999999999999", None, ""),
+        ("GET", f"/api/v1/assemblies/?run_id={run_id}%E2%80%A8", None, ""),
+        ("POST", "/api/v1/runs/h2-ctl-%E2%80%A8run/close/", b"{}", "application/json"),
+    ]
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_the_requests_that_broke_issue_30_get_a_4xx_with_every_role(role, role_tokens, example_request):
+    """Issue 30's attack, request by request, with every role's token: a 4xx, in JSON, never a 5xx."""
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {role_tokens[role]}")
+    for method, url, body, content_type in _issue_30_attacks(example_request, example_request["run_id"]):
+        if method == "GET":
+            response = client.get(url)
+        else:
+            response = client.generic(method, url, body or b"", content_type=content_type)
+        assert 400 <= response.status_code < 500, (role, method, url, response.status_code, response.content[:300])
+        assert response["Content-Type"].startswith("application/json") and response.json()["errors"], (role, url)
