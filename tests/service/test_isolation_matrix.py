@@ -339,40 +339,42 @@ def _bodies(schema: dict[str, Any], op, owner: World, victim: World) -> list[Any
     return bodies
 
 
-def test_no_api_operation_shows_one_tenant_anything_of_another(worlds, api, submit):
+# One test per role: the probes spread over pytest-xdist's workers (the matrix is ~13,000 probes).
+@pytest.mark.parametrize("role", ROLES)
+def test_no_api_operation_shows_one_tenant_anything_of_another(worlds, api, submit, role):
     findings = Findings()
     for owner, victim in (worlds, worlds[::-1]):
-        for role, user in owner.users.items():
-            client = api(user)
-            schema = _schema(client)
-            operations = api_operations(schema)
-            assert len(operations) >= 15, "the served OpenAPI document lists the API's operations"
-            for op in operations:
-                path_params = [p.name for p in op.parameters if p.location == "path"]
-                others = [p for p in op.parameters if p.location in ("query", "header")]
-                for values, twin, sweep in _arg_sets(path_params, owner, victim):
-                    url = op.path.format(**values)
-                    for body in _bodies(schema, op, owner, victim):
-                        seen = _call(client, victim, op.method, url, body, {}, submit)
-                        label = f"{owner.slug}/{role} {op.method} {url} body={str(body)[:80]}"
-                        findings.leaks(label, seen, victim, url + json.dumps(body))
-                        if twin is not None:
-                            twin_url = op.path.format(**twin)
-                            twin_body = _swap(body, victim.twins)
-                            twin_seen = _call(client, victim, op.method, twin_url, twin_body, {}, submit)
-                            findings.differs(label, _twin_view(seen, victim), twin_seen)
-                    if not sweep:
-                        continue
-                    body = _bodies(schema, op, owner, victim)[0]
-                    for param, value in ((p, v) for p in others for v in [*victim.query_values, *p.enum]):
-                        query = {param.name: value} if param.location == "query" else {}
-                        headers = {param.name: value} if param.location == "header" else {}
-                        seen = _call(client, victim, op.method, url, body, query, submit, headers)
-                        sent = url + json.dumps(body) + value
-                        findings.leaks(f"{owner.slug}/{role} {op.method} {url} {param.location} "
-                                       f"{param.name}={value}", seen, victim, sent)
+        user = owner.users[role]
+        client = api(user)
+        schema = _schema(client)
+        operations = api_operations(schema)
+        assert len(operations) >= 15, "the served OpenAPI document lists the API's operations"
+        for op in operations:
+            path_params = [p.name for p in op.parameters if p.location == "path"]
+            others = [p for p in op.parameters if p.location in ("query", "header")]
+            for values, twin, sweep in _arg_sets(path_params, owner, victim):
+                url = op.path.format(**values)
+                for body in _bodies(schema, op, owner, victim):
+                    seen = _call(client, victim, op.method, url, body, {}, submit)
+                    label = f"{owner.slug}/{role} {op.method} {url} body={str(body)[:80]}"
+                    findings.leaks(label, seen, victim, url + json.dumps(body))
+                    if twin is not None:
+                        twin_url = op.path.format(**twin)
+                        twin_body = _swap(body, victim.twins)
+                        twin_seen = _call(client, victim, op.method, twin_url, twin_body, {}, submit)
+                        findings.differs(label, _twin_view(seen, victim), twin_seen)
+                if not sweep:
+                    continue
+                body = _bodies(schema, op, owner, victim)[0]
+                for param, value in ((p, v) for p in others for v in [*victim.query_values, *p.enum]):
+                    query = {param.name: value} if param.location == "query" else {}
+                    headers = {param.name: value} if param.location == "header" else {}
+                    seen = _call(client, victim, op.method, url, body, query, submit, headers)
+                    sent = url + json.dumps(body) + value
+                    findings.leaks(f"{owner.slug}/{role} {op.method} {url} {param.location} "
+                                   f"{param.name}={value}", seen, victim, sent)
     findings.check()
-    print(f"isolation matrix, API: {findings.probes} probes")
+    print(f"isolation matrix, API as {role}: {findings.probes} probes")
 
 
 def _swap(body: Any, twins: dict[str, str]) -> Any:
@@ -460,24 +462,26 @@ def _methods_of(route: Route) -> list[str]:
     return ["GET", "POST"]
 
 
-def test_no_dashboard_url_shows_one_tenant_anything_of_another(worlds, inline_jobs, django_capture_on_commit_callbacks):
+@pytest.mark.parametrize("role", ROLES)
+def test_no_dashboard_url_shows_one_tenant_anything_of_another(worlds, inline_jobs, django_capture_on_commit_callbacks,
+                                                                role):
     findings = Findings()
     for owner, victim in (worlds, worlds[::-1]):
-        for role, user in owner.users.items():
-            client = Client()
-            client.force_login(user)
-            for label, method, url, params, htmx, twin_url in dashboard_probes(owner, victim):
-                label = f"{owner.slug}/{role} {label}"
-                seen = _page_call(client, victim, method, url, params, htmx, django_capture_on_commit_callbacks)
-                if not client.cookies.get("sessionid") or not client.cookies["sessionid"].value:
-                    client.force_login(user)  # the probe was the logout page
-                findings.leaks(label, seen, victim, url + json.dumps(params))
-                if twin_url is not None:
-                    twin_seen = _page_call(client, victim, method, twin_url, params, htmx,
-                                           django_capture_on_commit_callbacks)
-                    findings.differs(label, _twin_view(seen, victim), twin_seen)
+        user = owner.users[role]
+        client = Client()
+        client.force_login(user)
+        for label, method, url, params, htmx, twin_url in dashboard_probes(owner, victim):
+            label = f"{owner.slug}/{role} {label}"
+            seen = _page_call(client, victim, method, url, params, htmx, django_capture_on_commit_callbacks)
+            if not client.cookies.get("sessionid") or not client.cookies["sessionid"].value:
+                client.force_login(user)  # the probe was the logout page
+            findings.leaks(label, seen, victim, url + json.dumps(params))
+            if twin_url is not None:
+                twin_seen = _page_call(client, victim, method, twin_url, params, htmx,
+                                       django_capture_on_commit_callbacks)
+                findings.differs(label, _twin_view(seen, victim), twin_seen)
     findings.check()
-    print(f"isolation matrix, dashboard: {findings.probes} probes")
+    print(f"isolation matrix, dashboard as {role}: {findings.probes} probes")
 
 
 def _twin_view(text: str, victim: World) -> str:
