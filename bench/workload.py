@@ -220,7 +220,8 @@ def _tool_pair(rng: random.Random, n: int, size: int) -> tuple[dict[str, Any], d
             trust="repository_evidence", intended_role="untrusted_data", call_id=call_id, revision=PI_COMMIT,
         )
         call = {"call_id": call_id, "tool_name": "read_source", "arguments": {"repo": "pi", "path": f"src/file_{n}.py", "lines": f"{lo}-{lo + 80}"}}
-    call.update(status=status, result_item_id=result["item_id"], completed_seq=rng.randint(1, 10_000))
+    call.update(status=status, result_item_id=result["item_id"], completed_seq=rng.randint(1, 10_000) * 100_000 + n)
+    # (completion order random, each call its own place: the request refuses two calls at one place)
     return call, result
 
 

@@ -78,14 +78,19 @@ def _runs_filters(params: Any) -> tuple[dict[str, Any], list[str]]:
     if status and status not in JobStatus.values:
         problems.append(f"Unknown status “{status[:60]}” (expected one of {', '.join(JobStatus.values)}): the status filter is off.")
         status = ""
-    filters: dict[str, Any] = {"status": status, "policy": params.get("policy", "").strip()}
-    for name, label in (("since", "from"), ("until", "to")):
-        text = params.get(name, "").strip()
-        if text and _date(text) is None:
-            problems.append(f"“{text[:60]}” is not a date (YYYY-MM-DD): the “{label}” filter is off.")
-            text = ""
-        filters[name] = text
+    filters: dict[str, Any] = {"status": status, "policy": params.get("policy", "").strip(),
+                               "since": _date_filter(params.get("since", ""), "from", problems),
+                               "until": _date_filter(params.get("until", ""), "to", problems)}
     return filters, problems
+
+
+def _date_filter(text: str, label: str, problems: list[str]) -> str:
+    """A date filter's text, or "" (and a problem said) when it is not a date."""
+    text = text.strip()
+    if text and _date(text) is None:
+        problems.append(f"“{text[:60]}” is not a date (YYYY-MM-DD): the “{label}” filter is off.")
+        return ""
+    return text
 
 
 @require_GET

@@ -803,7 +803,9 @@ class BudgetPolicy(Frozen):
     response_reserve: PositiveAmount = Field(description="tokens kept for the answer (the provider's max_tokens); a provider call needs at least one")
     protocol_overhead: Amount
     safety_margin: Amount
-    partitions: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], Partition]
+    # A partition's name becomes part of the ids of what the budget derives (a structured summary,
+    # its transform), so it is held to the id rule: printable characters only.
+    partitions: dict[Annotated[Id, Field(min_length=1, max_length=MAX_NAME)], Partition]
     borrowing: Borrowing = Borrowing.PRESERVE_ALL_MINIMUMS
     calibration: BudgetCalibration | None = Field(
         default=None, description="the margin for models whose count is not exact; absent: quantile 0.95, default_factor 1.15, min_reports 5"

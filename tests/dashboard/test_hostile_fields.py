@@ -235,7 +235,8 @@ def start_urls(world: dict[str, Any]) -> list[str]:
     objects = {"job_id": [str(job.id) for job in world["jobs"]], "run_id": [world["jobs"][0].run.run_id],
                "policy_id": [world["policy_id"]], "revision": [world["published"].revision, world["draft"].revision],
                "preview_id": [str(world["preview"].id)], "section": ["tool_pairs", "transforms"],
-               "user_id": [world["owner"].pk], "item_id": []}
+               "user_id": [world["owner"].pk], "item_id": [],
+               "fmt": ["csv", "json"], "document": ["manifest", "payload", "request"]}
     urls = []
     for route in dashboard_routes():
         if route.name in ("logout", "set-password", "login"):
@@ -266,6 +267,11 @@ def test_no_page_shows_a_hostile_field_unescaped(hostile_world):
         response = client.get(url, HTTP_HX_REQUEST="true") if htmx else client.get(url)
         if response.status_code >= 500:
             problems.append(f"{url}: {response.status_code}")
+            continue
+        if not response.get("Content-Type", "").startswith("text/html"):
+            # a download (CSV, JSON) or a plain-text message: a browser never renders it as markup
+            # (nosniff is sent everywhere)
+            assert response.get("X-Content-Type-Options") == "nosniff", url
             continue
         html = response.content.decode("utf-8", "replace")
         problems += [f"{url}{' (htmx)' if htmx else ''}: {p}" for p in unescaped(html, hostile)]

@@ -347,6 +347,16 @@ def test_a_policy_id_holding_a_slash_is_a_400_since_its_urls_take_one_segment(
     assert response.status_code == 400 and errors(response)[0].startswith("policy.id: contains '/'")
 
 
+def test_a_partition_name_holding_a_control_character_is_a_400_naming_it(editor_api, example_policy_body):
+    """A partition's name becomes part of the ids the budget derives (its structured summary): a
+    name no id could hold was accepted, then failed the job that needed its summary."""
+    policy = copy.deepcopy(example_policy_body)
+    policy["budget"]["partitions"]["state\x85"] = policy["budget"]["partitions"].pop("state")
+    response = editor_api.post("/api/v1/policies/validate/", policy, format="json")
+    assert response.status_code == 400
+    assert errors(response)[0].startswith("budget.partitions.state\x85: contains U+0085"), errors(response)
+
+
 # Printable characters that paths, queries and pages each treat specially: a slash, a space, the
 # URL delimiters, a percent sign, quotes and brackets, a no-break space, letters beyond ASCII.
 EDGE_ID = "edge/ ?#%&+=;~'\"<b>\u00a0é😀/x"

@@ -53,6 +53,7 @@ PASSWORD = "isolation matrix password"
 # A set-password link is a bearer credential (whoever holds it acts as its user, by design): no
 # tenant's real link is probed, an invalid one is.
 FIXED_PATH_VALUES = {"section": ("tool_pairs", "transforms", "included", "excluded"),
+                     "fmt": ("csv", "json"), "document": ("manifest", "payload", "request"),
                      "uidb64": ("MQ",), "token": ("c1x2yz-0123456789abcdef0123456789abcdef",)}
 # An object's twin: the same names, each one only its tenant has swapped for one nobody has.
 TWIN = "_twin"

@@ -142,7 +142,7 @@ def test_an_admission_reason_quoting_an_escaped_partition_name_is_stored(
     from policies.services import policy_revision_create, policy_revision_publish
     from tests.engine.builders import item, policy, request
 
-    name = "\x85" * 100
+    name = "\xa0" * 100  # a no-break space: printable (a name may hold it), escaped by repr()
     body = policy()
     body["budget"]["partitions"] = {
         "control": {"minimum": 100, "eviction": "never", "kinds": ["instruction", "goal", "hard_constraints"]},
