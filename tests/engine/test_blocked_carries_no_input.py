@@ -95,6 +95,10 @@ def force(cause: str, req: dict, pol: dict, *, small_model: bool = False, words:
         if "source_refs" not in pol["transforms"]["preserve"]:
             pol["transforms"]["preserve"].append("source_refs")
     elif cause == "fence_misstates_its_item":
+        # Nothing required, so the earlier causes step aside and the rendered input is checked.
+        pol["resident"]["include"] = []
+        for cand in req["candidates"]:
+            cand.pop("required", None)
         req["candidates"].append(item("fenced-evidence", "repository_source", "marker-fenced-evidence read from the repository", relevance=1.0))
     return req, pol
 
@@ -108,8 +112,10 @@ def blocked_cases(draw) -> tuple[dict, dict, str]:
 
 
 def _misstate_first_fence(out: dict[str, Any]) -> None:
-    """Rewrite the first fenced block's header to claim control authority (what `trust` checks)."""
-    for block in out.get("blocks", []):
+    """Rewrite a fenced block's header (the forced evidence's, else the first) to claim control
+    authority, which `structure_checks`' `trust` compares with the admitted item."""
+    blocks = out.get("blocks", [])
+    for block in sorted(blocks, key=lambda b: b.get("item_id") != "fenced-evidence"):
         first, sep, rest = block["text"].partition("\n")
         if '"trust":' in first:
             start = first.index('"trust":')
