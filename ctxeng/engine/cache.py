@@ -15,7 +15,10 @@ under), stable_source_identity_change (the prefix's source ids and hashes). A st
 when the previous step's record (`request.previous_cache`, the previous manifest's `cache`) has the
 same identity and the same key for every listed cause; otherwise it is a `miss` and
 `invalidated_by` names why. A cache hit never skips admission: this record is an observation, not a
-decision.
+decision. A blocked assembly has no payload and so no prefix: its record is `bypassed`, with
+`prefix_hash`, `prefix_identity` and `provider_marker` null and no invalidation keys; a previous
+record with a null identity (a blocked step's) makes the next step a `miss`
+(`previous_step_blocked`).
 
 Provider caches, used on purpose (`provider_cache_options` asks the adapter, `provider_marker`
 reads the payload back): Anthropic caches only up to a `cache_control` breakpoint, so the stable
@@ -165,6 +168,8 @@ def invalidation_keys(asm: Assembly, included: list[Candidate], prefix: list[Can
 
 def _status(asm: Assembly, identity: str, keys: dict[InvalidationCause, str]) -> tuple[CacheStatus, list[str]]:
     previous = asm.request.previous_cache
+    if previous is not None and previous.prefix_identity is None:
+        return CacheStatus.MISS, ["previous_step_blocked"]  # no payload was sent, nothing was cached
     if previous is None:
         if asm.request.previous_prefix_identity is None:
             return CacheStatus.MISS, ["no_previous_step"]
@@ -180,9 +185,23 @@ def _status(asm: Assembly, identity: str, keys: dict[InvalidationCause, str]) ->
 
 
 def cache_record(asm: Assembly, included: list[Candidate], payload: dict[str, Any] | None = None) -> CacheRecord:
-    """`payload`: the serialized input (None when blocked), read for its provider cache marker."""
-    prefix = stable_prefix(asm, included)
+    """`payload`: the serialized input (None when blocked), read for its provider cache marker.
+
+    A blocked assembly produces no payload, so it has no prefix: its record is `bypassed` with
+    `prefix_hash`, `prefix_identity` and the marker null and no invalidation keys. The prefix hash
+    and identity (and the keys over the prefix's sources) would be hashes of an input that never
+    exists, which a blocked manifest never carries (DESIGN: "both input hashes absent")."""
     fields = asm.policy.cache.identity
+    if asm.blocked_reason is not None:
+        return CacheRecord(
+            prefix_hash=None,
+            prefix_identity=None,
+            prefix_source_ids=[],
+            policy="bypassed",
+            status=CacheStatus.BYPASSED,
+            identity_fields=list(fields),
+        )
+    prefix = stable_prefix(asm, included)
     identity = prefix_identity(asm, prefix)
     keys = invalidation_keys(asm, included, prefix)
     marker = provider_marker(asm, prefix, identity, payload)

@@ -219,7 +219,7 @@ class PreviousCache(Frozen):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    prefix_identity: str
+    prefix_identity: str | None = Field(description="null: the previous step was blocked (nothing was sent or cached), so this one is a miss")
     invalidation_keys: dict[InvalidationCause, str] = Field(default_factory=dict)
 
 
@@ -1425,8 +1425,10 @@ class ArtifactRefRecord(Frozen):
 
 
 class CacheRecord(Frozen):
-    prefix_hash: str | None
-    prefix_identity: str
+    prefix_hash: str | None = Field(description="sha256 of the stable prefix's text; null when there is none or the assembly is blocked")
+    prefix_identity: str | None = Field(
+        description="sha256 of the policy's cache.identity fields; null when the assembly is blocked (no payload, no prefix)"
+    )
     prefix_source_ids: list[str]
     policy: Literal["eligible", "bypassed"]
     status: CacheStatus

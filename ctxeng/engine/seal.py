@@ -3,7 +3,11 @@
 Contract: the assembly is blocked when a resident kind (policy `resident.include`) or a required
 item has no included item, when the partition minimums cannot be reserved, or when a required
 transform failed. A blocked manifest carries `blocked_reason`, the missing parts, every earlier
-stage record, and no input hashes; no serialized input exists. A ready manifest carries
+stage record, and no input of any kind: no input hashes, no cache prefix hash or identity
+(`cache.cache_record`), no framing count; no rendered or serialized input exists. What it keeps of
+candidate text is evidence of a decision, never input: `transforms[].before_excerpt` /
+`after_excerpt` show what a transform was given and made, so a reviewer sees why its assertions
+failed. A ready manifest carries
 `assembly_input_hash` (the rendered assembly input) and `serialized_model_input_hash` (the
 adapter's payload), both sha256 over canonical JSON.
 """

@@ -280,7 +280,8 @@ class Session:
         request, fmt = self.request(messages, tools=tools, items=items, stage=stage, format=format, system=system)
         step = self._remote(request, fmt) if self.remote else self._local(request, fmt)
         self.steps.append(step)
-        self._previous_cache = step.manifest.get("cache")
+        if step.ready:  # a blocked step sent nothing, so the provider's cache is still the last sent step's
+            self._previous_cache = step.manifest.get("cache")
         return step
 
     async def astep(self, messages: Any, **kwargs: Any) -> Step:

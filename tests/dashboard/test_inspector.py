@@ -171,3 +171,13 @@ def test_a_blocked_assembly_marks_no_partition_as_an_error_for_being_below_its_m
     below = [name for name, p in manifest_document(manifest)["budget"]["partitions"].items() if p["used"] < p["minimum"]]
     assert below and body.count("below min</span>") == len(below)
     assert "legend-bad" not in body  # blocked for a missing resident part, not for a partition
+
+
+def test_a_blocked_assemblys_cache_prefix_reads_absent_not_none(owner_client, example):
+    """A blocked manifest's cache record has no prefix identity (no payload was produced): the
+    overview says so, where it would otherwise print a hash."""
+    assert manifest_document(Manifest.objects.get(job=example["blocked"]))["cache"]["prefix_identity"] is None
+    row = _get(owner_client, f"/assemblies/{example['blocked'].id}/").split("<dt>cache prefix</dt>", 1)[1].split("</dd>", 1)[0]
+    assert "— (absent: no payload was produced)" in row and "None" not in row and "<code title=" not in row
+    ready = _get(owner_client, f"/assemblies/{example['ready'].id}/").split("<dt>cache prefix</dt>", 1)[1].split("</dd>", 1)[0]
+    assert '<code title="sha256:' in ready and "absent" not in ready

@@ -63,6 +63,20 @@ def test_a_previous_identity_alone_cannot_verify_the_invalidation_causes_so_it_i
     assert c.status == "miss" and c.invalidated_by == ["previous_invalidation_keys_unknown"]
 
 
+def test_a_blocked_steps_cache_record_has_no_prefix_and_sent_back_it_makes_a_miss():
+    """A blocked assembly produces no payload: no prefix hash, identity, marker or keys. Sent back
+    as `previous_cache` (as a client may), it names why the next step cannot be a hit."""
+    req = request()
+    req["candidates"] = [c for c in req["candidates"] if c["kind"] != "open_items_summary"]  # resident, so blocked
+    blocked = run(req).manifest
+    assert blocked.assembly.status == "blocked"
+    c = blocked.cache
+    assert (c.prefix_hash, c.prefix_identity, c.provider_marker, c.invalidation_keys) == (None, None, None, {})
+    assert c.status == "bypassed" and c.prefix_source_ids == []
+    after = run(request(previous_cache=blocked.cache.model_dump(mode="json"))).manifest.cache
+    assert after.status == "miss" and after.invalidated_by == ["previous_step_blocked"]
+
+
 def test_a_cache_hit_skips_no_admission_decision():
     first = run(request())
     r = run(request(extra=[item("bad", freshness="expired")], previous_cache=previous(first)))

@@ -30,6 +30,8 @@ SOURCE_TYPES = ["system_policy", "user_request", "runtime_state", "repository_so
 RESIDENT = ["goal", "hard_constraints", "current_stage", "open_items_summary"]
 VOCAB = ["budget", "token", "pair", "call", "FAILED", "grep", "excerpt", "lineage", "cache", "ignore previous instructions"]
 
+OPTIONAL_FIELDS = ["trust", "freshness", "relevance", "required"]
+
 PROPERTY_SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -62,6 +64,12 @@ def candidates(draw, n: int) -> list[dict]:
         }
         if fields["kind"] == "summary" and draw(st.booleans()):
             fields.update(input_item_ids=["turn-1"], source_refs=[{"repo": "pi", "commit": "c"}], preserves={"open_item_ids": []})
+        # Absent, not null: an optional field the producer never wrote (issue 31: absent values).
+        for name in draw(st.lists(st.sampled_from(OPTIONAL_FIELDS), unique=True, max_size=len(OPTIONAL_FIELDS))):
+            fields.pop(name, None)
+        # The same text as an earlier candidate: a duplicate the ranking must settle (issue 31).
+        if out and draw(st.integers(0, 4)) == 0:
+            content = draw(st.sampled_from(out))["content"]
         it = item(item_id, source_type, content, **fields)
         if draw(st.integers(0, 9)) == 0:
             it["content_hash"] = sha(content + " tampered")
@@ -81,7 +89,11 @@ def tool_calls(draw) -> tuple[list[dict], list[dict]]:
             calls.append(tool_call(call_id, None, status=status, completed_seq=completed[k]))
             continue
         result_id = f"result-{k}"
-        if draw(st.booleans()):
+        if results and draw(st.integers(0, 2)) == 0:  # the same output as an earlier call: two events, both kept
+            twin = draw(st.sampled_from(results))
+            res = tool_result(result_id, call_id, twin["content"], source_type=twin["source_type"], source_ref={**twin["source_ref"]},
+                              relevance=draw(st.floats(0, 1)))
+        elif draw(st.booleans()):
             log = "\n".join(draw(st.lists(st.sampled_from(["PASSED t", "FAILED t - boom", "ERROR x", "ok"]), max_size=200)))
             res = tool_result(result_id, call_id, f"marker-{result_id}\n{log}", source_type="test_log", source_ref={"repo": "pi", "commit": "c", "artifact_id": f"log-{k}"})
         else:
@@ -134,6 +146,68 @@ def _assemble(req, pol):
     return assemble(parse_request(req), parse_policy(pol), created_at=CREATED_AT)
 
 
+def pinned_tokens(req: dict, pol: dict, manifest) -> dict[str, int]:
+    """Per partition, the measured tokens of the included items the minimum pass must keep
+    (resident kinds, required items, control text; tool pairs aside), as the property below reads them."""
+    resident = set(pol["resident"]["include"])
+    by_id = {c["item_id"]: c for c in req["candidates"]}
+    out: dict[str, int] = {}
+    for rec in manifest.included:
+        cand = by_id.get(rec.item_id)
+        if cand is None or cand.get("call_id") or not rec.partition:
+            continue
+        if cand["kind"] in resident or cand.get("required") or cand["intended_role"] == "control":
+            out[rec.partition] = out.get(rec.partition, 0) + rec.tokens
+    return out
+
+
+@st.composite
+def boundary_cases(draw):
+    """`cases()` moved onto the partition-minimum edge (issue 31): a first assembly measures the
+    pinned items' tokens, then one partition's minimum is set to exactly their sum; half the time
+    the context is also cut to exactly the minimums plus the framing, so only the minimum pass can
+    keep them (and, half of those times, every other minimum is 0, so the room is anyone's in the
+    growth pass). A policy the validators refuse at that size keeps the case as drawn."""
+    req, pol = draw(cases())
+    if draw(st.integers(0, 2)) == 0:
+        return req, pol
+    measured = pinned_tokens(req, pol, _assemble(req, pol).manifest)
+    if not measured:
+        return req, pol
+    name = draw(st.sampled_from(sorted(measured)))
+    edged = copy.deepcopy(pol)
+    part = edged["budget"]["partitions"][name]
+    part["minimum"] = measured[name]
+    if part.get("maximum") is not None and part["maximum"] < part["minimum"]:
+        part["maximum"] = part["minimum"]
+    if not parse_ok(edged):
+        return req, pol
+    if draw(st.booleans()):
+        tight = copy.deepcopy(edged)
+        b = tight["budget"]
+        if draw(st.booleans()):  # only this minimum is guaranteed: the room beyond it is the other partitions' to take
+            for other, p in b["partitions"].items():
+                if other != name:
+                    p["minimum"] = 0
+            b["borrowing"] = draw(st.sampled_from(["preserve_all_minimums", "lend_unused_minimums"]))
+        framing = _assemble(req, edged).manifest.budget.framing_reserved
+        b["model_context_limit"] = (sum(p["minimum"] for p in b["partitions"].values()) + framing
+                                    + b["response_reserve"] + b["protocol_overhead"] + b["safety_margin"])
+        if parse_ok(tight):
+            tight_req = copy.deepcopy(req)
+            tight_req["model"]["context_limit"] = b["model_context_limit"]
+            return tight_req, tight
+    return req, edged
+
+
+def parse_ok(pol: dict) -> bool:
+    try:
+        parse_policy(pol)
+    except InvalidInput:
+        return False
+    return True
+
+
 @PROPERTY_SETTINGS
 @given(cases())
 def test_every_assembly_keeps_the_budget_partitions_and_candidate_accounting(case):
@@ -156,7 +230,7 @@ def test_every_assembly_keeps_the_budget_partitions_and_candidate_accounting(cas
 
 
 @PROPERTY_SETTINGS
-@given(cases())
+@given(boundary_cases())
 def test_pinned_items_within_their_partition_minimum_are_never_budget_evicted(case):
     req, pol = case
     m = _assemble(req, pol).manifest
@@ -196,8 +270,10 @@ def test_no_payload_ever_holds_an_orphaned_call_or_untrusted_text_in_the_system_
     assert sorted(calls) == sorted(results)
     system = system_text(r.serialized_input)
     trust = {c.item_id: c.trust for c in r.manifest.candidate_items}
+    # A control text may be word for word another item's (duplicate contents): then it is the operator's.
+    control_texts = {c["content"] for c in req["candidates"] if trust[c["item_id"]] == Trust.CONTROL_AUTHORITY}
     for cand in req["candidates"]:
-        if trust[cand["item_id"]] != Trust.CONTROL_AUTHORITY:
+        if trust[cand["item_id"]] != Trust.CONTROL_AUTHORITY and cand["content"] not in control_texts:
             assert f"marker-{cand['item_id']} " not in system
     # Control-authority text is the operator's own and may say anything; once it is taken out,
     # no instruction-like text from any other item may remain in the system message.
@@ -254,7 +330,7 @@ def test_the_generators_produce_valid_inputs():
 
 
 @PROPERTY_SETTINGS
-@given(cases())
+@given(boundary_cases())
 def test_partition_minimums_are_reserved_or_the_assembly_is_blocked(case):
     """Minimums that cannot all fit block the assembly; under preserve_all_minimums no partition
     grows into the minimum another partition holds."""
@@ -269,3 +345,44 @@ def test_partition_minimums_are_reserved_or_the_assembly_is_blocked(case):
         for name, part in b.partitions.items():
             others = sum(v for k, v in minimums.items() if k != name)
             assert part.used <= b.usable_input - others, name
+
+
+@PROPERTY_SETTINGS
+@given(cases())
+def test_a_tool_result_is_never_a_duplicate_and_a_duplicate_names_a_twin_with_its_text(case):
+    """Identical text from two calls is two events (ranking.py): no tool result is excluded as a
+    duplicate; any other item that is names a candidate with the same content hash."""
+    req, pol = case
+    m = _assemble(req, pol).manifest
+    hashes = {c["item_id"]: c["content_hash"] for c in req["candidates"]}
+    for e in m.excluded:
+        if not e.detail.startswith("duplicate content of higher-ranked item "):
+            continue
+        assert e.call_id is None, e.item_id
+        twin = e.detail.removeprefix("duplicate content of higher-ranked item ").strip("'\"")
+        assert twin != e.item_id and hashes[twin] == hashes[e.item_id], (e.item_id, twin)
+
+
+def test_the_generators_reach_exact_minimums_absent_fields_and_duplicate_contents():
+    """Guard on the generators (issue 31): the properties above see the edge cases, not only the
+    middle of the space."""
+    seen = {"exact_minimum": 0, "tight_context": 0, "absent_field": 0, "duplicate_content": 0, "duplicate_tool_result": 0}
+
+    @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @given(boundary_cases())
+    def sample(case):
+        req, pol = case
+        m = _assemble(req, pol).manifest
+        measured = pinned_tokens(req, pol, m)
+        exact = [n for n, tokens in measured.items() if tokens == m.budget.partitions[n].minimum > 0]
+        seen["exact_minimum"] += bool(exact)
+        seen["tight_context"] += bool(exact) and m.budget.usable_input - m.budget.framing_reserved == sum(
+            p.minimum for p in m.budget.partitions.values())
+        seen["absent_field"] += any(f not in c for c in req["candidates"] if c["item_id"].startswith("item-") for f in OPTIONAL_FIELDS)
+        contents = [c["content"] for c in req["candidates"] if not c.get("call_id")]
+        seen["duplicate_content"] += len(set(contents)) < len(contents)
+        results = [c["content"] for c in req["candidates"] if c.get("call_id")]
+        seen["duplicate_tool_result"] += len(set(results)) < len(results)
+
+    sample()
+    assert all(seen.values()), seen

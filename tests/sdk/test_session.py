@@ -174,6 +174,20 @@ def test_the_next_step_reports_the_stable_prefix_as_a_cache_hit(session):
     assert second.manifest["cache"]["status"] == "hit"
 
 
+def test_a_step_after_a_blocked_one_compares_its_cache_with_the_last_step_sent():
+    """A blocked step sends nothing, so the provider's cache still holds the step before it: the
+    step after is a hit against that one (and the blocked step's record has no prefix at all)."""
+    session = sdk.Session("chat-agent", model="gpt-4o")
+    first = session.step(history())
+    blocked = session.step(history(), items=[sdk.file("docs/spec.md", "clause " * 200000, required=True)])
+    assert blocked.status == "blocked"
+    assert blocked.manifest["cache"]["prefix_identity"] is None and blocked.manifest["cache"]["status"] == "bypassed"
+    third = session.step(history() + [{"role": "assistant", "content": "Layers."}])
+    assert first.manifest["cache"]["status"] == "miss"
+    assert third.manifest["cache"]["status"] == "hit", third.manifest["cache"]["invalidated_by"]
+    assert third.manifest["cache"]["prefix_identity"] == first.manifest["cache"]["prefix_identity"]
+
+
 def test_a_tool_named_a_test_log_source_keeps_only_the_failures_of_a_long_log():
     failures = [f"FAILED tests/test_api.py::test_case_{n} - AssertionError" for n in (7, 123, 2400)]
     lines = [f"tests/test_api.py::test_case_{n} PASSED" for n in range(3000)]

@@ -1,0 +1,102 @@
+"""The two diff tables, cell by cell and in order (issue 31, class 4): the compare page's partition
+deltas and the policy diff. "Both numbers appear somewhere on the page" let a swapped column, a
+wrong sign or a lost row pass; these read each table's rows and compare them with what the
+sources say: the two sealed manifests' budgets, and the two policy bodies as the fixture wrote them.
+"""
+
+from __future__ import annotations
+
+from html.parser import HTMLParser
+
+import pytest
+
+from manifests.models import Manifest
+from manifests.selectors import manifest_document
+
+
+class TableRows(HTMLParser):
+    """The text of each cell of the first <table> after `marker`, row by row (header row included)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[str]] = []
+        self._in_table = self._done = False
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag == "table" and not self._done:
+            self._in_table = True
+        elif self._in_table and tag == "tr":
+            self.rows.append([])
+        elif self._in_table and tag in ("td", "th"):
+            self._cell = []
+
+    def handle_endtag(self, tag):
+        if self._in_table and tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+        elif tag == "table" and self._in_table:
+            self._in_table, self._done = False, True
+
+    def handle_data(self, data):
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def table_after(body: str, marker: str) -> list[list[str]]:
+    at = body.index(marker)
+    opened = body.rfind("<table", 0, at)
+    start = opened if opened != -1 and ">" not in body[opened:at] else at  # a marker inside the tag itself
+    parser = TableRows()
+    parser.feed(body[start:])
+    return parser.rows
+
+
+def _signed(n: int) -> str:
+    return f"+{n}" if n > 0 else str(n)
+
+
+def _limits(part: dict) -> str:
+    maximum = part.get("maximum")
+    return f"{part['minimum']}/{'∞' if maximum is None else maximum}"
+
+
+@pytest.mark.parametrize("a_b", [("ready", "blocked"), ("blocked", "ready")])  # both signs of Δ
+def test_the_compare_pages_partition_table_holds_each_partitions_numbers_in_policy_order(owner_client, example, a_b):
+    job_a, job_b = example[a_b[0]], example[a_b[1]]
+    body = owner_client.get(f"/compare/?a={job_a.id}&b={job_b.id}").content.decode()
+    rows = table_after(body, "<h2>Partitions</h2>")
+    a = manifest_document(Manifest.objects.get(job=job_a))["budget"]["partitions"]
+    b = manifest_document(Manifest.objects.get(job=job_b))["budget"]["partitions"]
+    policy_order = list(example["published"].body["budget"]["partitions"])  # as the policy lists them
+    assert list(a) == policy_order and set(b) == set(a)
+    expected = [["partition", "used before", "used after", "Δ", "items", "min / max"]]
+    for name in policy_order:
+        pa, pb = a[name], b[name]
+        same_limits = (pa["minimum"], pa.get("maximum")) == (pb["minimum"], pb.get("maximum"))
+        expected.append([
+            name,
+            str(pa["used"]),
+            str(pb["used"]),
+            _signed(pb["used"] - pa["used"]),
+            f"{pa['items']} → {pb['items']}",
+            _limits(pa) if same_limits else f"{_limits(pa)} → {_limits(pb)}",
+        ])
+    assert rows == expected
+    # The example's two steps differ in what they used: the table is not all zeros by accident.
+    assert any(row[3].startswith("+" if a_b[0] == "blocked" else "-") for row in rows[1:])
+
+
+def test_the_policy_diff_table_lists_each_changed_path_with_from_and_to_in_path_order(owner_client, example):
+    body = owner_client.get("/policies/source-research/diff/?from=3&to=4").content.decode()
+    rows = table_after(body, 'class="dense diff"')
+    published = example["published"].body
+    background_max = published["budget"]["partitions"]["background"]["maximum"]
+    # What tests/dashboard/conftest.py's draft_body changed, and nothing else, sorted by path.
+    assert rows[0] == ["path", "change", "from", "to"]
+    assert rows[1:] == [
+        ["admission.min_relevance", "changed", str(published["admission"]["min_relevance"]), "0.9"],
+        ["budget.partitions.background.maximum", "changed", str(background_max), "1000"],
+        ["policy.revision", "changed", "3", "4"],
+    ]
+    assert background_max == 1500
