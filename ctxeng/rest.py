@@ -36,7 +36,6 @@ from rest_framework.parsers import JSONParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.throttling import SimpleRateThrottle
-from rest_framework.views import exception_handler as drf_exception_handler
 
 from ctxeng.engine import InvalidInput
 from ctxeng.engine.errors import InputTooLarge, validate
@@ -283,6 +282,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return errors_response(status.HTTP_400_BAD_REQUEST, [f"body: {exc.detail}"])
     if isinstance(exc, Http404):
         return errors_response(status.HTTP_404_NOT_FOUND, [str(exc) or "not found"])
+    # Imported here: rest_framework.views reads DEFAULT_PARSER_CLASSES (this module's parser) when
+    # it is first imported, so importing it at the top made a cycle whenever this module loaded
+    # first (DRF's pagination check in a Celery worker's start-up imports BoundedPagination).
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is not None:
         detail = response.data
