@@ -49,8 +49,12 @@ class QuotaUsage:
 
 
 def lock_tenant(tenant: Tenant) -> None:
-    """Serialize this tenant's quota-checked writes until the transaction ends."""
-    Tenant.objects.select_for_update().filter(pk=tenant.pk).values_list("pk", flat=True).first()
+    """Serialize this tenant's quota-checked writes until the transaction ends.
+
+    FOR NO KEY UPDATE, not FOR UPDATE: every row a write inserts that refers to the tenant (content,
+    job, run) takes a KEY SHARE lock on its row, which FOR UPDATE waits for, so two submits that had
+    each inserted a row deadlocked on PostgreSQL; NO KEY UPDATE still excludes the other lockers."""
+    Tenant.objects.select_for_update(no_key=True).filter(pk=tenant.pk).values_list("pk", flat=True).first()
 
 
 def _window(rows, span: timedelta, now) -> tuple[int, float]:
