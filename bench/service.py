@@ -20,10 +20,11 @@ Runs in a child interpreter with its own SQLite file and a private redis-server:
   same request bytes (`parse_request` + `assemble`, what bench 1 times), both with the same
   process's count cache. Targets: on the worked example the worker within the engine + 10 ms, on
   the 2,000-candidate bench workload (`bench.workload`, its policy published) within 1.15x the
-  engine, cold (a fresh count cache before each call, as bench 1's cold row) and as the agent's
-  next step (the same candidates again under a new step id, counts warm: reported against the
-  same bound). Under Celery the workers' CPU per no-op delivery is added to the bound (the burst
-  row's CPU per job against it);
+  engine, cold (a fresh count cache and an empty read memo before each call: a fresh worker, as
+  bench 1's cold row) and as the agent's next step (the same candidates again under a new step id,
+  counts warm and the worker's read memo, `CTXENG_CONTENT_READ_MEMO_MB`, holding the last step's
+  blobs: reported against the same bound). Under Celery the workers' CPU per no-op delivery is
+  added to the bound (the burst row's CPU per job against it);
 - a second burst during which one pool process is SIGKILLed: every job must end final (none lost:
   acks_late + reject_on_worker_lost requeue it, the stale-job sweeper is tuned to seconds here) and
   no job may have more than one manifest; both counts are reported.
@@ -151,8 +152,8 @@ def _worker_rows(r: dict) -> list[Row]:
             round(pool / ex["engine_ms"], 3), f"<= engine + {EXAMPLE_SLACK_MS:g} ms + no-op delivery",
             pool <= ex["engine_ms"] + EXAMPLE_SLACK_MS + noop, "issue 28: the measured no-op delivery cost added to the bound"),
     ]
-    for key, label in (("worker_workload_cold", "cold (fresh count cache)"),
-                       ("worker_workload_next", "next step (same candidates, new step id; counts warm)")):
+    for key, label in (("worker_workload_cold", "cold (fresh count cache and read memo)"),
+                       ("worker_workload_next", "next step (same candidates, new step id; counts and read memo warm)")):
         w = r[key]
         rows.append(at_most(
             "4 service", f"worker CPU per job vs the engine's, in process (no Celery), 2,000-candidate workload, {label}",
@@ -408,9 +409,11 @@ def _worker_vs_engine(submit, body: dict, policy, rounds: int, *, cold: bool = F
     `run_assembly_job` does without Celery) against the engine on the same request bytes, in
     interleaved rounds (`bench.timing.interleaved`: the order rotates, a full collection before
     each call). Submitting is set-up, not timed. `cold`: this process's tokenizers are made afresh
-    before each call, so neither contender finds a count it made before (the worker reads no
-    shared cache in this process either). Two warm-up rounds first (a worker's first jobs)."""
+    and the worker's read memo emptied before each call, so neither contender finds a count it made
+    before and the worker decodes every blob it reads (it reads no shared count cache in this
+    process either). Two warm-up rounds first (a worker's first jobs)."""
     import manifests.services as services
+    from ctxeng.content.store import read_memo
     from ctxeng.engine import assemble, parse_request, tokens
 
     data = json.dumps(body).encode()
@@ -419,8 +422,9 @@ def _worker_vs_engine(submit, body: dict, policy, rounds: int, *, cold: bool = F
     def setup(name: str) -> None:
         if name == "worker":
             pending.append(submit())
-        if cold:
+        if cold:  # a fresh worker: no count, and no decoded blob of its read memo, from before
             tokens._TOKENIZERS.clear()
+            read_memo().clear()
 
     def worker() -> None:
         job_id = pending.pop()

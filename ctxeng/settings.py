@@ -155,6 +155,11 @@ AWS_DEFAULT_REGION = os.environ.get("AWS_DEFAULT_REGION", "")
 # An object no row names is deleted by purge_content once this old (a writer uploads before its
 # transaction commits; a younger orphan may still be committed).
 CTXENG_CONTENT_ORPHAN_GRACE_SECONDS = envint("CTXENG_CONTENT_ORPHAN_GRACE_SECONDS", "3600")
+# A worker keeps the blobs of the requests it read, decoded, up to this many MB of blob bytes (the
+# agent's next step repeats most of them); each is still confirmed present in the store. 0: off.
+CTXENG_CONTENT_READ_MEMO_MB = envfloat("CTXENG_CONTENT_READ_MEMO_MB", "32")
+if CTXENG_CONTENT_READ_MEMO_MB < 0:
+    raise ImproperlyConfigured("CTXENG_CONTENT_READ_MEMO_MB: expected 0 or more")
 
 # --------------------------------------------------------------------------- auth, i18n, static
 

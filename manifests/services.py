@@ -341,7 +341,7 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int, traceparent:
         traceparent = traceparent or job.traceparent or None  # a job re-sent by the sweep keeps its trace
         step = "assemble"
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
-        request, artifacts = request_as_assembled(job=job, request=parse_request(job_request(job)), policy=policy)
+        request, artifacts = request_as_assembled(job=job, request=parse_request(job_request(job, remember=True)), policy=policy)
         # The encoding follows request.model (the engine picks it); an inexact count gets the margin
         # this tenant's usage reports of the model give it.
         calibration = model_calibration(tenant_id=job.tenant_id, model=request.model, policy=policy)

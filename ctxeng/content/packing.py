@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -208,11 +209,58 @@ def references(node: Any) -> Iterable[tuple[str, str]]:
 
 
 Fetch = Callable[[list[str]], Mapping[str, bytes]]
+Present = Callable[[list[str]], Iterable[str]]
 
 
-def unpack(skeleton: str | Any, fetch: Fetch, *, keys: Iterable[str] | None = None) -> Any:
+class Memo:
+    """Decoded blobs (a text blob's string, a JSON blob parsed) by kind and digest, the least
+    recently used dropped first once their blobs add up to more than `limit` bytes.
+
+    A digest names its bytes, so a decoded value is the same in every read that names it; what a
+    memo cannot say is whether the reader may still name it (the blob is in its tenant's store),
+    which `unpack` asks the store (`present`) for every blob it takes from here. Values are shared
+    between reads and never changed: `_build` makes new containers from them."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.size = 0
+        self._values: OrderedDict[tuple[str, str], tuple[Any, int]] = OrderedDict()
+
+    def get(self, kind: str, digest: str) -> Any:
+        entry = self._values.get((kind, digest))
+        if entry is None:
+            return _MISSING
+        self._values.move_to_end((kind, digest))
+        return entry[0]
+
+    def put(self, kind: str, digest: str, value: Any, size: int) -> None:
+        if size > self.limit or (kind, digest) in self._values:
+            return
+        self._values[(kind, digest)] = (value, size)
+        self.size += size
+        while self.size > self.limit:
+            _, (_, dropped) = self._values.popitem(last=False)
+            self.size -= dropped
+
+    def clear(self) -> None:
+        self._values.clear()
+        self.size = 0
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+
+_MISSING = object()
+
+
+def unpack(skeleton: str | Any, fetch: Fetch, *, keys: Iterable[str] | None = None,
+           memo: Memo | None = None, present: Present | None = None) -> Any:
     """The value `skeleton` packs, its blobs read through `fetch` (digests -> bytes, one call per
-    level of the tree). `keys` reads only those top-level keys of an object document."""
+    level of the tree). `keys` reads only those top-level keys of an object document. With a
+    `memo`, blobs decoded before are taken from it once `present` (digests -> those the store
+    holds) confirms each is still there, and the blobs fetched are added to it."""
+    if memo is not None and present is None:
+        raise ValueError("a memo needs `present`: the store must confirm every blob taken from it")
     root = json.loads(skeleton) if isinstance(skeleton, str) else skeleton
     if keys is not None:
         if not isinstance(root, dict):
@@ -220,25 +268,41 @@ def unpack(skeleton: str | Any, fetch: Fetch, *, keys: Iterable[str] | None = No
         if set(root) == {LITERAL}:
             root = root[LITERAL]
         root = {LITERAL: {key: root[key] for key in keys if key in root}}
-    raw: dict[str, bytes] = {}
+    texts: dict[str, str] = {}
     nodes: dict[str, Any] = {}
     pending = list(references(root))
     while pending:
-        wanted = sorted({digest for _, digest in pending if digest not in raw})
-        if wanted:
-            found = fetch(wanted)
-            missing = [digest for digest in wanted if digest not in found]
-            if missing:
-                raise UnpackError(f"content {missing[0]} is missing from the store ({len(missing)} blob(s) missing)")
-            raw.update((digest, found[digest]) for digest in wanted)
+        wanted = sorted({(kind, digest) for kind, digest in pending if digest not in (texts if kind == TEXT else nodes)})
+        remembered = {}
+        if memo is not None:
+            remembered = {ref: value for ref in wanted if (value := memo.get(*ref)) is not _MISSING}
+            if remembered:
+                names = sorted({digest for _, digest in remembered})
+                _require(names, set(present(names)))
+        fetched = sorted({digest for kind, digest in wanted if (kind, digest) not in remembered})
+        found = fetch(fetched) if fetched else {}
+        _require(fetched, found)
         following: list[tuple[str, str]] = []
-        for kind, digest in pending:
-            if kind == JSON and digest not in nodes:
-                nodes[digest] = json.loads(decode(raw[digest]))
-                following.extend(references(nodes[digest]))
+        for kind, digest in wanted:
+            value = remembered.get((kind, digest), _MISSING)
+            if value is _MISSING:
+                data = found[digest]
+                value = decode(data) if kind == TEXT else json.loads(decode(data))
+                if memo is not None:
+                    memo.put(kind, digest, value, len(data))
+            if kind == TEXT:
+                texts[digest] = value
+            else:
+                nodes[digest] = value
+                following.extend(references(value))
         pending = following
-    texts = {digest: decode(data) for digest, data in raw.items()}
     return _build(root, texts, nodes)
+
+
+def _require(wanted: list[str], found: Any) -> None:
+    missing = [digest for digest in wanted if digest not in found]
+    if missing:
+        raise UnpackError(f"content {missing[0]} is missing from the store ({len(missing)} blob(s) missing)")
 
 
 def _build(node: Any, texts: dict[str, str], nodes: dict[str, Any]) -> Any:

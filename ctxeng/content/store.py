@@ -221,9 +221,35 @@ def content_fetch(*, tenant_id: int, digests: list[str]) -> dict[str, bytes]:
     return found
 
 
-def content_read(*, tenant_id: int, skeleton: str, keys: Iterable[str] | None = None) -> Any:
-    """The document `skeleton` packs (only the top-level `keys` when given)."""
-    return packing.unpack(skeleton, lambda digests: content_fetch(tenant_id=tenant_id, digests=digests), keys=keys)
+def content_read(*, tenant_id: int, skeleton: str, keys: Iterable[str] | None = None, remember: bool = False) -> Any:
+    """The document `skeleton` packs (only the top-level `keys` when given). `remember`: blobs this
+    process decoded before are taken from its read memo (`read_memo`), each confirmed present in
+    the tenant's store by one query without its body, and the ones fetched are kept there: a
+    worker reads the agent's next step, which repeats most of the last step's candidates, without
+    reading and decoding them again."""
+    fetch = lambda digests: content_fetch(tenant_id=tenant_id, digests=digests)  # noqa: E731
+    if not remember:
+        return packing.unpack(skeleton, fetch, keys=keys)
+    return packing.unpack(skeleton, fetch, keys=keys, memo=read_memo(),
+                          present=lambda digests: content_present(tenant_id=tenant_id, digests=digests))
+
+
+def content_present(*, tenant_id: int, digests: list[str]) -> set[str]:
+    """Which of `digests` the tenant's store holds (one query per BATCH, no bodies read)."""
+    return {row[0] for chunk in _chunks(digests) for row in _rows("digest", tenant_id, chunk)}
+
+
+_READ_MEMO: packing.Memo | None = None
+
+
+def read_memo() -> packing.Memo:
+    """This process's memo of decoded blobs, CTXENG_CONTENT_READ_MEMO_MB of blob bytes at most."""
+    global _READ_MEMO
+    if _READ_MEMO is None:
+        from django.conf import settings
+
+        _READ_MEMO = packing.Memo(int(settings.CTXENG_CONTENT_READ_MEMO_MB * 1024 * 1024))
+    return _READ_MEMO
 
 
 def content_read_many(*, tenant_id: int, digests: list[str]) -> dict[str, Any]:
