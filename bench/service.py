@@ -152,6 +152,21 @@ def _worker_rows(r: dict) -> list[Row]:
             round(pool / ex["engine_ms"], 3), f"<= engine + {EXAMPLE_SLACK_MS:g} ms + no-op delivery",
             pool <= ex["engine_ms"] + EXAMPLE_SLACK_MS + noop, "issue 28: the measured no-op delivery cost added to the bound"),
     ]
+    nxt, least, phases = r["worker_workload_next"], r["least_workload_ms"], r["phases_workload_ms"]
+    rows += [
+        Row("4 service", "CPU per job by step, in process (no Celery), 2,000-candidate workload, next step",
+            ", ".join([f"claim {phases['claim']:.0f}"] + [f"{label} {phases[name]:.0f}" for name, label in PHASES.items()]
+                      + [f"rest {phases['rest']:.0f}", f"total {phases['total']:.0f} ms"]),
+            round(phases["total"] / phases["assemble"], 3), "(reported)", None,
+            "total / the engine's part; where the worker's CPU beyond the engine goes at this size", {"phases_ms": phases}),
+        Row("4 service", "CPU per job, the least a worker could do to seal a job, in process (no Celery), 2,000-candidate workload, next step",
+            f"total {least['total']:.0f} ms (its engine part {least['assemble']:.0f} ms); the engine on the same request bytes, "
+            f"parse included, {nxt['engine_ms']:.0f} ms (the next-step row below)",
+            round(least["total"] / nxt["engine_ms"], 3), "(reported)", None,
+            "total / the engine's CPU with its parse: the floor under the 1.15x target, as the least-worker row is for the "
+            "worked example (one JSON row in, one out: no content store, item rows, artifacts, events or packing)",
+            {"least_ms": least}),
+    ]
     for key, label in (("worker_workload_cold", "cold (fresh count cache and read memo)"),
                        ("worker_workload_next", "next step (same candidates, new step id; counts and read memo warm)")):
         w = r[key]
@@ -294,10 +309,14 @@ def _child(quick: bool) -> None:
     workload_submit, workload_body, workload_policy = _workload(user)
     worker_workload_cold = _worker_vs_engine(workload_submit, workload_body, workload_policy, 2 if quick else 5, cold=True)
     worker_workload_next = _worker_vs_engine(workload_submit, workload_body, workload_policy, 2 if quick else 5)
+    phases_workload = _phases(workload_submit, 2 if quick else 5)
+    least_workload = _least_worker(workload_submit, 2 if quick else 6)
     print(json.dumps({
         "worker_example": worker_example,
         "worker_workload_cold": worker_workload_cold,
         "worker_workload_next": worker_workload_next,
+        "phases_workload_ms": phases_workload,
+        "least_workload_ms": least_workload,
         "phases_ms": phases,
         "least_ms": least,
         "engine_seconds": engine_seconds,

@@ -14,7 +14,9 @@ keeps trees and blobs:
   `$pre` and a `{"$suf": [digest, length]}`, so a transform's `before_excerpt` costs no bytes;
 - an object or array that is an element of a top-level array of the document (an item record, a
   candidate, a transform, a message) becomes a JSON blob, `{"$j": digest}`, when its packed form
-  is NODE_MIN bytes or more (what is nested inside it stays in it);
+  is NODE_MIN bytes or more (what is nested inside it stays in it); an engine record the sealer
+  hands over as pydantic's JSON text (`element_as`) is that text, its long strings included, when
+  nothing in it reads as a reference;
 - a top-level array becomes a JSON blob when its packed form is TREE_MIN bytes or more.
 
 The same record in the next step packs to the same bytes, so a step that repeats the last step's
@@ -113,6 +115,18 @@ class Packer:
         text = dumps(packed)
         limit = TREE_MIN if isinstance(value, list) else NODE_MIN
         ref = {REF_JSON: self._blob(encode(text), JSON)} if len(text) >= limit else packed
+        self._nodes[id(value)] = (value, ref)
+        return ref
+
+    def element_as(self, value: dict | list, text: str) -> Any:
+        """`element(value)` for a value the caller holds as JSON text already (an engine record,
+        written by pydantic while `value` is its JSON form): that text is the blob, unwalked, when
+        nothing in it could read as a reference (no `"$`), long strings left in it; otherwise the
+        value is packed as `element` packs it. `text` must be `value` written as JSON."""
+        if '"$' in text:
+            return self.element(value)
+        limit = TREE_MIN if isinstance(value, list) else NODE_MIN
+        ref = {REF_JSON: self._blob(encode(text), JSON)} if len(text) >= limit else value
         self._nodes[id(value)] = (value, ref)
         return ref
 
