@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import copy
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ctxeng.engine import InvalidInput, assemble, parse_policy, parse_request
@@ -127,10 +127,11 @@ def policies(draw) -> dict:
 
 
 @st.composite
-def cases(draw):
+def cases(draw, base: bool | None = None):
     pol = draw(policies())
     calls, results = draw(tool_calls())
-    cands = (base_items() if draw(st.booleans()) else []) + draw(candidates(draw(st.integers(0, 12)))) + results
+    with_base = draw(st.booleans()) if base is None else base
+    cands = (base_items() if with_base else []) + draw(candidates(draw(st.integers(0, 12)))) + results
     order = draw(st.permutations(range(len(cands))))
     limit = pol["budget"]["model_context_limit"]
     req = request(
@@ -200,6 +201,136 @@ def boundary_cases(draw):
     return req, edged
 
 
+def is_pinned(pol: dict, cand: dict) -> bool:
+    """Pinned by the README's ranking rule: a resident kind, a required item, or control text."""
+    return cand["kind"] in pol["resident"]["include"] or bool(cand.get("required")) or cand["intended_role"] == "control"
+
+
+def roomy(pol: dict) -> dict:
+    """`pol` with room for everything: no minimum, no maximum, a large context (to measure tokens)."""
+    out = copy.deepcopy(pol)
+    for part in out["budget"]["partitions"].values():
+        part["minimum"] = 0
+        part.pop("maximum", None)
+    out["budget"]["model_context_limit"] = 400_000
+    return out
+
+
+def measure(req: dict, pol: dict):
+    """The manifest of `req` under `roomy(pol)`, at a model of the same size."""
+    wide = copy.deepcopy(req)
+    wide["model"]["context_limit"] = 400_000
+    return _assemble(wide, roomy(pol)).manifest
+
+
+def at_context(req: dict, pol: dict, partitions_total: int) -> tuple[dict, dict]:
+    """`req` and `pol` cut to a context whose usable input less the framing is `partitions_total`."""
+    framing = _assemble(req, pol).manifest.budget.framing_reserved
+    b = pol["budget"]
+    b["model_context_limit"] = partitions_total + framing + b["response_reserve"] + b["protocol_overhead"] + b["safety_margin"]
+    req = copy.deepcopy(req)
+    req["model"]["context_limit"] = b["model_context_limit"]
+    return req, pol
+
+
+@st.composite
+def required_items(draw) -> list[dict]:
+    """Up to three well-formed `required` items of the kinds no resident kind reaches (evidence,
+    official documents, background): pinned items in the partitions `cases()` seldom pins
+    anything in (its random candidates mostly fail a gate)."""
+    out = []
+    for k in range(draw(st.integers(0, 3))):
+        item_id = f"pinned-{k}"
+        source_type = draw(st.sampled_from(["repository_source", "official_document", "editable_project_file"]))
+        out.append(item(item_id, source_type, draw(texts(f"marker-{item_id}")), required=True))
+    return out
+
+
+def pair_partition_name(pol: dict) -> str | None:
+    return next((n for n, p in pol["budget"]["partitions"].items() if "tool_result" in p["kinds"] or "tool_call" in p["kinds"]), None)
+
+
+@st.composite
+def borrowed_minimum_cases(draw):
+    """The exact-minimum edge with a borrower (issue 31, the minimum pass's `<=`): every
+    partition's minimum is exactly its pinned items' measured tokens, except the `never`
+    partition's, which is 0; the usable input holds those minimums and one token less than the
+    `never` partition's pinned items, under `lend_unused_minimums`. That partition grows first and
+    may borrow any minimum the minimum pass leaves unused, so a pinned item passed over by the
+    minimum pass cannot be taken back by the growth pass: its room is gone."""
+    req, pol = draw(cases(base=True))
+    req["candidates"] += draw(required_items())
+    m = measure(req, pol)
+    measured = pinned_tokens(req, pol, m)
+    parts = pol["budget"]["partitions"]
+    borrower = next((n for n, p in parts.items() if p["eviction"] == "never" and measured.get(n)), None)
+    exact = [n for n in measured if n != borrower and measured[n] > 0]
+    assume(borrower is not None and exact)
+    edged = copy.deepcopy(pol)
+    b = edged["budget"]
+    b["borrowing"] = "lend_unused_minimums"
+    for name, part in b["partitions"].items():
+        part["minimum"] = 0 if name == borrower else measured.get(name, 0)
+        part.pop("maximum", None)
+    assume(parse_ok(edged))
+    req, edged = at_context(req, edged, sum(measured[n] for n in exact) + measured[borrower] - 1)
+    assume(parse_ok(edged))
+    return req, edged
+
+
+@st.composite
+def own_minimum_cases(draw):
+    """A partition below its own minimum under `preserve_all_minimums` (issue 31, the reservation
+    that must leave a partition's own minimum out): one partition P holds only pinned items, its
+    minimum is `d` tokens short of their measured total (d smaller than each of them, so the
+    minimum pass passes at least one over) and the free room beyond all minimums is exactly `d`
+    (or a little more); every other partition's minimum is its own pinned tokens and its maximum
+    that minimum (at least 1 token: that much more free room is added for each), so none of them
+    can take the free room. P can hold all its pinned items only by growing into its own unused
+    minimum. Some `required_items()` are added so that P is not always the control or state partition."""
+    req, pol = draw(cases(base=True))
+    req["candidates"] += draw(required_items())
+    parts = pol["budget"]["partitions"]
+    pairs = pair_partition_name(pol)
+    m = measure(req, pol)
+    measured = pinned_tokens(req, pol, m)
+    choices = [n for n in reversed(parts) if n != pairs and measured.get(n, 0) > 1]  # the `never` partition last
+    assume(choices)
+    name = draw(st.sampled_from(choices))
+    listed = {k for p in parts.values() for k in p["kinds"]}
+    first = next((n for n, p in parts.items() if p["eviction"] == "first"), list(parts)[-1])
+
+    def in_p(cand: dict) -> bool:  # the partition a kind goes to, as the README states it
+        return cand["kind"] in parts[name]["kinds"] or (name == first and cand["kind"] not in listed)
+
+    req = copy.deepcopy(req)
+    req["candidates"] = [c for c in req["candidates"] if c.get("call_id") or not in_p(c) or is_pinned(pol, c)]
+    m = measure(req, pol)
+    measured = pinned_tokens(req, pol, m)
+    assume(measured.get(name, 0) > 1)
+    by_id = {c["item_id"]: c for c in req["candidates"]}
+    sizes = [r.tokens for r in m.included if r.partition == name and is_pinned(pol, by_id[r.item_id]) and not by_id[r.item_id].get("call_id")]
+    d = draw(st.integers(1, max(1, min(sizes) - 1)))
+    edged = copy.deepcopy(pol)
+    b = edged["budget"]
+    b["borrowing"] = "preserve_all_minimums"
+    for other, part in b["partitions"].items():
+        part["minimum"] = measured.get(other, 0)
+        part["maximum"] = max(1, part["minimum"])
+    b["partitions"][name]["minimum"] = measured[name] - d
+    if draw(st.booleans()):
+        b["partitions"][name].pop("maximum")
+    else:
+        b["partitions"][name]["maximum"] = measured[name]
+    assume(parse_ok(edged))
+    # A maximum is at least 1 token: what the other partitions could still take past their minimums.
+    slack = sum(p["maximum"] - p["minimum"] for other, p in b["partitions"].items() if other != name)
+    extra = draw(st.sampled_from([0, 0, 0, 1, d]))
+    req, edged = at_context(req, edged, sum(p["minimum"] for p in b["partitions"].values()) + d + slack + extra)
+    assume(parse_ok(edged))
+    return req, edged
+
+
 def parse_ok(pol: dict) -> bool:
     try:
         parse_policy(pol)
@@ -229,32 +360,94 @@ def test_every_assembly_keeps_the_budget_partitions_and_candidate_accounting(cas
             assert e.hard_gate_results[e.hard_gate.value] == "failed"
 
 
-@PROPERTY_SETTINGS
-@given(boundary_cases())
-def test_pinned_items_within_their_partition_minimum_are_never_budget_evicted(case):
-    req, pol = case
-    m = _assemble(req, pol).manifest
-    # The partitions share what the framing reserve leaves of the usable input (budget.py).
-    if m.budget.usable_input - m.budget.framing_reserved < sum(p.minimum for p in m.budget.partitions.values()):
-        return  # blocked before allocation: nothing is guaranteed
-    resident = set(pol["resident"]["include"])
+def budgeted(req: dict, pol: dict, m) -> dict[str, list[tuple[str, int, str | None, bool]]]:
+    """Per partition, the plain items (tool pairs aside) the budget decided on: (item_id, tokens,
+    None if included else `budget_evicted`, pinned)."""
     by_id = {c["item_id"]: c for c in req["candidates"]}
     records = [(r.item_id, r.partition, r.tokens, None) for r in m.included] + [
         (e.item_id, e.partition, e.tokens, e.reason.value) for e in m.excluded
     ]
-    per_partition: dict[str, list] = {}
+    out: dict[str, list] = {}
     for item_id, partition, tokens, reason in records:
         cand = by_id.get(item_id)
-        if cand is None or cand.get("call_id") or partition is None:
+        if cand is None or cand.get("call_id") or partition is None or reason not in (None, "budget_evicted"):
             continue
-        pinned = cand["kind"] in resident or cand.get("required") or cand["intended_role"] == "control"
-        if pinned and reason in (None, "budget_evicted"):
-            per_partition.setdefault(partition, []).append((item_id, tokens, reason))
-    for name, pinned in per_partition.items():
+        out.setdefault(partition, []).append((item_id, tokens, reason, is_pinned(pol, cand)))
+    return out
+
+
+def assert_pinned_items_within_their_minimum_are_kept(req: dict, pol: dict) -> None:
+    """Seed §5: each partition's minimum is guaranteed. Pinned items (ranked ahead of the rest of
+    their partition) whose tokens add up to no more than the partition's minimum (and maximum) are
+    never evicted by the budget, whatever the borrowing rule and whoever grows first."""
+    m = _assemble(req, pol).manifest
+    # The partitions share what the framing reserve leaves of the usable input (budget.py).
+    if m.budget.usable_input - m.budget.framing_reserved < sum(p.minimum for p in m.budget.partitions.values()):
+        return  # blocked before allocation: nothing is guaranteed
+    for name, records in budgeted(req, pol, m).items():
+        pinned = [(i, t, reason) for i, t, reason, is_pin in records if is_pin]
         part = m.budget.partitions[name]
         cap = min(part.minimum, part.maximum) if part.maximum is not None else part.minimum
         if sum(t for _, t, _ in pinned) <= cap:
             assert all(reason is None for _, _, reason in pinned), (name, pinned)
+
+
+def own_minimum_premise(req: dict, pol: dict, m) -> str | None:
+    """The partition whose pinned items the borrowing rule alone guarantees, past its minimum:
+    under `preserve_all_minimums`, when every other partition has a maximum (so what it can take
+    past its own minimum is bounded), a partition P holding only pinned items (tool pairs aside)
+    may take its own unused minimum and all the room beyond the minimums the others cannot — so its pinned items
+    are kept when they add up to no more than that (and its maximum). None when no partition is
+    in that position with pinned items above its minimum."""
+    if pol["budget"]["borrowing"] != "preserve_all_minimums":
+        return None
+    parts = m.budget.partitions
+    free = m.budget.usable_input - m.budget.framing_reserved - sum(p.minimum for p in parts.values())
+    if free < 0:
+        return None
+    for name, records in budgeted(req, pol, m).items():
+        if name == pair_partition_name(pol) or not all(is_pin for *_, is_pin in records):
+            continue
+        if any(p.maximum is None for q, p in parts.items() if q != name):
+            continue
+        # What the other partitions may take past their own minimums, at most.
+        others_growth = sum(p.maximum - p.minimum for q, p in parts.items() if q != name)
+        total = sum(t for _, t, _, _ in records)
+        part = parts[name]
+        if part.minimum < total <= min(part.minimum + free - others_growth, part.maximum if part.maximum is not None else total):
+            return name
+    return None
+
+
+@PROPERTY_SETTINGS
+@given(boundary_cases())
+def test_pinned_items_within_their_partition_minimum_are_never_budget_evicted(case):
+    assert_pinned_items_within_their_minimum_are_kept(*case)
+
+
+EDGE_SETTINGS = settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+
+
+@EDGE_SETTINGS
+@given(borrowed_minimum_cases())
+def test_pinned_items_on_their_exact_minimum_are_kept_though_an_earlier_partition_may_borrow(case):
+    """The minimum pass keeps an item whose tokens reach its partition's minimum exactly: the
+    growth pass cannot be relied on to take it back, an earlier partition may have borrowed the room."""
+    assert_pinned_items_within_their_minimum_are_kept(*case)
+
+
+@EDGE_SETTINGS
+@given(own_minimum_cases())
+def test_under_preserve_all_minimums_a_partition_grows_into_its_own_unused_minimum(case):
+    """Seed §5, `preserve_all_minimums`: a partition may only take room that leaves every *other*
+    partition's unused minimum intact — its own unused minimum is its to take."""
+    req, pol = case
+    m = _assemble(req, pol).manifest
+    name = own_minimum_premise(req, pol, m)
+    if name is None:
+        return
+    evicted = [(i, t) for i, t, reason, _ in budgeted(req, pol, m)[name] if reason is not None]
+    assert not evicted, (name, evicted, m.budget.partitions[name], m.excluded_reasons())
 
 
 @PROPERTY_SETTINGS
@@ -386,3 +579,30 @@ def test_the_generators_reach_exact_minimums_absent_fields_and_duplicate_content
 
     sample()
     assert all(seen.values()), seen
+
+
+def test_the_edge_generators_put_the_minimum_pass_and_the_growth_pass_on_their_edges():
+    """Guard on `borrowed_minimum_cases()` and `own_minimum_cases()`: most drawn cases sit on the
+    edge they are for, read back from the assembled manifest (not from the generator's intent)."""
+    seen = {"borrowed": 0, "own_minimum": 0, "own_partitions": set()}
+
+    @settings(max_examples=20, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
+    @given(borrowed_minimum_cases(), own_minimum_cases())
+    def sample(borrowed, own):
+        req, pol = borrowed
+        m = _assemble(req, pol).manifest
+        parts = m.budget.partitions
+        measured = pinned_tokens(req, pol, measure(req, pol))
+        never = [n for n, p in parts.items() if p.eviction.value == "never" and p.minimum == 0 and measured.get(n, 0) > 0]
+        exact = [n for n, p in parts.items() if p.minimum > 0 and measured.get(n) == p.minimum]
+        room = m.budget.usable_input - m.budget.framing_reserved
+        seen["borrowed"] += bool(never and exact and pol["budget"]["borrowing"] == "lend_unused_minimums"
+                                 and room == sum(p.minimum for p in parts.values()) + measured[never[0]] - 1)
+        req, pol = own
+        name = own_minimum_premise(req, pol, _assemble(req, pol).manifest)
+        seen["own_minimum"] += name is not None
+        seen["own_partitions"].add(name)
+
+    sample()
+    assert seen["borrowed"] >= 15 and seen["own_minimum"] >= 15, seen
+    assert len(seen["own_partitions"] - {None}) >= 2, seen

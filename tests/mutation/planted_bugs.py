@@ -236,6 +236,22 @@ PLANTS: tuple[Plant, ...] = (
         "    for order, call in enumerate(sorted(asm.request.tool_calls, key=lambda c: c.completed_seq or 0)):\n",
         "tool calls in assistant source order; completion order never changes the payload",
     ),
+    # Issue 31: two survivors of the independent audit; the properties over `borrowed_minimum_cases()`
+    # and `own_minimum_cases()` (tests/engine/test_properties.py) catch them, as do the pinned cases.
+    Plant(
+        "first_pass_admits_below_its_minimum_only",
+        "ctxeng/engine/budget.py",
+        "            if budget.sized(unit, room) and alloc.used[name] + unit.tokens <= cap:  # type: ignore[operator]\n",
+        "            if budget.sized(unit, room) and alloc.used[name] + unit.tokens < cap:  # type: ignore[operator]\n",
+        "budget pass 1 keeps an item whose tokens reach its partition's minimum exactly",
+    ),
+    Plant(
+        "reservation_counts_the_partitions_own_minimum",
+        "ctxeng/engine/budget.py",
+        "        return sum(max(0, p.minimum - self.alloc.used[q]) for q, p in self.policy.partitions.items() if q != name)\n",
+        "        return sum(max(0, p.minimum - self.alloc.used[q]) for q, p in self.policy.partitions.items())\n",
+        "preserve_all_minimums reserves the other partitions' unused minimums, not the growing partition's own",
+    ),
 )
 
 _IGNORE = shutil.ignore_patterns(".venv", ".git", "mutants", "__pycache__", ".pytest_cache", ".ruff_cache", "node_modules", "*.sqlite3")
