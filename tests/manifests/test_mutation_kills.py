@@ -8,6 +8,7 @@ Oracles: documents and settings written here by hand; the audit row read back fr
 from __future__ import annotations
 
 import signal
+import uuid
 from types import SimpleNamespace
 
 import pytest
@@ -61,3 +62,64 @@ def test_the_crash_hook_kills_only_a_worker_process_never_an_inline_job(settings
     assert kills == []
     services._crash_point("status_written", job=_job("crash-at-status_written"), attempt=1)
     assert kills == [signal.SIGKILL]
+
+
+class _Recorder:
+    def __init__(self, fail: bool = False):
+        self.calls, self.fail = [], fail
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+
+    def apply_async(self, *, args, kwargs):
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.calls.append((tuple(args), kwargs))
+
+
+def test_a_job_goes_to_the_broker_by_its_id_with_its_traceparent_when_there_is_one(settings, monkeypatch):
+    from manifests import tasks
+
+    task = _Recorder()
+    monkeypatch.setattr(tasks, "run_assembly_job", task)
+    settings.CTXENG_JOBS_INLINE = False
+    job_id = uuid.uuid4()
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    services.assembly_job_enqueue(job_id=job_id, traceparent=parent)
+    services.assembly_job_enqueue(job_id=job_id)
+    assert task.calls == [((str(job_id),), {"traceparent": parent}), ((str(job_id),), {})]
+
+
+def test_an_inline_job_runs_in_process_with_its_traceparent(settings, monkeypatch):
+    from manifests import tasks
+
+    task = _Recorder()
+    monkeypatch.setattr(tasks, "run_assembly_job", task)
+    settings.CTXENG_JOBS_INLINE = True
+    job_id = uuid.uuid4()
+    services.assembly_job_enqueue(job_id=job_id, traceparent="00-aa-bb-01")
+    assert task.calls == [((str(job_id),), {"traceparent": "00-aa-bb-01"})]
+
+
+def test_a_broker_outage_is_logged_naming_the_job_and_does_not_raise(settings, monkeypatch, caplog):
+    from manifests import tasks
+
+    monkeypatch.setattr(tasks, "run_assembly_job", _Recorder(fail=True))
+    settings.CTXENG_JOBS_INLINE = False
+    job_id = uuid.uuid4()
+    services.assembly_job_enqueue(job_id=job_id)
+    assert any(str(job_id) in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.django_db
+def test_a_submitted_job_records_when_it_was_enqueued(agent_api, published_policy, example_request, monkeypatch):
+    from manifests.models import AssemblyJob
+
+    from django.utils import timezone
+
+    monkeypatch.setattr(services, "assembly_job_enqueue", lambda **kwargs: None)
+    before = timezone.now()
+    assert agent_api.post("/api/v1/assemblies/", example_request, format="json").status_code in (200, 201, 202)
+    job = AssemblyJob.objects.get()
+    # The stale-job sweep re-sends a queued job by this time; null would never be re-sent.
+    assert job.enqueued_at is not None and before <= job.enqueued_at <= timezone.now()
