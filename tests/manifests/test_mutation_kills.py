@@ -113,9 +113,9 @@ def test_a_broker_outage_is_logged_naming_the_job_and_does_not_raise(settings, m
 
 @pytest.mark.django_db
 def test_a_submitted_job_records_when_it_was_enqueued(agent_api, published_policy, example_request, monkeypatch):
-    from manifests.models import AssemblyJob
-
     from django.utils import timezone
+
+    from manifests.models import AssemblyJob
 
     monkeypatch.setattr(services, "assembly_job_enqueue", lambda **kwargs: None)
     before = timezone.now()
