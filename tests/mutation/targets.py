@@ -93,12 +93,18 @@ TARGETS: dict[str, Target] = {
     "api": Target(mutate=("manifests/api.py",), tests=SERVICE.tests, ignore=SERVICE.ignore),
     "policies": Target(
         mutate=("policies/services.py",),
+        # Every fast test that imports, publishes, previews or upgrades a policy (grep for
+        # policy_import, upgrades and the policy editor's pages).
         tests=(
             "tests/policies",
             "tests/dashboard/test_policy_editor.py",
             "tests/dashboard/test_impact_job.py",
             "tests/dashboard/test_retired_revision.py",
+            "tests/dashboard/test_upgrades.py",
+            "tests/manifests/test_commands.py",
+            "tests/manifests/test_api_submit.py",
             "tests/service/test_policy_yaml_work.py",
+            "tests/service/test_hardening_iii.py",
         ),
     ),
     "dashboard": Target(
