@@ -76,3 +76,16 @@ def test_a_policy_id_in_two_of_the_users_tenants_asks_for_the_tenant(example_pol
     with pytest.raises(BadReference, match=r"policy source-research: exists in several of your tenants; add \?tenant="):
         policy_get(user, "source-research")
     assert policy_get(user, "source-research", tenant="tenant-b").tenant.slug == "tenant-b"
+
+
+@pytest.mark.django_db
+def test_an_assembly_under_a_policy_with_only_a_draft_is_refused_naming_the_policy(example_policy_text):
+    from ctxeng.accounts.models import Tenant
+    from ctxeng.errors import BadReference
+    from policies.selectors import revision_for_assembly
+    from policies.services import policy_import
+
+    tenant = Tenant.objects.create(slug="tenant-d", name="tenant-d")
+    policy_import(tenant=tenant, text=example_policy_text, user=None, publish=False)
+    with pytest.raises(BadReference, match="policy.id: policy 'source-research' has no published revision"):
+        revision_for_assembly(tenant=tenant, policy_id="source-research", revision=None)
