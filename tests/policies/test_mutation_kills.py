@@ -99,3 +99,18 @@ def test_canceling_a_queued_preview_ends_it_now(published_policy):
     canceled = impact_preview_cancel(preview=queued)
     assert canceled.status == PreviewStatus.CANCELED
     assert canceled.finished_at is not None
+
+
+def test_a_policy_body_naming_another_policy_or_revision_or_too_large_is_refused_as_a_policy(settings,
+                                                                                          example_policy_text):
+    with pytest.raises(InvalidInput) as refused:
+        policy_parse(example_policy_text, policy_id="another-policy")
+    assert str(refused.value).startswith("invalid policy: body.policy.id: 'source-research' does not match")
+    with pytest.raises(InvalidInput) as refused:
+        policy_parse(example_policy_text, revision=9)
+    assert str(refused.value).startswith("invalid policy: body.policy.revision: 3 does not match")
+    settings.CTXENG_MAX_REQUEST_BYTES = 100
+    with pytest.raises(InvalidInput) as refused:
+        policy_parse(example_policy_text)
+    assert str(refused.value).startswith("invalid policy: body: ")
+    assert "more than the limit of 100 bytes" in str(refused.value)
