@@ -150,3 +150,17 @@ def test_an_addressed_assembly_whose_content_was_purged_is_reported_not_replayed
     assert first["addressed"]["failure_gone"] is None and "no replayable record" in first["error"]
     page = owner_client.get("/policies/source-research/revisions/4/impact/")
     assert page.status_code == 200 and "not replayed: no verdict" in page.content.decode()
+
+
+def test_an_assembly_of_another_tenant_is_not_an_address_of_this_tenants_upgrade(example):
+    from ctxeng.accounts.models import Tenant
+    from ctxeng.engine.errors import InvalidInput
+    from policies.services import policy_parse, policy_upgrade_addresses_check
+
+    theirs = assembly_id(example["ready"])  # an assembly of tenant-x
+    policy = policy_parse(adds_a_prefix_source(example["draft"].body, upgrades=[record(theirs)]))
+    policy_upgrade_addresses_check(tenant=example["ready"].tenant, policy=policy)  # its own tenant: accepted
+    other = Tenant.objects.create(slug="tenant-q", name="tenant-q")
+    with pytest.raises(InvalidInput) as refused:
+        policy_upgrade_addresses_check(tenant=other, policy=policy)
+    assert str(refused.value) == f"invalid policy: upgrades[0].addresses[0]: {theirs!r} is not an assembly of tenant 'tenant-q'"

@@ -2,12 +2,12 @@
 
 A full `make mutate` takes hours, so the score in docs/mutation.md is estimated from uniform random
 samples. The population is every mutant mutmut generated for `ctxeng/engine/` (the names in
-`mutants/ctxeng/engine/*.py.meta`, files in name order, each file's names sorted), minus the names
+`.mutate/engine/mutants/ctxeng/engine/*.py.meta`, written by `make mutate`, files in name order, each file's names sorted), minus the names
 of earlier samples that tests were written against (`--exclude`, the files these commands wrote),
 so a sample drawn here was never looked at before it is judged.
 
     python -m tests.mutation.sample pick --seed 1130 --size 150 --exclude a.txt > sample.txt
-    .venv/bin/mutmut run --max-children 1 $(cat sample.txt)
+    python -m tests.mutation.targets run engine $(cat sample.txt)
     python -m tests.mutation.sample report sample.txt
 
 `report` counts killed (or timed out), survived and not reached among the sample, per module too,
@@ -24,7 +24,8 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-META = Path("mutants/ctxeng/engine")
+META = Path(".mutate/engine/mutants/ctxeng/engine")
+# The other targets of tests/mutation/targets.py draw their samples with its `run --sample`.
 NOTICED = {"killed", "timeout"}
 
 

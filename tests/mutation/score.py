@@ -1,7 +1,10 @@
-"""Print the mutation score of the last `mutmut run` (what `make mutate` ends with).
+"""Print the mutation score of a target's last whole `mutmut run` (what `make mutate` ends with).
 
-Reads `mutants/mutmut-cicd-stats.json` (written by `mutmut export-cicd-stats`). The score is the
-share of mutants a test noticed (killed, or timed out) among those some engine test runs at all;
+    python -m tests.mutation.score content      # default: engine
+
+Reads `.mutate/<target>/mutants/mutmut-cicd-stats.json` (written by `mutmut export-cicd-stats`
+in the target's workspace, see tests/mutation/targets.py). The score is the
+share of mutants a test noticed (killed, or timed out) among those some test of the target runs at all;
 mutants no test reaches are counted separately, since for them the suite cannot say anything.
 Equivalent survivors, judged by hand, are listed in docs/mutation.md.
 """
@@ -13,17 +16,18 @@ import sys
 from pathlib import Path
 
 
-def main() -> int:
-    path = Path("mutants/mutmut-cicd-stats.json")
+def main(argv: list[str]) -> int:
+    target = argv[0] if argv else "engine"
+    path = Path(".mutate") / target / "mutants" / "mutmut-cicd-stats.json"
     if not path.exists():
-        print("no mutation results: run `make mutate` (mutmut run, then mutmut export-cicd-stats)")
+        print(f"no mutation results for {target}: run `make mutate TARGET={target}`")
         return 1
     s = json.loads(path.read_text())
     noticed = s["killed"] + s["timeout"]
     judged = s["total"] - s["skipped"] - s["no_tests"]
     score = 100.0 * noticed / judged if judged else 0.0
     print(
-        f"mutation score: {noticed}/{judged} = {score:.1f}% killed "
+        f"mutation score of {target}: {noticed}/{judged} = {score:.1f}% killed "
         f"(survived {s['survived']}, no test reaches {s['no_tests']}, suspicious {s['suspicious']}, "
         f"skipped {s['skipped']}, of {s['total']} mutants)"
     )
@@ -31,4 +35,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,91 @@
+"""Cases written for mutants of manifests/dashboard_selectors.py and policies/selectors.py that
+survived `make mutate-sample` (docs/mutation.md, "Over the whole product"): the largest items'
+cells, how a content part that is neither text nor a list is shown, the inspector's search over
+source_ref, and the message for a policy id found in two of the user's tenants.
+
+Oracles: documents written here by hand, and their expected rows written out cell by cell.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from manifests.dashboard_selectors import (
+    ItemFilter,
+    _content_segments,
+    document_items_filtered,
+    largest_items_of_document,
+)
+
+
+def _item(item_id, tokens, **fields):
+    return {"item_id": item_id, "kind": "tool_result", "source_type": "tool", "partition": "evidence",
+            "tokens": tokens, **fields}
+
+
+def test_the_largest_items_are_listed_largest_first_with_every_cell():
+    sections = {"included": [
+        _item("small", 10, source_ref={"repo": "acme/api"}),
+        _item("unknown", None, kind="file", source_type="repository", partition="working_set"),
+        _item("big", 300, source_ref={"tool_name": "grep"}),
+    ]}
+    assert largest_items_of_document(sections) == [
+        {"item_id": "big", "kind": "tool_result", "source_type": "tool", "partition": "evidence", "tokens": 300,
+         "source": "tool grep"},
+        {"item_id": "small", "kind": "tool_result", "source_type": "tool", "partition": "evidence", "tokens": 10,
+         "source": "repository acme/api"},
+        {"item_id": "unknown", "kind": "file", "source_type": "repository", "partition": "working_set",
+         "tokens": None, "source": "no repository, URL or tool"},
+    ]
+
+
+def test_an_item_of_unknown_size_comes_after_every_counted_one_even_a_zero():
+    sections = {"included": [_item("unknown", None, tokens_estimate=9), _item("zero", 0)]}
+    assert [r["item_id"] for r in largest_items_of_document(sections)] == ["zero", "unknown"]
+
+
+def test_a_content_value_that_is_neither_text_nor_a_list_is_shown_as_json_with_sorted_keys():
+    assert _content_segments({"b": 1, "a": 2}) == [{"text": '{"a": 2, "b": 1}', "block": None, "untrusted": False}]
+
+
+def test_an_empty_text_part_shows_nothing():
+    assert _content_segments([{"type": "text", "text": ""}]) == []
+    assert _content_segments([{"type": "text"}]) == []
+
+
+def test_the_inspector_search_finds_an_item_by_its_source_ref():
+    sections = {"included": [_item("a", 5, source_ref={"path": "src/needle.py"}), _item("b", 5)]}
+    kept = document_items_filtered(sections, ItemFilter(q="needle"))
+    assert [row["record"]["item_id"] for row in kept] == ["a"]
+
+
+@pytest.mark.django_db
+def test_a_policy_id_in_two_of_the_users_tenants_asks_for_the_tenant(example_policy_text):
+    from django.contrib.auth import get_user_model
+
+    from ctxeng.accounts.models import Tenant
+    from ctxeng.accounts.services import tenant_member_add
+    from ctxeng.errors import BadReference
+    from policies.selectors import policy_get
+    from policies.services import policy_import
+
+    for slug in ("tenant-a", "tenant-b"):
+        tenant_member_add(username="both", tenant_slug=slug, roles=["reviewer"])
+        policy_import(tenant=Tenant.objects.get(slug=slug), text=example_policy_text, user=None, publish=False)
+    user = get_user_model().objects.get(username="both")
+    with pytest.raises(BadReference, match=r"policy source-research: exists in several of your tenants; add \?tenant="):
+        policy_get(user, "source-research")
+    assert policy_get(user, "source-research", tenant="tenant-b").tenant.slug == "tenant-b"
+
+
+@pytest.mark.django_db
+def test_an_assembly_under_a_policy_with_only_a_draft_is_refused_naming_the_policy(example_policy_text):
+    from ctxeng.accounts.models import Tenant
+    from ctxeng.errors import BadReference
+    from policies.selectors import revision_for_assembly
+    from policies.services import policy_import
+
+    tenant = Tenant.objects.create(slug="tenant-d", name="tenant-d")
+    policy_import(tenant=tenant, text=example_policy_text, user=None, publish=False)
+    with pytest.raises(BadReference, match="policy.id: policy 'source-research' has no published revision"):
+        revision_for_assembly(tenant=tenant, policy_id="source-research", revision=None)

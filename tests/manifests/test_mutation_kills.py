@@ -1,0 +1,125 @@
+"""Cases written for mutants of manifests/services.py that survived `make mutate-sample`
+(docs/mutation.md, "Over the whole product"): the manifest's summary columns, the run-close audit
+row's tenant, and the test-only crash hook staying inert in inline mode.
+
+Oracles: documents and settings written here by hand; the audit row read back from the database.
+"""
+
+from __future__ import annotations
+
+import signal
+import uuid
+from types import SimpleNamespace
+
+import pytest
+
+from manifests import services
+
+
+def test_the_summary_columns_are_read_from_the_sealed_documents_assembly_and_budget():
+    document = {
+        "assembly": {"blocked_reason": "required_item_missing", "model": {"provider": "anthropic", "name": "m-1"}},
+        "budget": {"usable_input": 1234},
+    }
+    assert services.summary_columns(document) == {
+        "blocked_reason": "required_item_missing",
+        "usable_input": 1234,
+        "model_provider": "anthropic",
+        "model_name": "m-1",
+    }
+    assert services.summary_columns({}) == {"blocked_reason": "", "usable_input": None, "model_provider": "",
+                                            "model_name": ""}
+
+
+@pytest.mark.django_db
+def test_closing_a_run_records_an_audit_event_of_the_runs_tenant(agent_api, published_policy, example_request):
+    from ctxeng.audit.models import AuditAction, AuditEvent
+    from manifests.models import Run
+
+    assert agent_api.post("/api/v1/assemblies/", example_request, format="json").status_code in (200, 201, 202)
+    run = Run.objects.get(run_id=example_request["run_id"])
+    assert agent_api.post(f"/api/v1/runs/{run.run_id}/close/", {}, format="json").status_code == 200
+    event = AuditEvent.objects.get(action=AuditAction.RUN_CLOSED)
+    assert (event.tenant_id, event.subject) == (run.tenant_id, run.run_id)
+
+
+def _job(run_id: str):
+    return SimpleNamespace(run=SimpleNamespace(run_id=run_id))
+
+
+def test_the_crash_hook_kills_only_a_worker_process_never_an_inline_job(settings, monkeypatch):
+    kills = []
+    monkeypatch.setattr(services.os, "kill", lambda pid, sig: kills.append(sig))
+    settings.CTXENG_TEST_CRASH_AT = "status_written"
+
+    settings.CTXENG_JOBS_INLINE = True
+    services._crash_point("status_written", job=_job("crash-at-status_written"), attempt=1)
+    assert kills == []
+
+    settings.CTXENG_JOBS_INLINE = False
+    services._crash_point("status_written", job=_job("crash-at-status_written"), attempt=2)
+    services._crash_point("status_written", job=_job("crash-at-other"), attempt=1)
+    assert kills == []
+    services._crash_point("status_written", job=_job("crash-at-status_written"), attempt=1)
+    assert kills == [signal.SIGKILL]
+
+
+class _Recorder:
+    def __init__(self, fail: bool = False):
+        self.calls, self.fail = [], fail
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append((args, kwargs))
+
+    def apply_async(self, *, args, kwargs):
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.calls.append((tuple(args), kwargs))
+
+
+def test_a_job_goes_to_the_broker_by_its_id_with_its_traceparent_when_there_is_one(settings, monkeypatch):
+    from manifests import tasks
+
+    task = _Recorder()
+    monkeypatch.setattr(tasks, "run_assembly_job", task)
+    settings.CTXENG_JOBS_INLINE = False
+    job_id = uuid.uuid4()
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    services.assembly_job_enqueue(job_id=job_id, traceparent=parent)
+    services.assembly_job_enqueue(job_id=job_id)
+    assert task.calls == [((str(job_id),), {"traceparent": parent}), ((str(job_id),), {})]
+
+
+def test_an_inline_job_runs_in_process_with_its_traceparent(settings, monkeypatch):
+    from manifests import tasks
+
+    task = _Recorder()
+    monkeypatch.setattr(tasks, "run_assembly_job", task)
+    settings.CTXENG_JOBS_INLINE = True
+    job_id = uuid.uuid4()
+    services.assembly_job_enqueue(job_id=job_id, traceparent="00-aa-bb-01")
+    assert task.calls == [((str(job_id),), {"traceparent": "00-aa-bb-01"})]
+
+
+def test_a_broker_outage_is_logged_naming_the_job_and_does_not_raise(settings, monkeypatch, caplog):
+    from manifests import tasks
+
+    monkeypatch.setattr(tasks, "run_assembly_job", _Recorder(fail=True))
+    settings.CTXENG_JOBS_INLINE = False
+    job_id = uuid.uuid4()
+    services.assembly_job_enqueue(job_id=job_id)
+    assert any(str(job_id) in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.django_db
+def test_a_submitted_job_records_when_it_was_enqueued(agent_api, published_policy, example_request, monkeypatch):
+    from django.utils import timezone
+
+    from manifests.models import AssemblyJob
+
+    monkeypatch.setattr(services, "assembly_job_enqueue", lambda **kwargs: None)
+    before = timezone.now()
+    assert agent_api.post("/api/v1/assemblies/", example_request, format="json").status_code in (200, 201, 202)
+    job = AssemblyJob.objects.get()
+    # The stale-job sweep re-sends a queued job by this time; null would never be re-sent.
+    assert job.enqueued_at is not None and before <= job.enqueued_at <= timezone.now()
