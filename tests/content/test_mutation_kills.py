@@ -66,3 +66,56 @@ def test_named_sections_of_a_document_whose_only_key_looks_like_a_marker_are_rea
     skeleton, packer = pack_document(document)
     back = unpack(skeleton, lambda digests: {d: packer.blobs[d] for d in digests}, keys=["$t"])
     assert back == document
+
+
+# --------------------------------------------------------------------------- fresh sample (seed 3102)
+
+
+def test_references_name_every_blob_after_a_prefix_or_suffix_slice():
+    """A `$pre`/`$suf` reference is one of many a skeleton holds: the walk goes on past it."""
+    node = [{"$pre": ["sha256:aa", 3]}, {"$t": "sha256:bb"}, {"x": {"$suf": ["sha256:cc", 2]}}, {"$j": "sha256:dd"}]
+    from ctxeng.content.packing import references
+
+    assert sorted(references(node)) == [("json", "sha256:dd"), ("text", "sha256:aa"), ("text", "sha256:bb"), ("text", "sha256:cc")]
+
+
+def test_ref_of_a_record_too_small_for_a_blob_of_its_own_stores_it_as_one_anyway():
+    from ctxeng.content.packing import Packer
+
+    packer = Packer()
+    small = {"item_id": "a", "tokens": 1}
+    digest = packer.ref_of(small)
+    assert packer.kinds[digest] == "json"
+    assert packer.blobs[digest] == b'{"item_id":"a","tokens":1}'
+    assert digest == "sha256:" + hashlib.sha256(packer.blobs[digest]).hexdigest()
+
+
+def test_settling_a_stale_blob_brings_only_the_writers_tenant_to_the_epoch(db):
+    """Two tenants hold the same bytes; one writes it again at a new epoch: the other tenant's row
+    keeps its own epoch (its purge decides on it, not another tenant's writes)."""
+    from django.db import transaction
+
+    a = Tenant.objects.create(slug="tenant-settle-a")
+    b = Tenant.objects.create(slug="tenant-settle-b")
+    digest = "sha256:" + hashlib.sha256(b"shared").hexdigest()
+    for tenant in (a, b):
+        Content.objects.create(tenant=tenant, digest=digest, kind="text", size=6, epoch=1, body=b"shared")
+    with transaction.atomic():
+        ids = store.settle(Content, tenant=a, digests=[digest], epoch=5, insert=lambda missing: None)
+    assert Content.objects.get(tenant=a, digest=digest).epoch == 5
+    assert Content.objects.get(tenant=b, digest=digest).epoch == 1
+    assert ids == {digest: Content.objects.get(tenant=a, digest=digest).pk}
+
+
+def test_the_write_epoch_is_read_holding_its_row_shared_on_postgresql_and_plainly_on_sqlite(db):
+    """The writers' half of the purge's race guard: on PostgreSQL the epoch row is read FOR SHARE
+    (a purge's bump waits for every writer in flight); SQLite has no such clause (its write lock
+    serializes writers). Both passes of CI run this, one per vendor."""
+    from django.db import connection, transaction
+    from django.test.utils import CaptureQueriesContext
+
+    with transaction.atomic(), CaptureQueriesContext(connection) as seen:
+        store.write_epoch()
+    epoch_reads = [q["sql"] for q in seen.captured_queries if "epoch" in q["sql"].lower() and q["sql"].lstrip().upper().startswith("SELECT")]
+    assert epoch_reads, seen.captured_queries
+    assert all(("FOR SHARE" in sql) == (connection.vendor == "postgresql") for sql in epoch_reads), epoch_reads
