@@ -123,3 +123,66 @@ def test_a_submitted_job_records_when_it_was_enqueued(agent_api, published_polic
     job = AssemblyJob.objects.get()
     # The stale-job sweep re-sends a queued job by this time; null would never be re-sent.
     assert job.enqueued_at is not None and before <= job.enqueued_at <= timezone.now()
+
+
+# --------------------------------------------------------------------------- fresh sample (seed 3102)
+
+
+@pytest.fixture
+def queued_job(published_policy, agent_user, example_request, settings):
+    """A saved job whose enqueue is a no-op (as if its message were lost)."""
+    settings.CTXENG_JOBS_INLINE = True
+    job, _ = services.assembly_job_submit(user=agent_user, data=example_request)  # on_commit never fires under `db`
+    return job
+
+
+def test_a_requeued_job_records_when_it_was_requeued(queued_job, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from manifests.models import AssemblyJob
+
+    monkeypatch.setattr(services, "assembly_job_enqueue", lambda *, job_id: None)
+    services.assembly_job_claim(job_id=queued_job.id)
+    long_ago = timezone.now() - timedelta(minutes=5)
+    AssemblyJob.objects.filter(id=queued_job.id).update(heartbeat_at=long_ago, updated_at=long_ago)
+    before = timezone.now()
+    assert services.assembly_jobs_recover()["requeued"] == 1
+    job = AssemblyJob.objects.get(id=queued_job.id)
+    assert job.status == "queued" and job.updated_at >= before and job.enqueued_at >= before
+
+
+def test_a_sealed_manifests_row_carries_its_input_hashes(queued_job):
+    from manifests.models import Manifest
+    from manifests.selectors import manifest_document
+
+    attempt = services.assembly_job_claim(job_id=queued_job.id)
+    assert services.assembly_job_assemble(job_id=queued_job.id, attempt=attempt) == "ready"
+    row = Manifest.objects.get(job_id=queued_job.id)
+    assembly = manifest_document(row)["assembly"]
+    assert row.assembly_input_hash == assembly["assembly_input_hash"] and row.assembly_input_hash.startswith("sha256:")
+    assert row.serialized_model_input_hash == assembly["serialized_model_input_hash"]
+
+
+def test_a_request_the_policy_refuses_is_refused_as_a_request(published_policy, agent_user, example_request):
+    from ctxeng.engine import InvalidInput
+
+    body = dict(example_request, model={**example_request["model"], "context_limit": 10})  # below the reserves
+    with pytest.raises(InvalidInput) as refused:
+        services.assembly_job_submit(user=agent_user, data=body)
+    assert refused.value.what == "request" and str(refused.value).startswith("invalid request: ")
+
+
+def test_purging_old_manifests_dates_each_purge_at_the_sweeps_time(queued_job):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from manifests.models import Manifest
+
+    attempt = services.assembly_job_claim(job_id=queued_job.id)
+    services.assembly_job_assemble(job_id=queued_job.id, attempt=attempt)
+    sweep = timezone.now() + timedelta(days=40)
+    assert services.manifests_purge_content(older_than=timedelta(days=30), now=sweep) == 1
+    assert Manifest.objects.get(job_id=queued_job.id).content_purged_at == sweep
