@@ -112,11 +112,7 @@ class Packer:
         if memo is not None and memo[0] is value:
             return memo[1]
         packed = self.pack(value)
-        text = dumps(packed)
-        limit = TREE_MIN if isinstance(value, list) else NODE_MIN
-        ref = {REF_JSON: self._blob(encode(text), JSON)} if len(text) >= limit else packed
-        self._nodes[id(value)] = (value, ref)
-        return ref
+        return self._placed(value, packed, dumps(packed))
 
     def element_as(self, value: dict | list, text: str) -> Any:
         """`element(value)` for a value the caller holds as JSON text already (an engine record,
@@ -125,8 +121,13 @@ class Packer:
         value is packed as `element` packs it. `text` must be `value` written as JSON."""
         if '"$' in text:
             return self.element(value)
+        return self._placed(value, value, text)
+
+    def _placed(self, value: dict | list, packed: Any, text: str) -> Any:
+        """`value`'s place in its array, `packed` written as `text`: a blob of its own when large
+        enough, else `packed` inline; remembered so the array's packing reuses it."""
         limit = TREE_MIN if isinstance(value, list) else NODE_MIN
-        ref = {REF_JSON: self._blob(encode(text), JSON)} if len(text) >= limit else value
+        ref = {REF_JSON: self._blob(encode(text), JSON)} if len(text) >= limit else packed
         self._nodes[id(value)] = (value, ref)
         return ref
 
