@@ -216,6 +216,16 @@ def inline_jobs(settings):
 
 
 @pytest.fixture
+def lost_job(published_policy, agent_user, example_request, inline_jobs):
+    """A saved, queued job whose message never went out (its enqueue runs on commit, which never
+    comes under `db`): what the claim, the stale-job sweep and the seal are tested on directly."""
+    from manifests.services import assembly_job_submit
+
+    job, _ = assembly_job_submit(user=agent_user, data=example_request)
+    return job
+
+
+@pytest.fixture
 def submit(inline_jobs, django_capture_on_commit_callbacks):
     """`submit(client, body, key=None)`: POST /api/v1/assemblies/ and run the job in-process."""
 

@@ -9,6 +9,7 @@ Content rows of the database.
 
 from __future__ import annotations
 
+import io
 import json
 
 import pytest
@@ -113,7 +114,7 @@ def submitted(db):
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
 
-    call_command("load_example", stdout=open("/dev/null", "w"))
+    call_command("load_example", stdout=io.StringIO())
     user = get_user_model().objects.get(username="demo")
     body = workload.make_request(n_items=300, total_bytes=300 * 300, n_tool_pairs=5, seed=3, context_limit=16_000)
     body["policy"] = {"id": body["policy"]["id"]}

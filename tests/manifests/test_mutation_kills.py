@@ -128,15 +128,7 @@ def test_a_submitted_job_records_when_it_was_enqueued(agent_api, published_polic
 # --------------------------------------------------------------------------- fresh sample (seed 3102)
 
 
-@pytest.fixture
-def queued_job(published_policy, agent_user, example_request, settings):
-    """A saved job whose enqueue is a no-op (as if its message were lost)."""
-    settings.CTXENG_JOBS_INLINE = True
-    job, _ = services.assembly_job_submit(user=agent_user, data=example_request)  # on_commit never fires under `db`
-    return job
-
-
-def test_a_requeued_job_records_when_it_was_requeued(queued_job, monkeypatch):
+def test_a_relost_job_records_when_it_was_requeued(lost_job, monkeypatch):
     from datetime import timedelta
 
     from django.utils import timezone
@@ -144,22 +136,22 @@ def test_a_requeued_job_records_when_it_was_requeued(queued_job, monkeypatch):
     from manifests.models import AssemblyJob
 
     monkeypatch.setattr(services, "assembly_job_enqueue", lambda *, job_id: None)
-    services.assembly_job_claim(job_id=queued_job.id)
+    services.assembly_job_claim(job_id=lost_job.id)
     long_ago = timezone.now() - timedelta(minutes=5)
-    AssemblyJob.objects.filter(id=queued_job.id).update(heartbeat_at=long_ago, updated_at=long_ago)
+    AssemblyJob.objects.filter(id=lost_job.id).update(heartbeat_at=long_ago, updated_at=long_ago)
     before = timezone.now()
     assert services.assembly_jobs_recover()["requeued"] == 1
-    job = AssemblyJob.objects.get(id=queued_job.id)
+    job = AssemblyJob.objects.get(id=lost_job.id)
     assert job.status == "queued" and job.updated_at >= before and job.enqueued_at >= before
 
 
-def test_a_sealed_manifests_row_carries_its_input_hashes(queued_job):
+def test_a_sealed_manifests_row_carries_its_input_hashes(lost_job):
     from manifests.models import Manifest
     from manifests.selectors import manifest_document
 
-    attempt = services.assembly_job_claim(job_id=queued_job.id)
-    assert services.assembly_job_assemble(job_id=queued_job.id, attempt=attempt) == "ready"
-    row = Manifest.objects.get(job_id=queued_job.id)
+    attempt = services.assembly_job_claim(job_id=lost_job.id)
+    assert services.assembly_job_assemble(job_id=lost_job.id, attempt=attempt) == "ready"
+    row = Manifest.objects.get(job_id=lost_job.id)
     assembly = manifest_document(row)["assembly"]
     assert row.assembly_input_hash == assembly["assembly_input_hash"] and row.assembly_input_hash.startswith("sha256:")
     assert row.serialized_model_input_hash == assembly["serialized_model_input_hash"]
@@ -174,15 +166,15 @@ def test_a_request_the_policy_refuses_is_refused_as_a_request(published_policy, 
     assert refused.value.what == "request" and str(refused.value).startswith("invalid request: ")
 
 
-def test_purging_old_manifests_dates_each_purge_at_the_sweeps_time(queued_job):
+def test_purging_old_manifests_dates_each_purge_at_the_sweeps_time(lost_job):
     from datetime import timedelta
 
     from django.utils import timezone
 
     from manifests.models import Manifest
 
-    attempt = services.assembly_job_claim(job_id=queued_job.id)
-    services.assembly_job_assemble(job_id=queued_job.id, attempt=attempt)
+    attempt = services.assembly_job_claim(job_id=lost_job.id)
+    services.assembly_job_assemble(job_id=lost_job.id, attempt=attempt)
     sweep = timezone.now() + timedelta(days=40)
     assert services.manifests_purge_content(older_than=timedelta(days=30), now=sweep) == 1
-    assert Manifest.objects.get(job_id=queued_job.id).content_purged_at == sweep
+    assert Manifest.objects.get(job_id=lost_job.id).content_purged_at == sweep

@@ -12,65 +12,55 @@ from manifests.models import AssemblyJob, Manifest
 from manifests.services import assembly_job_assemble, assembly_job_claim, assembly_jobs_recover
 
 
-@pytest.fixture
-def queued(published_policy, agent_user, example_request, settings) -> AssemblyJob:
-    """A saved job whose enqueue is a no-op (as if its message were lost)."""
-    from manifests.services import assembly_job_submit
-
-    settings.CTXENG_JOBS_INLINE = True
-    job, _ = assembly_job_submit(user=agent_user, data=example_request)  # on_commit never fires under `db`
-    return job
+def test_a_second_delivery_claims_nothing(lost_job):
+    assert assembly_job_claim(job_id=lost_job.id) == 1
+    assert assembly_job_claim(job_id=lost_job.id) is None
+    assert AssemblyJob.objects.get(id=lost_job.id).attempts == 1
 
 
-def test_a_second_delivery_claims_nothing(queued):
-    assert assembly_job_claim(job_id=queued.id) == 1
-    assert assembly_job_claim(job_id=queued.id) is None
-    assert AssemblyJob.objects.get(id=queued.id).attempts == 1
-
-
-def test_a_stale_running_job_is_requeued_and_then_finishes_once(queued, monkeypatch):
+def test_a_stale_running_job_is_requeued_and_then_finishes_once(lost_job, monkeypatch):
     import manifests.services
 
     sent = []
     monkeypatch.setattr(manifests.services, "assembly_job_enqueue", lambda *, job_id: sent.append(job_id))
-    first = assembly_job_claim(job_id=queued.id)
-    AssemblyJob.objects.filter(id=queued.id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    first = assembly_job_claim(job_id=lost_job.id)
+    AssemblyJob.objects.filter(id=lost_job.id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     assert assembly_jobs_recover()["requeued"] == 1
-    assert sent == [queued.id]
-    second = assembly_job_claim(job_id=queued.id)
+    assert sent == [lost_job.id]
+    second = assembly_job_claim(job_id=lost_job.id)
     assert second == 2
     # The lost first attempt wakes up late: its claim is gone, it writes nothing.
-    assert assembly_job_assemble(job_id=queued.id, attempt=first) == "running"
-    assert not Manifest.objects.filter(job_id=queued.id).exists()
-    assert assembly_job_assemble(job_id=queued.id, attempt=second) == "ready"
-    assert Manifest.objects.filter(job_id=queued.id).count() == 1
+    assert assembly_job_assemble(job_id=lost_job.id, attempt=first) == "running"
+    assert not Manifest.objects.filter(job_id=lost_job.id).exists()
+    assert assembly_job_assemble(job_id=lost_job.id, attempt=second) == "ready"
+    assert Manifest.objects.filter(job_id=lost_job.id).count() == 1
 
 
-def test_a_live_running_job_is_left_alone(queued):
-    assembly_job_claim(job_id=queued.id)
+def test_a_live_running_job_is_left_alone(lost_job):
+    assembly_job_claim(job_id=lost_job.id)
     assert assembly_jobs_recover() == {"requeued": 0, "failed": 0, "resent": 0}
-    assert AssemblyJob.objects.get(id=queued.id).status == "running"
+    assert AssemblyJob.objects.get(id=lost_job.id).status == "running"
 
 
-def test_a_job_out_of_attempts_ends_failed(queued, settings):
+def test_a_job_out_of_attempts_ends_failed(lost_job, settings):
     settings.CTXENG_MAX_ATTEMPTS = 1
-    assembly_job_claim(job_id=queued.id)
-    AssemblyJob.objects.filter(id=queued.id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    assembly_job_claim(job_id=lost_job.id)
+    AssemblyJob.objects.filter(id=lost_job.id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     assert assembly_jobs_recover()["failed"] == 1
-    job = AssemblyJob.objects.get(id=queued.id)
+    job = AssemblyJob.objects.get(id=lost_job.id)
     assert job.status == "failed"
     assert "1 attempts" in job.error
 
 
-def test_a_queued_job_whose_message_was_lost_is_sent_again(queued, monkeypatch):
+def test_a_queued_job_whose_message_was_lost_is_sent_again(lost_job, monkeypatch):
     import manifests.services
 
     sent = []
     monkeypatch.setattr(manifests.services, "assembly_job_enqueue", lambda *, job_id: sent.append(job_id))
-    AssemblyJob.objects.filter(id=queued.id).update(enqueued_at=timezone.now() - timedelta(minutes=5))
+    AssemblyJob.objects.filter(id=lost_job.id).update(enqueued_at=timezone.now() - timedelta(minutes=5))
     assert assembly_jobs_recover()["resent"] == 1
     assert assembly_jobs_recover()["resent"] == 0
-    assert sent == [queued.id]
+    assert sent == [lost_job.id]
 
 
 def test_a_broker_outage_at_submit_leaves_the_job_queued_not_a_500(
@@ -90,21 +80,21 @@ def test_a_broker_outage_at_submit_leaves_the_job_queued_not_a_500(
 
 
 @pytest.mark.parametrize("returning", [True, False], ids=["UPDATE ... RETURNING", "update, then read"])
-def test_the_claim_is_the_same_whichever_statement_makes_it(queued, returning, settings, monkeypatch):
+def test_the_claim_is_the_same_whichever_statement_makes_it(lost_job, returning, settings, monkeypatch):
     """Where the database has no UPDATE ... RETURNING (SQLite before 3.35) the claim is an update
     and a read; both write the same columns and give the same attempt numbers, up to the cap."""
     from django.db import connection
 
     monkeypatch.setattr(connection.features, "can_return_columns_from_insert", returning)
     before = timezone.now()
-    assert assembly_job_claim(job_id=str(queued.id)) == 1
-    job = AssemblyJob.objects.get(id=queued.id)
+    assert assembly_job_claim(job_id=str(lost_job.id)) == 1
+    job = AssemblyJob.objects.get(id=lost_job.id)
     assert (job.status, job.attempts) == ("running", 1)
     assert job.claimed_at == job.heartbeat_at == job.updated_at and job.claimed_at >= before
     assert job.claimed_by.endswith(f":{os.getpid()}")
-    assert assembly_job_claim(job_id=queued.id) is None  # running: not claimable
-    AssemblyJob.objects.filter(id=queued.id).update(status="queued", attempts=settings.CTXENG_MAX_ATTEMPTS - 1)
-    assert assembly_job_claim(job_id=queued.id) == settings.CTXENG_MAX_ATTEMPTS
-    AssemblyJob.objects.filter(id=queued.id).update(status="queued")
-    assert assembly_job_claim(job_id=queued.id) is None  # at the attempt cap
-    assert AssemblyJob.objects.get(id=queued.id).attempts == settings.CTXENG_MAX_ATTEMPTS
+    assert assembly_job_claim(job_id=lost_job.id) is None  # running: not claimable
+    AssemblyJob.objects.filter(id=lost_job.id).update(status="queued", attempts=settings.CTXENG_MAX_ATTEMPTS - 1)
+    assert assembly_job_claim(job_id=lost_job.id) == settings.CTXENG_MAX_ATTEMPTS
+    AssemblyJob.objects.filter(id=lost_job.id).update(status="queued")
+    assert assembly_job_claim(job_id=lost_job.id) is None  # at the attempt cap
+    assert AssemblyJob.objects.get(id=lost_job.id).attempts == settings.CTXENG_MAX_ATTEMPTS

@@ -21,30 +21,30 @@ def _submit(agent_api, example_request):
     return AssemblyJob.objects.get()
 
 
-@pytest.mark.django_db
-def test_a_manifest_document_read_by_sections_holds_those_sections_only(agent_api, published_policy, example_request,
-                                                                         inline_jobs, django_capture_on_commit_callbacks):
+@pytest.fixture
+def sealed_manifest(agent_api, published_policy, example_request, inline_jobs, django_capture_on_commit_callbacks):
+    """The worked example submitted through the API and sealed in this process."""
     from manifests.models import Manifest
 
     with django_capture_on_commit_callbacks(execute=True):
         _submit(agent_api, example_request)
-    manifest = Manifest.objects.get()
-    whole = selectors.manifest_document(manifest)
+    return Manifest.objects.get()
+
+
+@pytest.mark.django_db
+def test_a_manifest_document_read_by_sections_holds_those_sections_only(sealed_manifest):
+    whole = selectors.manifest_document(sealed_manifest)
     assert {"budget", "included"} <= set(whole)
-    part = selectors.manifest_document(manifest, sections=("budget", "included"))
+    part = selectors.manifest_document(sealed_manifest, sections=("budget", "included"))
     assert part == {"budget": whole["budget"], "included": whole["included"]}
 
 
 @pytest.mark.django_db
-def test_the_document_of_a_manifest_whose_row_is_gone_is_empty(agent_api, published_policy, example_request,
-                                                               inline_jobs, django_capture_on_commit_callbacks):
+def test_the_document_of_a_manifest_whose_row_is_gone_is_empty(sealed_manifest):
     from manifests.models import Manifest
 
-    with django_capture_on_commit_callbacks(execute=True):
-        _submit(agent_api, example_request)
-    manifest = Manifest.objects.get()
-    Manifest.objects.filter(pk=manifest.pk).delete()
-    assert selectors.manifest_document(manifest) == {}
+    Manifest.objects.filter(pk=sealed_manifest.pk).delete()
+    assert selectors.manifest_document(sealed_manifest) == {}
 
 
 def test_an_artifact_body_keeps_a_lone_surrogate_as_it_was_stored():
