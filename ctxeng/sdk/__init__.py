@@ -7,7 +7,8 @@
     step.report_usage(response)
 
 The public names are these and nothing else: `Session`, `Step`, `Item`, the builders `code`, `web`,
-`file`, `memory`, `plan`, `summary`, `artifact`, and the errors `SDKError`, `ContextBlocked`.
+`file`, `memory`, `plan`, `summary`, `artifact`, the tool declarations `reads`, `writes`,
+`about` (`Session(tools=...)`), and the errors `SDKError`, `ContextBlocked`.
 Framework adapters live in their own modules, each importing its framework only when used:
 `ctxeng.sdk.langchain` (LangChain v1 middleware) and `ctxeng.sdk.openai_agents` (OpenAI Agents
 SDK input filter). The SDK is part of the light install: it imports no Django, Celery or DRF.
@@ -15,6 +16,7 @@ SDK input filter). The SDK is part of the light install: it imports no Django, C
 
 from ._builders import Item, artifact, code, file, memory, plan, summary, web
 from ._session import Session, Step
+from ._tools import about, reads, writes
 from .errors import ContextBlocked, SDKError
 
 __all__ = [
@@ -23,11 +25,14 @@ __all__ = [
     "SDKError",
     "Session",
     "Step",
+    "about",
     "artifact",
     "code",
     "file",
     "memory",
     "plan",
+    "reads",
     "summary",
     "web",
+    "writes",
 ]

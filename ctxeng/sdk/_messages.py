@@ -16,7 +16,7 @@ Defaults per message (DESIGN "The agent side"; docs/sdk.md has the table):
 | user | user_message | user_request | task_authority | task_intent | its index, user |
 | assistant text | assistant_message | model_output | derived_context | derived_context | its index, assistant |
 | assistant tool call | a request tool call (`tool_calls[].turn` = its index) | | | | |
-| tool result | tool_result | tool_output (or `Session(tool_sources=)`'s) | the policy's default | untrusted_data | its call's |
+| tool result | tool_result | tool_output (or `Session(tool_sources=)`'s) | the policy's default | untrusted_data, or the role the policy's trust for its source type allows (state) | its call's |
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import copy
 import hashlib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .errors import SDKError
@@ -167,8 +167,17 @@ class MessageItems:
     same key in the history: an agent appends to its history, so each message keeps its id from
     step to step and the run timeline follows it."""
 
-    def __init__(self, tool_sources: dict[str, str] | None = None) -> None:
+    def __init__(self, tool_sources: dict[str, str] | None = None, role_of: Callable[[str], str] | None = None,
+                 tools: dict[str, Any] | None = None, subject_scope: Callable[[Any], str] | None = None) -> None:
         self.tool_sources = tool_sources or {}
+        # Session(tools=...): which object each declared tool reads or writes (ctxeng.sdk._tools),
+        # and the revision of each object as this history has it (successful declared writes so far).
+        self.tools = tools or {}
+        self.subject_scope = subject_scope
+        self.revisions: dict[tuple[str, str], int] = {}
+        # The role a tool result of a source type takes: the session asks its policy (a policy whose
+        # default_by_source makes a tool's output trusted_state places it as state); data otherwise.
+        self.role_of = role_of or (lambda source_type: "untrusted_data")
         self.candidates: list[dict[str, Any]] = []
         self.tool_calls: list[dict[str, Any]] = []
         self._seen: dict[str, int] = {}
@@ -269,19 +278,46 @@ class MessageItems:
         ref = {"call_id": call_id, "tool_name": call["tool_name"]}
         if source_type == "test_log":  # the whole log's identity, which its reduction keeps (failures + artifact ref)
             ref["artifact_id"] = f"log-{item_id.removeprefix('result-')}"
-        self.candidates.append({
+        elif source_type == "runtime_state":  # state is located by an object id (the call that read it)
+            ref["object_id"] = item_id
+        status = message.get("status") if message.get("status") in ("success", "error", "canceled", "partial", "unknown") else "success"
+        cand = {
             "item_id": item_id,
             "kind": "tool_result",
             "source_type": source_type,
-            "intended_role": "untrusted_data",
+            "intended_role": self.role_of(source_type),
             "content": text,
             "content_hash": content_hash(text),
             "source_ref": ref,
             "call_id": call_id,
             "relevance": recency,
-        })
+        }
+        declared = self.tools.get(call["tool_name"])
+        if declared is not None:
+            self._declared(cand, declared, call["arguments"], status)
+        self.candidates.append(cand)
         call["result_item_id"] = item_id
-        call["status"] = message.get("status") if message.get("status") in ("success", "error", "canceled", "partial", "unknown") else "success"
+        call["status"] = status
+
+    def _declared(self, cand: dict[str, Any], declared: Any, arguments: dict[str, Any], status: str) -> None:
+        """A declared tool's result: the object it read (at the revision this history has it) or the
+        revision its successful write made, and the subject's scope (`about`)."""
+        obj = declared.object_ref(arguments)
+        if obj:
+            key = next(iter(obj.items()))
+            if declared.access == "write":
+                if status == "success":  # a failed write changed nothing: its result is only an error
+                    self.revisions[key] = self.revisions.get(key, 0) + 1
+                    cand["source_ref"].update(obj, revision=self.revisions[key], access="write")
+                    cand["revision"] = self.revisions[key]
+            elif status in ("success", "partial"):
+                cand["source_ref"].update(obj, revision=self.revisions.get(key, 0))
+                cand["revision"] = self.revisions.get(key, 0)
+        subject = declared.subject(arguments)
+        if subject is not None:
+            scope = declared.scope or self.subject_scope
+            if scope is not None:
+                cand["scope"] = scope(subject)
 
 
 def tool_definitions(tools: Any) -> list[dict[str, Any]]:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.models import ContextPolicy
-from . import _messages
+from . import _messages, _tools
 from ._builders import Item
 from ._models import ADAPTER_BY_PROVIDER, model_spec
 from .errors import ContextBlocked, SDKError
@@ -177,12 +177,17 @@ class Session:
     or a directory as the CLI's `--artifacts`. `stage`: the default stage of each step.
     `tool_sources`: tool name -> the source type of its results (default `tool_output`), e.g.
     `{"run_tests": "test_log"}` so a policy's `test_log` source limit keeps a long log's failures.
+    `tools`: tool name -> `sdk.reads(arg)`, `sdk.writes(arg)` or `sdk.about(arg)` (ctxeng.sdk._tools):
+    which object a tool's calls read or change, so only the newest reading of each reaches the
+    model (older ones are `stale_revision`), and whose data its result is, so another subject's is
+    refused by the scope gate. Tools not declared behave as before.
     """
 
     def __init__(self, policy: Any, *, url: str | None = None, token: str | None = None, run_id: str | None = None,
                  model: Any = "gpt-4o", adapter: str | None = None, principal: dict[str, Any] | None = None,
                  scope: str | None = None, producer: str | None = None, artifacts: Any = None,
-                 stage: str = DEFAULT_STAGE, tool_sources: dict[str, str] | None = None, timeout: float = 120.0) -> None:
+                 stage: str = DEFAULT_STAGE, tool_sources: dict[str, str] | None = None, tools: dict[str, Any] | None = None,
+                 timeout: float = 120.0) -> None:
         if url is not None and not token:
             raise SDKError("token: required with url= (an agent token: manage.py issue_token)")
         if url is None and principal is None:
@@ -208,6 +213,8 @@ class Session:
         self._previous_cache: dict[str, Any] | None = None
         self._artifacts = _artifact_store(artifacts)
         self.tool_sources = dict(tool_sources or {})
+        self.tools = _tools.declarations(tools)
+        self.revisions: dict[str, int] = {}  # "<field>=<value>" -> the newest revision of each declared object seen
         self._client = None
         if url is not None:
             from ..client import Client
@@ -226,12 +233,14 @@ class Session:
         """The assembly request `step` would submit (and the detected format), without assembling."""
         fmt = format or _messages.detect_format(messages, system=system)
         neutral = _messages.to_neutral(messages, fmt, system=system)
-        built = _messages.MessageItems(self.tool_sources)
+        built = _messages.MessageItems(self.tool_sources, self._result_role, self.tools, self._subject_scope)
         built.read(neutral)
+        self.revisions.update({f"{k}={v}": n for (k, v), n in built.revisions.items()})
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         candidates = []
         for cand in built.candidates:
-            candidates.append({**cand, "scope": self.scope, "producer": self.producer,
+            # A declared tool's result about a subject carries that subject's scope (sdk.about).
+            candidates.append({**cand, "scope": cand.get("scope", self.scope), "producer": self.producer,
                                "observed_at": self._seen_at.setdefault(cand["item_id"], now)})
         for i, item in enumerate(items):
             candidates.append(self._extra_item(item, i, now))
@@ -257,6 +266,23 @@ class Session:
         if self._previous_cache is not None:
             request["previous_cache"] = self._previous_cache
         return request, fmt
+
+    def _subject_scope(self, subject: Any) -> str:
+        """The scope of data about `subject` (sdk.about without scope=): a project of the tenant."""
+        return f"{self.principal['tenant']}/{subject}"
+
+    def _result_role(self, source_type: str) -> str:
+        """The role of a tool result of `source_type`: untrusted data, unless the policy's trust for
+        that source type may not be data (a policy mapping a tool's output to `trusted_state` makes
+        it state, seed `default_by_source`); then the first role its `role_limits` allow. A policy
+        on a server (not parsed here) is read as the seed's table: `runtime_state` is state."""
+        if not isinstance(self.policy, ContextPolicy):
+            return "state" if source_type == "runtime_state" else "untrusted_data"
+        trust = self.policy.trust.default_by_source.get(source_type)
+        allowed = [r.value for r in self.policy.role_limits.get(trust, [])] if trust is not None else []
+        if not allowed or "untrusted_data" in allowed:
+            return "untrusted_data"
+        return allowed[0]
 
     def _extra_item(self, item: Item | dict[str, Any], i: int, now: str) -> dict[str, Any]:
         if isinstance(item, Item):

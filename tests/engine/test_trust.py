@@ -3,7 +3,7 @@ and review decisions bound to the draft they approve."""
 
 from __future__ import annotations
 
-from .builders import excluded_record, item, policy, reasons, request, run, sha
+from .builders import excluded_record, item, policy, reasons, request, run, sha, tool_call, tool_result
 
 
 def zone_of(result, item_id: str) -> str | None:
@@ -121,3 +121,13 @@ def test_the_trust_ceiling_comes_from_the_policy_not_the_item():
     pol["trust"]["default_by_source"]["repository_source"] = "external_evidence"
     claim = item("ev", trust="repository_evidence")
     assert reasons(run(request(extra=[claim]), pol))["ev"] == "hard_gate_rejected"
+
+
+def test_a_tool_result_the_policy_maps_to_trusted_state_is_admitted_as_state():
+    # The policy's default_by_source makes runtime_state trusted_state, whose role limit is state:
+    # a tool's result of that source type takes role state in its call's place (issue 38).
+    state = tool_result("res-s", "call-s", "stage: drafting", source_type="runtime_state", kind="current_stage",
+                        intended_role="state", source_ref={"object_id": "stage", "call_id": "call-s"})
+    r = run(request(extra=[state], tool_calls=[tool_call("call-s", "res-s")]))
+    assert r.manifest.assembly.status == "ready"
+    assert zone_of(r, "res-s") == "state"
