@@ -20,9 +20,12 @@ plus its synthetic result — so it is kept or evicted whole.
 
 Allocation walks units in rank order, in two passes. Pass 1 fills each partition up to its
 minimum (never past its maximum). Pass 2 lets partitions grow toward their maximum, in eviction
-order (`never` first, `first` last, so background is what goes first); under
+order (`never` first, `first` last, so background is what goes first), the task-intent items (the
+user's turns) of every other partition right after the `never` partitions; under
 `borrowing: preserve_all_minimums` a partition may only take space that leaves every other
-partition's unused minimum intact. Then each partition's eviction rule acts on what did not fit:
+partition's unused minimum intact. Under `borrowing: lend_unused_room` a third pass lends what
+the window still has to the items the maximums held back (in growth order, rank order), so a
+maximum never evicts while the window has room. Then each partition's eviction rule acts on what did not fit:
 
 - `never`: nothing is silently evicted. An item that does not fit blocks the assembly
   (`budget_exhausted`, naming the partition and the item); it is recorded `budget_evicted`.
@@ -86,6 +89,7 @@ from .vocabulary import (
     Borrowing,
     Eviction,
     ExclusionReason,
+    Role,
     TransformTrigger,
     TransformType,
     UnresolvedCallHandling,
@@ -261,9 +265,11 @@ class _Budget:
         self.alloc = alloc
         self.counted_one_by_one = 0  # units `sized` had to count
 
+    soft_maximums = False  # set once every partition grew to its maximum, under lend_unused_room
+
     def cap(self, name: str) -> int:
         part = self.policy.partitions[name]
-        return part.maximum if part.maximum is not None else self.alloc.usable
+        return part.maximum if part.maximum is not None and not self.soft_maximums else self.alloc.usable
 
     def reserved_for_others(self, name: str) -> int:
         if self.policy.borrowing != Borrowing.PRESERVE_ALL_MINIMUMS:
@@ -361,7 +367,7 @@ class _Budget:
 
     def why_not(self, name: str, tokens: int, *, bound: bool = False) -> str:
         needs = f"item needs at least {tokens} (a lower bound; not counted)" if bound else f"item needs {tokens}"
-        if self.alloc.used[name] + tokens > self.cap(name):
+        if self.alloc.used[name] + tokens > self.cap(name) and not self.soft_maximums:
             return f"partition {name!r} full: {self.alloc.used[name]} used of maximum {self.cap(name)}, {needs}"
         return f"usable budget exhausted: {self.alloc.total} of {self.alloc.usable} used, {needs}" + (
             " (unused minimums of other partitions are preserved)"
@@ -443,13 +449,30 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
                 unit.admitted = True
                 budget.take(name, unit.tokens)  # type: ignore[arg-type]
 
-    # Pass 2: growth toward maximums, borrowing under the policy's rule; `first` grows last.
+    # Pass 2: growth toward maximums, borrowing under the policy's rule; `first` grows last. The
+    # task as the user states it (task_intent items: the user's turns) grows before anything else
+    # does, so no partition's growth (older evidence, background) takes the room of what the user
+    # said, the newest correction included.
     order = growth_order(policy)
-    for name in order:
-        for unit in budget.walk(by_part[name], lambda u, n, name=name: budget.fits(name, n)):
+    never = [n for n in order if policy.partitions[n].eviction == Eviction.NEVER]
+    sweeps = [(name, by_part[name]) for name in never]  # what may never be evicted grows first
+    sweeps += [(name, [u for u in by_part[name] if _task_intent(u)]) for name in order if name not in never]
+    sweeps += [(name, by_part[name]) for name in order if name not in never]
+    for name, members in sweeps:
+        for unit in budget.walk(members, lambda u, n, name=name: budget.fits(name, n)):
             if not unit.admitted and not unit.dropped and budget.unit_fits(name, unit):
                 unit.admitted = True
                 budget.take(name, unit.tokens)  # type: ignore[arg-type]
+    if policy.borrowing == Borrowing.LEND_UNUSED_ROOM:
+        # Pass 3: a maximum does not evict while the window has room: what is left is lent to the
+        # partitions whose items did not fit, in growth order (`first` last), in rank order.
+        budget.soft_maximums = True
+        for name in order:
+            left = [u for u in by_part[name] if not u.admitted and not u.dropped]
+            for unit in budget.walk(left, lambda u, n, name=name: budget.fits(name, n)):
+                if not unit.admitted and not unit.dropped and budget.unit_fits(name, unit):
+                    unit.admitted = True
+                    budget.take(name, unit.tokens)  # type: ignore[arg-type]
 
     # The eviction rules act on what did not fit.
     for name in order:
@@ -493,6 +516,10 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
         if unit.admitted and unit.pair is not None:
             unit.pair.included = True
     return alloc
+
+
+def _task_intent(unit: Unit) -> bool:
+    return unit.item is not None and unit.item.role == Role.TASK_INTENT
 
 
 def final_usage(asm: Assembly, included: list[Candidate]) -> tuple[dict[str, int], dict[str, int]]:

@@ -178,6 +178,9 @@ class Eviction(StrEnum):
 class Borrowing(StrEnum):
     PRESERVE_ALL_MINIMUMS = "preserve_all_minimums"
     LEND_UNUSED_MINIMUMS = "lend_unused_minimums"
+    # lend_unused_minimums, and a maximum does not evict while the window has room: what every
+    # partition left after growing to its maximum is lent to those whose items did not fit.
+    LEND_UNUSED_ROOM = "lend_unused_room"
 
 
 class SourceLimitMode(StrEnum):

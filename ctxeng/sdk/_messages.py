@@ -193,19 +193,21 @@ class MessageItems:
         calls_by_id: dict[str, dict[str, Any]] = {}
         total = max(len(messages), 1)
         first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
-        current_logs = self._newest_test_logs(messages)
+        current = self._newest_test_logs(messages) | self._newest_readings(messages)
         for i, m in enumerate(messages):
             where = f"messages[{i}]"
             role = m.get("role")
             # Newer turns rank higher, so a budget that must drop history drops the oldest first;
             # the first user message (the task as the user stated it) ranks with the newest, and so
-            # does the newest test log of each tool (the suite's current failures, until it runs again).
-            recency = 1.0 if i == first_user or i in current_logs else round(0.5 + 0.5 * (i + 1) / total, 6)
+            # does the evidence the current step depends on: the newest test log of each tool (the
+            # suite's current failures, until it runs again) and the newest reading of each object
+            # a declared tool reads (the file about to be edited).
+            recency = 1.0 if i == first_user or i in current else round(0.5 + 0.4 * (i + 1) / total, 6)
             if role == "user" and i != first_user:
                 # The user's turns are the task as it changes (new items, approvals, corrections):
-                # each ranks in the upper half of that scale, still newest first, so the agent's
-                # own narration and older output go before what the user asked for.
-                recency = round(0.75 + 0.25 * (i + 1) / total, 6)
+                # each ranks above every turn of the agent's and every older result, still newest
+                # first, so the agent's own narration and older output go before what the user asked.
+                recency = round(0.9 + 0.1 * (i + 1) / total, 6)
             if role in ("system", "developer"):
                 text = _text(m.get("content"), f"{where}.content")
                 self._add(m, "system", text, kind="instruction", source_type="system_policy", trust="control_authority",
@@ -239,6 +241,29 @@ class MessageItems:
                 name = names.get(m.get("tool_call_id"))
                 if self.tool_sources.get(name) == "test_log":
                     newest[name] = i
+        return set(newest.values())
+
+    def _newest_readings(self, messages: list[dict[str, Any]]) -> set[int]:
+        """Indexes of the newest result of each object a declared tool reads (`Session(tools=)`)."""
+        calls: dict[Any, tuple[Any, dict[str, Any]]] = {}
+        newest: dict[tuple[str, str], int] = {}
+        for i, m in enumerate(messages):
+            if m.get("role") == "assistant":
+                for call in m.get("tool_calls") or []:
+                    if isinstance(call, dict):
+                        function = call.get("function") or {}
+                        try:
+                            args = json.loads(function.get("arguments") or "{}")
+                        except (TypeError, ValueError):
+                            continue  # read() names the bad arguments
+                        calls[call.get("id")] = (function.get("name"), args if isinstance(args, dict) else {})
+            elif m.get("role") == "tool" and m.get("tool_call_id") in calls:
+                name, args = calls[m.get("tool_call_id")]
+                declared = self.tools.get(name)
+                if declared is not None and declared.access == "read" and m.get("status") in (None, "success"):
+                    obj = declared.object_ref(args)
+                    if obj:
+                        newest[next(iter(obj.items()))] = i
         return set(newest.values())
 
     def _add(self, message: dict[str, Any], role: str, text: str, *, ref_key: str, **fields: Any) -> dict[str, Any]:

@@ -1,0 +1,77 @@
+"""Priority that follows the task (issue 38 point 2).
+
+What the user said, the newest correction in particular, is never evicted while older evidence
+holds room; the evidence the current step depends on (the newest reading of the file about to be
+edited) outranks older evidence; and a partition's maximum does not evict while the window has
+room. Sizes are computed here from the texts (one word of filler is one cl100k token), never read
+back from the manifest.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ctxeng import sdk
+
+FILLER = " alpha" * 880  # ~880 tokens: "alpha" with a leading space is one cl100k token
+
+
+def call(call_id: str, name: str, **args) -> dict:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
+
+
+def tool_history(n: int, *, path_of=lambda k: f"src/f{k}.py", filler: str = FILLER) -> list[dict]:
+    out: list[dict] = [
+        {"role": "system", "content": "You are a coding agent."},
+        {"role": "user", "content": "Fix the failing build."},
+    ]
+    for k in range(n):
+        out.append({"role": "assistant", "content": None, "tool_calls": [call(f"c{k}", "read_file", path=path_of(k))]})
+        out.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"file {k}:" + filler})
+    return out
+
+
+def result_ids(step, *, included: bool) -> set[str]:
+    pairs = {p["result_item_id"]: p["call_id"] for p in step.manifest["tool_pairs"]}
+    records = step.manifest["included"] if included else step.manifest["excluded"]
+    return {pairs[r["item_id"]] for r in records if r["item_id"] in pairs}
+
+
+def test_a_maximum_does_not_evict_while_the_window_has_room():
+    # 8k window: usable = 8192 - 1024 reserve - 1% - 3% = ~6,840 tokens (less framing); six results
+    # of ~600 words plus their fence headers (~4,700 with the calls) fit the window, not the tool
+    # partition's 40% maximum (3,276).
+    history = tool_history(6, filler=" alpha" * 600)
+    step = sdk.Session("coding-agent", model={"name": "small", "provider": "openai", "context_limit": 8192}).step(history)
+    assert step.ready
+    assert result_ids(step, included=True) == {f"c{k}" for k in range(6)}
+    assert step.manifest["budget"]["payload_tokens"] <= 8192 - 1024
+
+
+def test_a_user_correction_survives_a_full_window_holding_older_evidence():
+    # An 8k window (usable ~6,840; the conversation's minimum 10% = 819): a long task statement
+    # (~700 tokens) fills the conversation's minimum, ten ~890-token files (given as items, the
+    # evidence partition) cannot all fit, and the user's correction (~240 tokens) comes last.
+    task = "Fix the failing build." + " Context:" + " beta" * 700
+    correction = "Correction: do not touch src/f0.py, the bug is in src/f9.py." + " Keep the public API." * 40
+    history = [{"role": "system", "content": "You are a coding agent."}, {"role": "user", "content": task},
+               {"role": "assistant", "content": "Reading the files."}, {"role": "user", "content": correction}]
+    files = [sdk.file(f"src/f{k}.py", f"file {k}:" + FILLER, relevance=0.5 + k / 100) for k in range(10)]
+    step = sdk.Session("coding-agent", model={"name": "small", "provider": "openai", "context_limit": 8192}).step(history, items=files)
+    assert step.ready
+    text = json.dumps(step.kwargs["messages"], ensure_ascii=False)
+    assert "Correction: do not touch" in text and "Fix the failing build." in text
+    evicted = {r["item_id"] for r in step.manifest["excluded"] if r["reason"] == "budget_evicted"}
+    assert {f.item_id for f in files} & evicted, "the window was meant to be full"
+
+
+def test_the_newest_reading_of_the_file_about_to_be_edited_outranks_newer_other_evidence():
+    # config.py is read first, then eleven other files: under pressure the config.py reading,
+    # the current one of a declared object, stays while newer results of other calls go.
+    paths = ["config.py"] + [f"src/f{k}.py" for k in range(1, 12)]
+    history = tool_history(12, path_of=lambda k: paths[k])
+    model = {"name": "small", "provider": "openai", "context_limit": 8192}
+    declared = sdk.Session("coding-agent", model=model, tools={"read_file": sdk.reads("path")}).step(history)
+    assert "c0" in result_ids(declared, included=True)
+    plain = sdk.Session("coding-agent", model=model).step(history)
+    assert "c0" in result_ids(plain, included=False)  # without the declaration, recency alone
