@@ -32,6 +32,7 @@ from .lifecycle import named_artifact
 from .models import LifecycleEventRecord, LineageNode, TransformRecord
 from .ranking import is_pinned
 from .render import block_tokens
+from .secrets import Finding, find_secrets
 from .structure import incomplete
 from .vocabulary import (
     AUTHORITY_TRUST,
@@ -554,26 +555,23 @@ def _externalization_problem(asm: Assembly, cand: Candidate) -> str | None:
     return None
 
 
-_SECRET_PATTERNS = re.compile(
-    # A PEM private key matches as the whole block (to its END line, or the end of the text), so a
-    # redaction removes the key material, not just its first line.
-    r"(sk-(?:live|proj|test)?-?[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"
-    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*\Z)"
-    r"|ghp_[A-Za-z0-9]{36}|xox[baprs]-[A-Za-z0-9-]{10,})",
-    re.S,
-)
-# Every match starts with one of these literals; a substring test is ~10x faster than the regex
-# scan over megabytes of clean content, so the regex runs only where one occurs.
-_SECRET_PREFIXES = ("sk-", "AKIA", "-----BEGIN ", "ghp_", "xox")
 REDACTION = "[ctxeng:redacted credential]"
 _SECRET_BODY = re.compile(r"[A-Za-z0-9]{16,}")
-REDACTOR = "ctxeng-redact/1"
+REDACTOR = "ctxeng-redact/2 (detect-secrets)"
 
 
-def _find_secret(text: str) -> re.Match[str] | None:
-    if not any(p in text for p in _SECRET_PREFIXES):
-        return None
-    return _SECRET_PATTERNS.search(text)
+def _find_secret(text: str) -> Finding | None:
+    """The first credential-like span of `text` (ctxeng.engine.secrets: detect-secrets' plugins)."""
+    found = find_secrets(text)
+    return found[0] if found else None
+
+
+def _finding_types(found: list[Finding]) -> str:
+    """Each finding's type, in text order, once, with how often it occurs: the assessment's record."""
+    counts: dict[str, int] = {}
+    for f in found:
+        counts[f.type] = counts.get(f.type, 0) + 1
+    return ", ".join(t if n == 1 else f"{t} ({n})" for t, n in counts.items())
 
 
 def _isolation(cand: Candidate) -> str:
@@ -613,6 +611,8 @@ def security_policy_compliance(asm: Assembly, cand: Candidate) -> GateOutcome:
             if problem:
                 failures.append(problem)
         assessment[name.value] = result
+    if cand.secret_findings:
+        assessment["secret_findings"] = cand.secret_findings
     cand.security_assessment = assessment
     if failures:
         return _fail(ExclusionReason.SECURITY_REJECTED, "; ".join(failures))
@@ -623,19 +623,21 @@ def _secret_handling(asm: Assembly, cand: Candidate) -> tuple[str, str | None]:
     sec = asm.policy.security
     if cand.item.security_class in sec.secret_classes:
         return "failed", f"security_class {cand.item.security_class!r} is secret material (policy: {sec.secret_material})"
-    match = _find_secret(cand.content)
-    if match is None:
+    found = find_secrets(cand.content, cand.content_digest or None)
+    if not found:
         return "passed", None
+    # Each finding by type in the assessment (`secret_findings`), whatever the policy does with it.
+    cand.secret_findings = _finding_types(found)
     if sec.secret_material == "deny":
-        return "failed", f"content carries credential-like material at offset {match.start()} (policy: deny)"
-    return ("redacted", None) if _redact(asm, cand) else ("failed", "credential-like material could not be redacted")
+        return "failed", f"content carries credential-like material ({cand.secret_findings}) at offset {found[0].start} (policy: deny)"
+    return ("redacted", None) if _redact(asm, cand, found) else ("failed", f"credential-like material ({cand.secret_findings}) could not be redacted")
 
 
-def _redact(asm: Assembly, cand: Candidate) -> bool:
+def _redact(asm: Assembly, cand: Candidate, found: list[Finding]) -> bool:
     """Replace every credential-like span, check the result, record it as a transform."""
     before = cand.content
-    spans = [m.span() for m in _SECRET_PATTERNS.finditer(before)]
-    out = _SECRET_PATTERNS.sub(REDACTION, before)
+    spans = [f.span() for f in found]
+    out = "".join(before[a:b] + REDACTION for a, b in zip([0] + [e for _, e in spans[:-1]], [s for s, _ in spans], strict=True)) + before[spans[-1][1]:]
     # Checked from facts the substitution did not produce: the secret *bodies* (the long
     # alphanumeric runs inside each match) must occur nowhere in the output, so a credential that
     # also appears in a form the patterns miss (without its prefix, say) fails the redaction; and
@@ -657,7 +659,7 @@ def _redact(asm: Assembly, cand: Candidate) -> bool:
             type=TransformType.REDACT,
             input_item_ids=[cand.item_id],
             input_digest=cand.item.content_hash,
-            objective=f"redact {len(spans)} credential-like span(s) (security.secret_material: deny_or_redact)",
+            objective=f"redact {len(spans)} credential-like span(s): {_finding_types(found)} (security.secret_material: deny_or_redact)",
             policy_version=asm.policy.label,
             transformer_version=REDACTOR,
             output_item_id=cand.item_id,

@@ -81,6 +81,7 @@ class Candidate:
     received: ContextItem | None = None
     result_status: Any = None  # a tool result's call status (ToolResultStatus), shown in its fence header
     built_by_engine: bool = False  # the structured summary the budget built: verified when built
+    secret_findings: str = ""  # the security gate's credential findings by type (ctxeng.engine.secrets)
     producer_check: Any = None  # vocabulary.ProducerCheck, set by the trust_role_compatibility gate
 
     @property

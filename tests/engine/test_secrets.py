@@ -1,0 +1,99 @@
+"""Secrets found by a maintained scanner (detect-secrets' plugins, ctxeng.engine.secrets), refused
+or redacted by type, each finding recorded by type in the item's security assessment (issue 38
+point 3). The keys below are made-up values in each service's published format."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ctxeng import sdk
+from ctxeng.engine.secrets import WINDOW, find_secrets
+
+STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
+AWS = "AKIA" + "IOSFODNN7EXAMPL3"
+GITHUB = "ghp_" + "wWPw5k4aXcaT4fNP0UcnZwJUVFk6LO0pINUx"
+SLACK = "xoxb-" + "263594206564-" + "2343594206574-" + "fake0token0value0abc"
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9" + ".eyJzdWIiOiIxMjM0NTY3ODkwIn0"
+       + ".dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U")
+KEY_BLOCK = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7bq\n-----END RSA PRIVATE KEY-----"
+
+
+@pytest.mark.parametrize("text, secret, kind", [
+    (f"STRIPE_KEY={STRIPE}\n", STRIPE, "Stripe Access Key"),
+    (f"aws_access_key_id = {AWS}", AWS, "AWS Access Key"),
+    (f"token: {GITHUB}", GITHUB, "GitHub Token"),
+    (f"SLACK={SLACK}", SLACK, "Slack Token"),
+    (f"Authorization: Bearer {JWT}", JWT, "JSON Web Token"),
+    (f"key:\n{KEY_BLOCK}\nafter", KEY_BLOCK, "Private Key"),
+    ("DATABASE_URL=postgres://admin:hunter2pass@db.internal/app", "://admin:hunter2pass@", "Basic Auth Credentials"),
+    ('secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"', "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY", "Base64 High Entropy String"),
+    ("OPENAI=sk-proj-" + "B" * 24, "sk-proj-" + "B" * 24, "API Key"),
+])
+def test_each_known_format_is_found_whole_with_its_type(text, secret, kind):
+    found = find_secrets(text)
+    assert [(f.type, f.text) for f in found] == [(kind, secret)]
+    assert text[found[0].start:found[0].end] == secret
+
+
+@pytest.mark.parametrize("text", [
+    '"sha256:9204afa34fcb66a1e561bcb2b04daca02464407b13318ed7647b7d28f8c57e7a"',  # a content hash
+    'commit "c0ffee1234567890abcdef1234567890abcdef12"',  # a commit id: hex is not scanned for entropy
+    'name = "ThisIsAVeryLongCamelCaseIdentifierName"',
+    "the task-sk-list and AKIA docs, sk-live-short",
+    "-----BEGIN PUBLIC KEY-----\nMIIB\n-----END PUBLIC KEY-----",
+    "https://example.org/path?x=1 and http://host:8080/a",
+])
+def test_ordinary_agent_text_is_not_a_secret(text):
+    assert find_secrets(text) == []
+
+
+def test_a_key_at_a_window_edge_of_a_long_line_is_still_found():
+    for at in (WINDOW - 10, WINDOW - 3, 2 * WINDOW + 5):
+        text = "x " * (at // 2) + AWS + " y" * 3000
+        assert [f.text for f in find_secrets(text)] == [AWS], at
+
+
+HISTORY = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Why does the deploy fail?"},
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"c{n}", "type": "function", "function": {"name": "read_file", "arguments": json.dumps({"path": p})}}
+        for n, p in enumerate((".env", "deploy.sh", "ci.yml", "README"))]},
+    {"role": "tool", "tool_call_id": "c0", "content": f"STRIPE_SECRET_KEY={STRIPE}\nDEBUG=false"},
+    {"role": "tool", "tool_call_id": "c1", "content": f"export AWS_ACCESS_KEY_ID={AWS}\n./deploy"},
+    {"role": "tool", "tool_call_id": "c2", "content": f"env:\n  GH_TOKEN: {GITHUB}\n  CI: true"},
+    {"role": "tool", "tool_call_id": "c3", "content": "Run ./deploy to deploy."},
+]
+
+
+def _result(step, call_id: str) -> dict:
+    pair = next(p for p in step.manifest["tool_pairs"] if p["call_id"] == call_id)
+    return next(r for r in step.manifest["included"] + step.manifest["excluded"] if r["item_id"] == pair["result_item_id"])
+
+
+def test_a_stripe_key_an_aws_key_and_a_github_token_are_refused_by_type():
+    step = sdk.Session("coding-agent").step(HISTORY)  # secret_material: deny
+    payload = json.dumps(step.kwargs)
+    for call_id, kind, secret in (("c0", "Stripe Access Key", STRIPE), ("c1", "AWS Access Key", AWS), ("c2", "GitHub Token", GITHUB)):
+        rec = _result(step, call_id)
+        assert (rec["reason"], rec["hard_gate"]) == ("security_rejected", "security_policy_compliance")
+        assert kind in rec["detail"]
+        assert rec["security_assessment"]["secret_findings"] == kind
+        assert rec["security_assessment"]["secret_handling"] == "failed"
+        assert secret not in payload
+    clean = _result(step, "c3")
+    assert clean in step.manifest["included"] and "secret_findings" not in clean["security_assessment"]
+
+
+def test_under_deny_or_redact_each_key_is_redacted_and_recorded_by_type():
+    step = sdk.Session("chat-agent").step(HISTORY)  # secret_material: deny_or_redact
+    payload = json.dumps(step.kwargs)
+    for secret in (STRIPE, AWS, GITHUB):
+        assert secret not in payload
+    assert "DEBUG=false" in payload and "./deploy" in payload
+    rec = _result(step, "c0")
+    assert rec["security_assessment"] == {**rec["security_assessment"], "secret_handling": "redacted", "secret_findings": "Stripe Access Key"}
+    transform = next(t for t in step.manifest["transforms"] if t["type"] == "redact" and t["input_item_ids"] == [rec["item_id"]])
+    assert "Stripe Access Key" in transform["objective"]
