@@ -2,20 +2,22 @@
 
 - `text_of(message)`: everything of a message the model reads: its content (a string or text
   parts) and, for an assistant message, each tool call's name and arguments.
-- required / forbidden: a marker is present when it occurs anywhere in the payload's texts.
-- injected in authority: an injected marker counts once per step when it occurs (a) in a
-  `system` or `developer` message, or (b) in any other message outside every ctxeng data fence.
-  A data fence is a span that opens with `<<<ctxeng:block nonce=N {header}>>>` whose header's
-  `role` is `untrusted_data` or `derived_context`, and closes with `<<<ctxeng:end nonce=N>>>`
-  (the same N). Tool call arguments are outside any fence. Baselines have no fences, so every
-  occurrence of injected text in their payloads counts; in ctxeng's, text fenced as data does not,
-  while text in a fence of the task zone (a user turn) or in the system message does.
+- required / forbidden: a marker is present when it occurs anywhere in the payload's texts;
+  forbidden markers are counted by why they are forbidden (the scenario's `forbidden_why`).
+- injected in authority: an injected marker counts once per step when it occurs in a `system` or
+  `developer` message (the positions a provider gives authority). A tool message is not one.
+- injected outside a data fence (its own column): an injected marker in any message outside every
+  ctxeng data fence. A data fence is a span that opens with `<<<ctxeng:block nonce=N {header}>>>`
+  whose header's `role` is `untrusted_data` or `derived_context`, and closes with
+  `<<<ctxeng:end nonce=N>>>` (the same N). Baselines have no fences, so every occurrence of injected
+  text in their payloads counts here (in a tool message it is where a tool result belongs; the
+  column says only that nothing marks it as data).
 - refused: `tests.provider_stub.check_openai_chat` rejects the body (a tool call without its
   result, a result without its call, an empty message list ...), or the payload's input tokens
   exceed the model's context window (the provider's `context_length_exceeded`).
-- input tokens: OpenAI's counting recipe with cl100k (the encoding gpt-4o's predecessors use and
-  the one every system here counts with): 3 per message, its texts, each call's name and
-  arguments, and 3 to prime the reply.
+- input tokens: OpenAI's counting recipe with o200k_base, gpt-4o's own encoding (shipped offline
+  with the light install, `ctxeng.engine.tokens`), which every system here counts with: 3 per
+  message, its texts, each call's name and arguments, and 3 to prime the reply.
 """
 
 from __future__ import annotations
@@ -31,9 +33,9 @@ DATA_ROLES = ("untrusted_data", "derived_context")
 
 @lru_cache(maxsize=1)
 def _tokenizer():
-    from ctxeng.engine.tokens import default_tokenizer
+    from ctxeng.engine.tokens import tokenizer_for
 
-    return default_tokenizer()
+    return tokenizer_for("o200k_base")
 
 
 def count(text: str) -> int:
@@ -107,11 +109,13 @@ def score(messages: list[dict[str, Any]] | None, step: dict[str, Any], *, contex
     required = step["required"]
     if messages is None:
         return {"blocked": True, "required": len(required), "required_present": 0, "missing": list(required),
-                "forbidden_present": [], "injected_in_authority": [], "refused": None, "input_tokens": 0}
+                "forbidden_present": [], "forbidden_by_why": {}, "injected_in_authority": [], "injected_outside_fences": [],
+                "refused": None, "input_tokens": 0}
     texts = [text_of(m) for m in messages]
     whole = "\n".join(texts)
-    authority = "\n".join(t if m.get("role") in ("system", "developer") else outside_data_fences(t)
-                          for m, t in zip(messages, texts, strict=True))
+    authority = "\n".join(t for m, t in zip(messages, texts, strict=True) if m.get("role") in ("system", "developer"))
+    unfenced = "\n".join(t if m.get("role") in ("system", "developer") else outside_data_fences(t)
+                         for m, t in zip(messages, texts, strict=True))
     missing = [m for m in required if m not in whole]
     tokens = input_tokens(messages)
     return {
@@ -120,7 +124,16 @@ def score(messages: list[dict[str, Any]] | None, step: dict[str, Any], *, contex
         "required_present": len(required) - len(missing),
         "missing": missing,
         "forbidden_present": [m for m in step["forbidden"] if m in whole],
+        "forbidden_by_why": _by_why([m for m in step["forbidden"] if m in whole], step.get("forbidden_why", {})),
         "injected_in_authority": [m for m in step["injected"] if m in authority],
+        "injected_outside_fences": [m for m in step["injected"] if m in unfenced],
         "refused": refusal({"model": model, "messages": messages}, context_limit, tokens),
         "input_tokens": tokens,
     }
+
+
+def _by_why(markers: list[str], why: dict[str, str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for m in markers:
+        out[why.get(m, "other")] = out.get(why.get(m, "other"), 0) + 1
+    return out

@@ -20,6 +20,7 @@ from . import scenarios, systems
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE.parent / "results"
 LIMITS = (16_000, 128_000)
+WHYS = ("stale", "secret", "scope_by_argument", "scope_in_content", "expired")
 
 
 def summarize(system: str, scenario: dict[str, Any], limit: int, steps: list[dict[str, Any]]) -> dict[str, Any]:
@@ -38,7 +39,10 @@ def summarize(system: str, scenario: dict[str, Any], limit: int, steps: list[dic
         "blocked_steps": sum(1 for s in steps if s["blocked"]),
         "required_pct": round(100 * present / required, 2) if required else 100.0,
         "forbidden": sum(len(s["forbidden_present"]) for s in steps),
+        **{f"forbidden_{why}": sum(s["forbidden_by_why"].get(why, 0) for s in steps) for why in WHYS},
         "injected_in_authority": sum(len(s["injected_in_authority"]) for s in steps),
+        "injected_outside_fences": sum(len(s["injected_outside_fences"]) for s in steps),
+        "history_tokens_max": max(s["history_tokens"] for s in steps),
         "refused_payloads": sum(1 for s in steps if s["refused"]),
         "input_tokens_mean": round(sum(s["input_tokens"] for s in steps) / len(steps), 1),
         "ms_per_step": round(sum(s["ms"] for s in steps) / len(steps), 2),
@@ -47,7 +51,8 @@ def summarize(system: str, scenario: dict[str, Any], limit: int, steps: list[dic
         "generator_version": scenario["version"],
         "scenario_digest": scenarios.digest(scenario),
         "per_step": [{k: s[k] for k in ("step", "required", "required_present", "missing", "forbidden_present",
-                                        "injected_in_authority", "refused", "input_tokens", "ms")}
+                                        "injected_in_authority", "injected_outside_fences", "refused", "input_tokens",
+                                        "history_tokens", "ms")}
                      | ({"blocked_reason": s["blocked_reason"]} if s.get("blocked_reason") else {}) for s in steps],
     }
 
@@ -69,8 +74,9 @@ def run_all(*, limits=LIMITS, max_steps: int | None = None, names=scenarios.NAME
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    head = ("system", "scenario", "context_limit", "steps", "blocked_steps", "required_pct", "forbidden",
-            "injected_in_authority", "refused_payloads", "input_tokens_mean", "ms_per_step")
+    head = ("system", "scenario", "context_limit", "history_tokens_max", "blocked_steps", "required_pct",
+            *(f"forbidden_{why}" for why in WHYS), "injected_in_authority", "injected_outside_fences",
+            "refused_payloads", "input_tokens_mean", "ms_per_step")
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in sorted(rows, key=lambda r: (r["scenario"], r["context_limit"], systems.SYSTEMS.index(r["system"]))):
         lines.append("| " + " | ".join(str(r[k]) for k in head) + " |")

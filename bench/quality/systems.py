@@ -1,26 +1,25 @@
-"""The four systems, each fed a scenario's events the way its users feed it.
+"""The four systems, each fed the same events as plain messages, configured as its docs say.
 
-All four see the same events, in order, at the same model (`gpt-4o`, OpenAI chat) and context
-limit, and leave the same room for the answer: the starter policy's `response_reserve` (12.5% of
-the window, held to 1024-16384 tokens for coding-agent and research-agent, 1024-8192 for
-chat-agent), so each baseline trims to `context_limit - reserve`. Every count is exact cl100k
-(`measure.message_tokens`, OpenAI's recipe), the counter every baseline is given.
+All four see the same events, in order, as the same messages (a system message, user turns, the
+agent's replies with their tool calls, each tool result as its call's tool message; the research
+run's runtime state as a user message `[runtime state: <part>]`), at the same model (`gpt-4o`,
+OpenAI chat) and context limit, and leave the same room for the answer: the starter policy's
+`response_reserve` (12.5% of the window, held to 1024-16384 tokens for coding-agent and
+research-agent, 1024-8192 for chat-agent), so each baseline trims to `context_limit - reserve`.
+Every count is o200k_base, gpt-4o's own encoding (`measure.message_tokens`, OpenAI's recipe), the
+counter every baseline is given. No system gets anything split, deduplicated, dated or scoped by
+the harness.
 
-How an event reaches each system:
+What each system is told, once:
 
-| event | baselines (plain messages) | ctxeng (SDK) |
-| --- | --- | --- |
-| system prompt | system message | system message (control) |
-| user turn | human message | user message |
-| the agent's reply and its tool calls | AI message with tool calls | assistant message with tool calls |
-| tool result (grep, test log, status ...) | tool message, completion order | tool message; `run_tests` results are test logs (`Session(tool_sources={"run_tests": "test_log"})`) |
-| tool result that is a file, page, memory, plan or CRM record | tool message with the whole text | tool message saying `delivered as context item <id>`, and the text as that builder's item (`sdk.code` at the repository's commit, `sdk.web` with `freshness="expired"` once its max age has passed, `sdk.file`, `sdk.memory(..., scope=<its project's scope>)`, `sdk.plan`, a CRM record as `sdk.file(..., scope=<its account's scope>)`) |
-| runtime state (research: goal, manifest, constraints, stage, open items) | a user message `[runtime state: <part>]` | an item of that kind (`goal`, `required_repository_manifest`, `hard_constraints`: task intent; `current_stage`, `open_items_summary`: state), its newest value each step |
-
-The SDK user holds the newest revision of what it was given (the latest read of each file, the
-current plan) and passes every held item at every step with a recency relevance (0.5 for the
-first seen to 1.0 for this step's), as the SDK gives its own turns.
-
+- `ctxeng`: `sdk.Session(<starter>, model=..., tools=DECLARATIONS[scenario],
+  tool_sources={"run_tests": "test_log"})`: which tools read or write which object (`sdk.reads`,
+  `sdk.writes`) and whose data a tool's result is (`sdk.about`, the scope of the account argument:
+  `<tenant>/<account>`, the SDK's default), as a user would declare them for their agent's tools.
+  Everything else is what the SDK infers from the messages. The starter: chat-agent for support,
+  coding-agent for coding and research (an agent reading repositories and running their tests; the
+  research-agent starter requires its goal, manifest, constraints and stage as typed resident
+  items, which a plain-message history does not have: every step would be blocked).
 - `trim_messages`: langchain-core `trim_messages(strategy="last", include_system=True,
   start_on="human", max_tokens=context_limit - reserve)` on the whole history.
 - `context_editing`: LangChain v1 `ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=
@@ -33,6 +32,7 @@ first seen to 1.0 for this step's), as the SDK gives its own turns.
 from __future__ import annotations
 
 import itertools
+import json
 import time
 from typing import Any
 
@@ -40,27 +40,34 @@ from . import measure
 
 RESERVE_MAX = {"coding-agent": 16384, "research-agent": 16384, "chat-agent": 8192}
 SYSTEMS = ("ctxeng", "trim_messages", "context_editing", "naive")
-STATE_KINDS = {
-    "goal": ("user_request", "task_intent"),
-    "required_repository_manifest": ("user_request", "task_intent"),
-    "hard_constraints": ("user_request", "task_intent"),
-    "current_stage": ("runtime_state", "state"),
-    "open_items_summary": ("runtime_state", "state"),
-}
+STARTER = {"coding": "coding-agent", "research": "coding-agent", "support": "chat-agent"}
 PRINCIPALS = {
     "coding": {"id": "coding-agent", "tenant": "acme", "project": "api"},
     "research": {"id": "research-agent/v2", "tenant": "tenant-x", "project": "project-y"},
     "support": {"id": "support-agent", "tenant": "acme-support", "project": "customer-4411"},
 }
-OTHER_SCOPES = {"other_project": "acme/billing", "other_tenant": "tenant-z/project-q/task-9"}
 
 
-def reserve(starter: str, context_limit: int) -> int:
-    return min(max(context_limit // 8, 1024), RESERVE_MAX[starter])
+def declarations(name: str) -> dict[str, Any]:
+    """The tool declarations of each scenario's agent (`Session(tools=...)`)."""
+    from ctxeng import sdk
+
+    return {
+        "coding": {"read_file": sdk.reads("path"), "edit_file": sdk.writes("path"), "read_plan": sdk.reads("path"),
+                   "fetch_url": sdk.reads("url")},
+        "research": {"read_source": sdk.reads("path"), "read_file": sdk.reads("path"), "read_plan": sdk.reads("artifact_id"),
+                     "fetch_url": sdk.reads("url")},
+        "support": {"get_order": sdk.reads("order_id"), "crm_notes": sdk.about("account"),
+                    "get_subscription": sdk.about("account"), "crm_get": sdk.about("account")},
+    }[name]
+
+
+def reserve(scenario_name: str, context_limit: int) -> int:
+    return min(max(context_limit // 8, 1024), RESERVE_MAX[STARTER[scenario_name]])
 
 
 def _lc_counter():
-    """A cl100k counter of LangChain messages with OpenAI's recipe, cached per message text."""
+    """An o200k counter of LangChain messages with OpenAI's recipe, cached per message text."""
     import json
 
     cache: dict[tuple, int] = {}
@@ -86,7 +93,7 @@ class Baselines:
 
     def __init__(self, scenario: dict[str, Any], context_limit: int) -> None:
         self.limit = context_limit
-        self.usable = context_limit - reserve(scenario["starter"], context_limit)
+        self.usable = context_limit - reserve(scenario["scenario"], context_limit)
         self.history: list[Any] = []
         self.counter = _lc_counter()
         self.n = 0
@@ -159,94 +166,31 @@ class Baselines:
 
 
 class CtxengAgent:
-    """The scenario's agent using the SDK: its message history, and the items it holds."""
+    """The scenario's agent using the SDK: its plain message history and its Session."""
 
     def __init__(self, scenario: dict[str, Any], context_limit: int) -> None:
         from ctxeng import sdk
 
-        self.sdk = sdk
         self.name = scenario["scenario"]
-        self.principal = PRINCIPALS[self.name]
-        self.session = sdk.Session(scenario["starter"], model={"name": "gpt-4o", "provider": "openai", "context_limit": context_limit},
-                                   principal=self.principal, run_id=f"quality-{self.name}-{context_limit}",
-                                   tool_sources={"run_tests": "test_log"})
+        self.session = sdk.Session(STARTER[self.name], model={"name": "gpt-4o", "provider": "openai", "context_limit": context_limit},
+                                   principal=PRINCIPALS[self.name], run_id=f"quality-{self.name}-{context_limit}",
+                                   tools=declarations(self.name), tool_sources={"run_tests": "test_log"})
         self.messages: list[dict[str, Any]] = []
-        self.held: dict[str, tuple[int, dict[str, Any], str, str]] = {}  # key -> (step seen, spec, text, item_id)
-        self.state: dict[str, str] = {}
-        self.step_index = 0
 
-    def add(self, event: dict[str, Any], step_index: int) -> None:
+    def add(self, event: dict[str, Any]) -> None:
         kind = event["type"]
         if kind in ("system", "user"):
             self.messages.append({"role": kind, "content": event["text"]})
         elif kind == "state":
-            self.state[event["part"]] = event["text"]
+            self.messages.append({"role": "user", "content": f"[runtime state: {event['part']}]\n{event['text']}"})
         elif kind == "assistant":
             message: dict[str, Any] = {"role": "assistant", "content": event["text"] or None}
             if event["calls"]:
-                import json
-
                 message["tool_calls"] = [{"id": c["id"], "type": "function",
                                           "function": {"name": c["name"], "arguments": json.dumps(c["args"])}} for c in event["calls"]]
             self.messages.append(message)
         elif kind == "result":
-            text = event["text"]
-            if event.get("deliver"):
-                ids = []
-                lines = text.split("\n")
-                for spec in event["deliver"]:
-                    body = lines[spec["line"]] if spec["builder"] == "record" else text
-                    key, item_id = self._key(spec)
-                    self.held[key] = (step_index, spec, body, item_id)
-                    ids.append(item_id)
-                text = f"{event['name']}: delivered as context item {', '.join(ids)}"
-            self.messages.append({"role": "tool", "tool_call_id": event["call_id"], "content": text})
-
-    @staticmethod
-    def _key(spec: dict[str, Any]) -> tuple[str, str]:
-        b = spec["builder"]
-        if b == "code":
-            key = f"code:{spec['repo']}:{spec['path']}:{spec['lines']}"
-        elif b == "web":
-            key = f"web:{spec['url']}"
-        elif b == "plan":
-            key = f"plan:{spec['plan_id']}"  # the current revision replaces the one before
-        elif b == "record":
-            key = f"record:{spec['account']}"
-        elif b == "memory":
-            key = f"memory:{spec['memory_id']}"
-        else:
-            key = f"file:{spec['path']}"
-        import hashlib
-
-        return key, "held-" + hashlib.sha256(key.encode()).hexdigest()[:12]
-
-    def items(self, step_index: int) -> list[Any]:
-        sdk = self.sdk
-        out: list[Any] = []
-        for part, text in self.state.items():
-            source_type, role = STATE_KINDS[part]
-            out.append({"item_id": f"state-{part}", "kind": part, "source_type": source_type,
-                        "source_ref": {"object_id": f"state-{part}"}, "content": text, "intended_role": role})
-        for seen, spec, text, _ in self.held.values():
-            relevance = round(0.5 + 0.5 * seen / step_index, 6)
-            b = spec["builder"]
-            if b == "code":
-                out.append(sdk.code(spec["repo"], spec["commit"], spec["path"], spec["lines"], text, relevance=relevance))
-            elif b == "web":
-                expired = step_index >= seen + spec["max_age_steps"]
-                out.append(sdk.web(spec["url"], text, fetched_at="2026-09-06T10:00:00Z", relevance=relevance,
-                                   freshness="expired" if expired else "valid"))
-            elif b == "plan":
-                extra = {"kind": spec["kind"]} if spec.get("kind") else {}
-                out.append(sdk.plan(text, spec["plan_id"], spec["revision"], relevance=relevance, **extra))
-            elif b == "memory":
-                out.append(sdk.memory(text, spec["memory_id"], scope=OTHER_SCOPES[spec["scope"]], relevance=relevance))
-            elif b == "record":
-                out.append(sdk.file(f"crm/{spec['account']}.json", text, scope=spec["scope"], relevance=relevance))
-            else:
-                out.append(sdk.file(spec["path"], text, relevance=relevance))
-        return out
+            self.messages.append({"role": "tool", "tool_call_id": event["call_id"], "content": event["text"]})
 
 
 def run_scenario(scenario: dict[str, Any], context_limit: int, *, systems=SYSTEMS, max_steps: int | None = None) -> dict[str, list[dict[str, Any]]]:
@@ -259,13 +203,13 @@ def run_scenario(scenario: dict[str, Any], context_limit: int, *, systems=SYSTEM
             if baselines is not None:
                 baselines.add(event)
             if agent is not None:
-                agent.add(event, step["index"])
+                agent.add(event)
+        history_tokens = baselines.counter(baselines.history) if baselines is not None else 0
         for name in systems:
             extra: dict[str, Any] = {}
-            if name == "ctxeng":  # timed: the SDK step (request, engine, payload); not building the items
-                items = agent.items(step["index"])  # type: ignore[union-attr]
+            if name == "ctxeng":  # timed: the SDK step (request, engine, payload)
                 started = time.perf_counter()
-                sdk_step = agent.session.step(agent.messages, items=items)  # type: ignore[union-attr]
+                sdk_step = agent.session.step(agent.messages)  # type: ignore[union-attr]
                 ms = (time.perf_counter() - started) * 1000
                 messages = sdk_step.kwargs["messages"] if sdk_step.ready else None
                 if messages is None:
@@ -276,5 +220,6 @@ def run_scenario(scenario: dict[str, Any], context_limit: int, *, systems=SYSTEM
                 ms = (time.perf_counter() - started) * 1000
                 messages = baselines.openai(kept)  # type: ignore[union-attr]
             row = measure.score(messages, step, context_limit=context_limit)
+            row["history_tokens"] = history_tokens  # the whole history as plain messages: what fits or not
             out[name].append({"step": step["index"], "ms": round(ms, 2), **row, **extra})
     return out

@@ -193,16 +193,19 @@ class MessageItems:
         calls_by_id: dict[str, dict[str, Any]] = {}
         total = max(len(messages), 1)
         first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
-        current = self._newest_test_logs(messages) | self._newest_readings(messages)
+        current = self._newest_test_logs(messages)
+        editing = self._newest_readings(messages)
         for i, m in enumerate(messages):
             where = f"messages[{i}]"
             role = m.get("role")
             # Newer turns rank higher, so a budget that must drop history drops the oldest first;
             # the first user message (the task as the user stated it) ranks with the newest, and so
-            # does the evidence the current step depends on: the newest test log of each tool (the
-            # suite's current failures, until it runs again) and the newest reading of each object
-            # a declared tool reads (the file about to be edited).
+            # does the newest test log of each tool (the suite's current failures, until it runs
+            # again). The newest reading of each object a declared tool writes (the file about to be
+            # edited) ranks above every other result, still newest first.
             recency = 1.0 if i == first_user or i in current else round(0.5 + 0.4 * (i + 1) / total, 6)
+            if i in editing:
+                recency = round(0.9 + 0.1 * (i + 1) / total, 6)
             if role == "user" and i != first_user:
                 # The user's turns are the task as it changes (new items, approvals, corrections):
                 # each ranks above every turn of the agent's and every older result, still newest
@@ -244,7 +247,9 @@ class MessageItems:
         return set(newest.values())
 
     def _newest_readings(self, messages: list[dict[str, Any]]) -> set[int]:
-        """Indexes of the newest result of each object a declared tool reads (`Session(tools=)`)."""
+        """Indexes of the newest reading of each object of a kind a declared tool writes
+        (`Session(tools=)`: `read_file` reads and `edit_file` writes `path`): what the agent works on."""
+        written = {d.object_arg for d in self.tools.values() if d.access == "write"}
         calls: dict[Any, tuple[Any, dict[str, Any]]] = {}
         newest: dict[tuple[str, str], int] = {}
         for i, m in enumerate(messages):
@@ -260,7 +265,8 @@ class MessageItems:
             elif m.get("role") == "tool" and m.get("tool_call_id") in calls:
                 name, args = calls[m.get("tool_call_id")]
                 declared = self.tools.get(name)
-                if declared is not None and declared.access == "read" and m.get("status") in (None, "success"):
+                if declared is not None and declared.access == "read" and declared.object_arg in written \
+                        and m.get("status") in (None, "success"):
                     obj = declared.object_ref(args)
                     if obj:
                         newest[next(iter(obj.items()))] = i

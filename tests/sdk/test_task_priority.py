@@ -20,13 +20,13 @@ def call(call_id: str, name: str, **args) -> dict:
     return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(args)}}
 
 
-def tool_history(n: int, *, path_of=lambda k: f"src/f{k}.py", filler: str = FILLER) -> list[dict]:
+def tool_history(n: int, *, path_of=lambda k: f"src/f{k}.py", filler: str = FILLER, tool_of=lambda k: "read_file") -> list[dict]:
     out: list[dict] = [
         {"role": "system", "content": "You are a coding agent."},
         {"role": "user", "content": "Fix the failing build."},
     ]
     for k in range(n):
-        out.append({"role": "assistant", "content": None, "tool_calls": [call(f"c{k}", "read_file", path=path_of(k))]})
+        out.append({"role": "assistant", "content": None, "tool_calls": [call(f"c{k}", tool_of(k), path=path_of(k))]})
         out.append({"role": "tool", "tool_call_id": f"c{k}", "content": f"file {k}:" + filler})
     return out
 
@@ -66,12 +66,14 @@ def test_a_user_correction_survives_a_full_window_holding_older_evidence():
 
 
 def test_the_newest_reading_of_the_file_about_to_be_edited_outranks_newer_other_evidence():
-    # config.py is read first, then eleven other files: under pressure the config.py reading,
-    # the current one of a declared object, stays while newer results of other calls go.
-    paths = ["config.py"] + [f"src/f{k}.py" for k in range(1, 12)]
-    history = tool_history(12, path_of=lambda k: paths[k])
+    # config.py is read first, then eleven greps: under pressure the config.py reading (the newest
+    # reading of a file, what the agent's edit_file writes) outranks the greps' older output, so it
+    # stays while results of newer calls go; without the declaration recency alone decides.
+    history = tool_history(12, path_of=lambda k: "config.py" if k == 0 else "src", tool_of=lambda k: "read_file" if k == 0 else "grep")
     model = {"name": "small", "provider": "openai", "context_limit": 8192}
-    declared = sdk.Session("coding-agent", model=model, tools={"read_file": sdk.reads("path")}).step(history)
+    tools = {"read_file": sdk.reads("path"), "edit_file": sdk.writes("path")}
+    declared = sdk.Session("coding-agent", model=model, tools=tools).step(history)
     assert "c0" in result_ids(declared, included=True)
+    assert result_ids(declared, included=False), "the window was meant to be full"
     plain = sdk.Session("coding-agent", model=model).step(history)
-    assert "c0" in result_ids(plain, included=False)  # without the declaration, recency alone
+    assert "c0" in result_ids(plain, included=False)
