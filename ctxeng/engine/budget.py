@@ -20,19 +20,23 @@ plus its synthetic result — so it is kept or evicted whole.
 
 Allocation walks units in rank order, in two passes. Pass 1 fills each partition up to its
 minimum (never past its maximum). Pass 2 lets partitions grow toward their maximum, in eviction
-order (`never` first, `first` last, so background is what goes first), the task-intent items (the
-user's turns) of every other partition right after the `never` partitions; under
+order (`never` first, `first` last, so background is what goes first); under
 `borrowing: preserve_all_minimums` a partition may only take space that leaves every other
-partition's unused minimum intact. Under `borrowing: lend_unused_room` a third pass lends what
-the window still has to the items the maximums held back (in growth order, rank order), so a
-maximum never evicts while the window has room. Then each partition's eviction rule acts on what did not fit:
+partition's unused minimum intact. `borrowing: lend_unused_room` lends the window by priority:
+right after the `never` partitions grow, the task-intent items (the user's turns) of every other
+partition, then the tool pairs of the newest assistant turn (the evidence the current step depends
+on), then the rest as above; a task-intent item is never displaced by another kind; and a third
+pass lends what the window still has to the items the maximums held back (in growth order, rank
+order), so a maximum never evicts while the window has room. Then each partition's eviction rule acts on what did not fit:
 
 - `never`: nothing is silently evicted. An item that does not fit blocks the assembly
   (`budget_exhausted`, naming the partition and the item); it is recorded `budget_evicted`.
 - `reduce_candidates`: evidence is dropped whole, lowest rank first. A higher-ranked item that
   did not fit takes the place of lower-ranked ones when dropping them (lowest first) makes it fit;
   no item is ever shortened to make room.
-- `complete_pair_only`: a pair is kept or evicted whole. An evicted pair's call is handled like an
+- `complete_pair_only`: a pair is kept or evicted whole; under `lend_unused_room`, like
+  `reduce_candidates`, a higher-ranked pair that did not fit displaces lower-ranked pairs (whole)
+  when that makes it fit. An evicted pair's call is handled like an
   unresolved call (policy `structure.unresolved_tool_calls`): it stays, answered by a short
   synthetic result saying the result was evicted, when that fits; otherwise it is left out. No
   call is ever serialized without a result.
@@ -456,7 +460,14 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
     order = growth_order(policy)
     never = [n for n in order if policy.partitions[n].eviction == Eviction.NEVER]
     sweeps = [(name, by_part[name]) for name in never]  # what may never be evicted grows first
-    sweeps += [(name, [u for u in by_part[name] if _task_intent(u)]) for name in order if name not in never]
+    by_priority = policy.borrowing == Borrowing.LEND_UNUSED_ROOM
+    if by_priority:
+        sweeps += [(name, [u for u in by_part[name] if _task_intent(u)]) for name in order if name not in never]
+    # Then the evidence the current step depends on: the results of the newest assistant turn's calls.
+    newest = max((u.pair.call.turn for u in units if u.pair is not None and u.pair.call.turn is not None), default=None)
+    if by_priority and newest is not None:
+        sweeps += [(name, [u for u in by_part[name] if u.pair is not None and u.pair.call.turn == newest])
+                   for name in order if name not in never]
     sweeps += [(name, by_part[name]) for name in order if name not in never]
     for name, members in sweeps:
         for unit in budget.walk(members, lambda u, n, name=name: budget.fits(name, n)):
@@ -477,7 +488,10 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
     # The eviction rules act on what did not fit.
     for name in order:
         part = policy.partitions[name]
-        if part.eviction == Eviction.REDUCE_CANDIDATES:
+        # A pair is kept or evicted whole, and by rank like evidence: a higher-ranked pair the
+        # minimum's fill order left out (too big for the minimum, say the newest result) displaces
+        # lower-ranked pairs, whole, rather than being evicted while older results hold its room.
+        if part.eviction == Eviction.REDUCE_CANDIDATES or (part.eviction == Eviction.COMPLETE_PAIR_ONLY and policy.borrowing == Borrowing.LEND_UNUSED_ROOM):
             _drop_lowest_ranked_first(budget, name, by_part[name])
     for name in order:
         part = policy.partitions[name]
@@ -566,7 +580,10 @@ def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> 
 
     The admitted units are kept in one list sorted by rank, so the lowest-ranked ones are its tail:
     each waiting unit walks the tail only while it outranks it (no re-sorting per unit)."""
-    admitted = sorted((u for u in units if u.admitted), key=lambda u: u.rank)
+    # What the user said (task intent) is displaced only by task intent: a higher-ranked reply or
+    # result never takes a user turn's room (it grew first for that reason, `_allocate`).
+    by_priority = budget.policy.borrowing == Borrowing.LEND_UNUSED_ROOM
+    admitted = sorted((u for u in units if u.admitted and not (by_priority and _task_intent(u))), key=lambda u: u.rank)
     rank = {id(u): u.rank for u in admitted}
 
     def could_fit(unit: Unit, n: int) -> bool:  # if every admitted unit it outranks were dropped

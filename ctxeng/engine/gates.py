@@ -237,8 +237,9 @@ def supersessions(asm: Assembly) -> dict[str, str]:
     """item_id -> why it is superseded: another candidate reads (or writes) the same object later.
 
     Of two items of one object, the newer is the one with the higher revision when both carry a
-    numeric revision, else the later one in the history (a tool result at its call's turn; an item
-    without a turn after every turn, in request order). An older reading that differs from the
+    numeric revision, else the later one in the history (a tool result at its call's turn, in
+    assistant source order), else the later observed; two items nothing orders are both kept
+    (candidate order never decides). An older reading that differs from the
     newer one (in revision or content) is stale; a write (`source_ref.access: write`, a declared
     tool's successful change) makes every earlier reading stale and is itself never stale (it says
     what was done, not what the object holds). Objects `required_revisions` names are judged by it
@@ -247,15 +248,18 @@ def supersessions(asm: Assembly) -> dict[str, str]:
         return asm.superseded
     if asm.required_revisions is None:
         asm.required_revisions = asm.request.required_revision_map()
-    turns = {call.call_id: call.turn for call in asm.request.tool_calls}
-    groups: dict[tuple[str, str], list[tuple[tuple[int, int], Candidate]]] = {}
-    for n, cand in enumerate(asm.candidates):
+    calls = {call.call_id: (call.turn if call.turn is not None else -1, n) for n, call in enumerate(asm.request.tool_calls)}
+    groups: dict[tuple[str, str], list[tuple[tuple[int, int] | None, Candidate]]] = {}
+    for cand in asm.candidates:
         key = object_key(cand)
         if key is None or key[1] in asm.required_revisions:
             continue
         item = cand.item
-        turn = turns.get(item.call_id) if item.call_id is not None else (item.turn.index if item.turn is not None else None)
-        groups.setdefault(key, []).append(((turn if turn is not None else 10**9, n), cand))
+        # Where the item stands in the history: a result at its call's turn, in assistant source
+        # order; a turn at its index; anything else nowhere (never the request's candidate order,
+        # which must not change a decision).
+        place = calls.get(item.call_id) if item.call_id is not None else ((item.turn.index, -1) if item.turn is not None else None)
+        groups.setdefault(key, []).append((place, cand))
     out: dict[str, str] = {}
     for (key, value), members in groups.items():
         if len(members) < 2:
@@ -283,12 +287,16 @@ def supersessions(asm: Assembly) -> dict[str, str]:
     return out
 
 
-def _newer(place: tuple[int, int], item: Candidate, other_place: tuple[int, int], other: Candidate) -> bool:
-    """Is `other` a newer version of the object than `item`?"""
+def _newer(place: tuple[int, int] | None, item: Candidate, other_place: tuple[int, int] | None, other: Candidate) -> bool:
+    """Is `other` a newer version of the object than `item`? The higher numeric revision; else the
+    later place in the history; else the later `observed_at`; else neither is (nothing says which)."""
     a, b = _numeric(_actual_revision(item)), _numeric(_actual_revision(other))
     if a is not None and b is not None and a != b:
         return b > a
-    return other_place > place
+    if place is not None and other_place is not None and place != other_place:
+        return other_place > place
+    seen, other_seen = item.item.observed_at, other.item.observed_at
+    return seen is not None and other_seen is not None and other_seen > seen
 
 
 def required_revision(asm: Assembly, cand: Candidate) -> GateOutcome:

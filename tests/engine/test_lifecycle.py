@@ -31,14 +31,20 @@ def test_a_permission_revoked_event_is_permission_denied_at_the_permission_gate(
 
 
 def test_revision_replaced_hits_only_the_named_revision_of_the_artifact():
-    r = run(request(extra=[plan(4), plan(5)], lifecycle_events=[{"event": "revision_replaced", "artifact_id": "plan-42", "revision": 4}]))
-    assert reasons(r) == {"plan-r4": "expired"}
-    assert excluded_record(r, "plan-r4").refresh_condition == "load_current_revision"
+    # Revision 4 beside 5 is superseded by it (stale_revision, an earlier gate than the event's), so
+    # the event names revision 5: it hits that revision, and revision 4 is excluded for its own reason.
+    r = run(request(extra=[plan(4), plan(5)], lifecycle_events=[{"event": "revision_replaced", "artifact_id": "plan-42", "revision": 5}]))
+    assert reasons(r) == {"plan-r4": "stale_revision", "plan-r5": "expired"}
+    assert excluded_record(r, "plan-r5").refresh_condition == "load_current_revision"
+    assert "plan-r5" in excluded_record(r, "plan-r4").detail
+    r = run(request(extra=[plan(4)], lifecycle_events=[{"event": "revision_replaced", "artifact_id": "plan-42", "revision": 5}]))
+    assert reasons(r) == {}
 
 
 def test_an_artifact_event_without_a_revision_hits_every_revision():
-    r = run(request(extra=[plan(4), plan(5)], lifecycle_events=[{"event": "source_expired", "artifact_id": "plan-42"}]))
-    assert reasons(r) == {"plan-r4": "expired", "plan-r5": "expired"}
+    for revision in (4, 5):
+        r = run(request(extra=[plan(revision)], lifecycle_events=[{"event": "source_expired", "artifact_id": "plan-42"}]))
+        assert reasons(r) == {f"plan-r{revision}": "expired"}
 
 
 def test_a_scope_event_hits_everything_under_that_scope_only():

@@ -72,7 +72,10 @@ def conversation(turns: int = TURNS) -> tuple[list[dict], list[dict], list[str]]
                           "status": "success", "result_item_id": f"tool-{t:02d}"})
     n = len(history)
     for position, (_, cand) in enumerate(history):
-        cand["relevance"] = round((position + 1) / n, 4)  # the SDK's recency relevance: newest 1.0
+        # The SDK's recency relevance: the user's turns above the agent's turns and results (0.9-1.0),
+        # the rest 0.5-0.9, newest first within each (ctxeng/sdk/_messages.py).
+        user = cand["item_id"].startswith("user-")
+        cand["relevance"] = round((0.9 + 0.1 * (position + 1) / n) if user else (0.5 + 0.4 * (position + 1) / n), 4)
     system = candidate("system", "instruction", "system_policy", "control", {"object_id": "system"},
                        "You are a helpful assistant. Use the tools when a question needs facts.", trust="control_authority")
     return [system] + [c for _, c in history], calls, [c["item_id"] for _, c in history]
@@ -198,7 +201,11 @@ def test_each_starter_keeps_the_system_prompt_and_the_newest_turn_and_never_obey
     assert r.status == "ready", r.manifest.assembly.blocked_detail
     included = {i.item_id for i in r.manifest.included}
     assert "system" in included
-    assert f"user-{TURNS - 1:02d}" in included and f"assistant-{TURNS - 1:02d}" in included
+    assert f"user-{TURNS - 1:02d}" in included
+    if not (name == "research-agent" and limit == SMALL):
+        # research-agent at 16k: its conversation partition (5%, minimums preserved) holds the
+        # user's turns, which rank above the agent's own (issue 38); its replies go first.
+        assert f"assistant-{TURNS - 1:02d}" in included
     system = system_text(r.serialized_input)
     assert "helpful assistant" in system
     assert "Ignore previous instructions" not in system
@@ -216,13 +223,19 @@ def test_at_16k_the_oldest_turns_and_tool_pairs_are_evicted_first(name, chat):
     candidates, calls, order = chat
     r = run(name, SMALL, candidates + extra_for(name), calls)
     evicted = {k for k, v in r.manifest.excluded_reasons().items() if v == "budget_evicted"}
-    # ~17000 tokens of turns and ~7600 of tool pairs: more than a 16k model's whole input.
-    assert any(e.startswith("user-") for e in evicted) and any(e.startswith("tool-") for e in evicted)
+    # ~17000 tokens of turns and ~7600 of tool pairs: more than a 16k model's whole input. The
+    # user's turns (~8,500) grow before everything but the system prompt (issue 38: what the user
+    # said is not evicted while the agent's replies and older results hold room).
+    if starters.load(name).budget.borrowing == "lend_unused_room":
+        assert not any(e.startswith("user-") for e in evicted)
+        assert any(e.startswith("assistant-") for e in evicted) and any(e.startswith("tool-") for e in evicted)
+    else:  # preserve_all_minimums (research-agent): the partitions' own order, the oldest turns first
+        assert any(e.startswith("user-") for e in evicted) and any(e.startswith("tool-") for e in evicted)
     for prefix in ("user-", "assistant-", "tool-"):
         # Turns and tool pairs are budgeted in their own partitions; within each, age decides.
         kept = [i for i, item_id in enumerate(order) if item_id.startswith(prefix) and item_id not in evicted]
         gone = [i for i, item_id in enumerate(order) if item_id.startswith(prefix) and item_id in evicted]
-        if gone:
+        if gone and kept:
             assert max(gone) < min(kept), f"{prefix}: a newer item was evicted before an older one"
 
 
