@@ -259,6 +259,14 @@ CTXENG_QUOTA_JOBS_PER_MINUTE = envint("CTXENG_QUOTA_JOBS_PER_MINUTE", "6000")
 CTXENG_QUOTA_RUNS_PER_DAY = envint("CTXENG_QUOTA_RUNS_PER_DAY", "100000")
 CTXENG_QUOTA_ARTIFACT_BYTES = envint("CTXENG_QUOTA_ARTIFACT_BYTES", str(1024**3))
 CTXENG_QUOTA_CONTENT_BYTES = envint("CTXENG_QUOTA_CONTENT_BYTES", str(10 * 1024**3))
+# A usage report is used for calibration only when its actual input tokens are within this band
+# of the assembly's estimate (manifests.selectors.usage_in_band); one outside is stored and shown
+# for review, never calibrated on, so the factor stays within the band whatever an agent reports.
+CTXENG_USAGE_RATIO_MIN = envfloat("CTXENG_USAGE_RATIO_MIN", "0.5")
+CTXENG_USAGE_RATIO_MAX = envfloat("CTXENG_USAGE_RATIO_MAX", "2.0")
+if not 0 < CTXENG_USAGE_RATIO_MIN <= 1 <= CTXENG_USAGE_RATIO_MAX <= 4:
+    raise ImproperlyConfigured("CTXENG_USAGE_RATIO_MIN/MAX: expected 0 < min <= 1 <= max <= 4 (4: the largest factor), "
+                               f"got {CTXENG_USAGE_RATIO_MIN} and {CTXENG_USAGE_RATIO_MAX}")
 # The Retry-After of a 503 while the database cannot be reached (ctxeng.views.service_unavailable).
 CTXENG_OUTAGE_RETRY_AFTER_SECONDS = envint("CTXENG_OUTAGE_RETRY_AFTER_SECONDS", "5")
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXENG_MAX_REQUEST_BYTES

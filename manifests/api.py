@@ -166,6 +166,9 @@ class UsageOut(_Out):
     output_tokens: int
     estimated_input_tokens: int
     estimate_error: int = Field(description="estimated_input_tokens - input_tokens")
+    used_for_calibration: bool = Field(
+        description="whether calibration reads this report: false for an outlier, a count outside "
+                    "CTXENG_USAGE_RATIO_MIN..MAX times the estimate (stored for review, never calibrated on)")
     reported_at: datetime
 
 
@@ -425,6 +428,7 @@ class AssemblyUsageApi(APIView):
             "output_tokens": report.output_tokens,
             "estimated_input_tokens": report.estimated_input_tokens,
             "estimate_error": report.estimated_input_tokens - report.input_tokens,
+            "used_for_calibration": selectors.usage_report_in_band(report),
             "reported_at": report.reported_at,
         })
 

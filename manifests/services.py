@@ -53,7 +53,7 @@ from ctxeng.engine import (
 from ctxeng.engine.adapters import get_adapter
 from ctxeng.engine.budget import reserves_exceed_context
 from ctxeng.engine.hashing import sha256_json, sha256_text
-from ctxeng.errors import Conflict, Forbidden, NotFound
+from ctxeng.errors import BadReference, Conflict, Forbidden, NotFound
 from policies.models import PolicyRevision
 from policies.selectors import revision_for_assembly
 
@@ -682,7 +682,14 @@ def artifact_create(
 def usage_report_record(
     *, manifest: Manifest, user: AbstractBaseUser | None, input_tokens: int, cached_tokens: int, output_tokens: int
 ) -> UsageReport:
-    """Record (or replace) the provider's reported usage beside the estimate; the manifest is untouched."""
+    """Record (or replace) the provider's reported usage beside the estimate; the manifest is untouched.
+
+    The cached part is part of the input (clients fold Anthropic's cache reads and writes into
+    `input_tokens`), so more cached than input tokens is no report: BadReference. A count far from
+    the estimate is recorded, and calibration leaves it out (selectors.usage_in_band)."""
+    if cached_tokens > input_tokens:
+        raise BadReference(f"cached_tokens: {cached_tokens} is more than input_tokens {input_tokens} "
+                           "(the cached part is counted in the input)")
     report, _ = UsageReport.objects.update_or_create(
         manifest=manifest,
         defaults={
