@@ -4,9 +4,13 @@ refused or bounded with a test that failed before its fix.
 3. a usage report with more cached than input tokens is a 400 naming `cached_tokens`; one for a
    blocked assembly a 409; one far from the assembly's estimate is stored and marked as not used
    for calibration (the calibration itself: tests/manifests/test_calibration.py).
+6. login attempts are counted per client address and over every address before any password is
+   hashed: beyond either rate, 429 with Retry-After and no hasher call.
 """
 
 from __future__ import annotations
+
+import uuid
 
 import pytest
 
@@ -56,3 +60,116 @@ def test_the_answer_says_whether_calibration_reads_the_report(published_policy, 
     assert response.json()["used_for_calibration"] is used
     assert UsageReport.objects.get(manifest__job_id=job_id).input_tokens == actual(estimate)  # stored either way
 
+
+# --------------------------------------------------------------------------- 6. login flood
+
+
+@pytest.fixture
+def hashes(monkeypatch):
+    """Counts the password hasher's runs: Django's model backend hashes the given password once
+    per attempt, for an unknown username too (set_password, so timing does not tell)."""
+    from django.contrib.auth.base_user import AbstractBaseUser
+
+    calls = []
+    for name in ("set_password", "check_password"):
+        original = getattr(AbstractBaseUser, name)
+
+        def counted(self, raw, _original=original, _name=name):
+            calls.append(_name)
+            return _original(self, raw)
+
+        monkeypatch.setattr(AbstractBaseUser, name, counted)
+    return calls
+
+
+@pytest.fixture
+def clock(monkeypatch):
+    """The rate windows' clock, moved by hand (no test waits for a window to pass)."""
+    import ctxeng.rate_limits
+
+    now = [1_000_000.0]
+    monkeypatch.setattr(ctxeng.rate_limits.time, "time", lambda: now[0])
+    return now
+
+
+def login(client, address: str = "203.0.113.7", username: str | None = None, path: str = "/login/", **meta):
+    return client.post(path, {"username": username or f"random-{uuid.uuid4().hex[:8]}", "password": "guess"},
+                       REMOTE_ADDR=address, **meta)
+
+
+def test_login_attempts_beyond_the_per_address_rate_are_refused_before_hashing(db, client, settings, hashes, clock):
+    settings.CTXENG_LOGIN_RATE_PER_ADDRESS, settings.CTXENG_LOGIN_RATE_TOTAL = "3/min", "100/min"
+    assert [login(client).status_code for _ in range(3)] == [200, 200, 200]  # the form's "did not match"
+    assert len(hashes) == 3
+    refused = login(client)
+    assert refused.status_code == 429 and refused["Retry-After"] == "60"
+    assert "Too many login attempts" in refused.content.decode() and "No password was checked" in refused.content.decode()
+    assert len(hashes) == 3
+    assert login(client, address="198.51.100.1").status_code == 200  # another address has its own count
+    clock[0] += 30
+    assert login(client)["Retry-After"] == "30"
+    clock[0] += 30.5
+    assert login(client).status_code == 200  # the first attempt has left the window
+    assert len(hashes) == 5
+
+
+def test_login_attempts_from_everywhere_are_capped_overall(db, client, settings, hashes, clock):
+    settings.CTXENG_LOGIN_RATE_PER_ADDRESS, settings.CTXENG_LOGIN_RATE_TOTAL = "100/min", "4/min"
+    assert [login(client, address=f"192.0.2.{i}").status_code for i in range(4)] == [200] * 4
+    refused = login(client, address="192.0.2.200")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert len(hashes) == 4
+
+
+def test_a_refused_address_does_not_use_up_the_total(db, client, settings, hashes, clock):
+    """One address over its own rate is refused on its count, so the others keep the total."""
+    settings.CTXENG_LOGIN_RATE_PER_ADDRESS, settings.CTXENG_LOGIN_RATE_TOTAL = "2/min", "4/min"
+    assert [login(client).status_code for _ in range(10)] == [200, 200] + [429] * 8
+    assert [login(client, address=f"192.0.2.{i}").status_code for i in range(3)] == [200, 200, 429]
+
+
+def test_an_attempt_the_total_refuses_does_not_count_against_its_address(db, client, settings, hashes, clock):
+    settings.CTXENG_LOGIN_RATE_PER_ADDRESS, settings.CTXENG_LOGIN_RATE_TOTAL = "2/min", "3/min"
+    assert [login(client, address=f"192.0.2.{i}").status_code for i in range(3)] == [200] * 3
+    clock[0] += 30
+    assert [login(client).status_code for _ in range(5)] == [429] * 5  # the total is spent
+    clock[0] += 30.5  # the three have left the total's window; nothing of 203.0.113.7 was counted
+    assert [login(client).status_code for _ in range(3)] == [200, 200, 429]
+    assert len(hashes) == 5
+
+
+def test_the_admin_login_is_counted_and_a_get_is_not(db, client, settings, hashes, clock):
+    settings.CTXENG_LOGIN_RATE_PER_ADDRESS, settings.CTXENG_LOGIN_RATE_TOTAL = "2/min", "100/min"
+    for _ in range(5):
+        assert client.get("/login/", REMOTE_ADDR="203.0.113.7").status_code == 200
+    assert login(client, path="/admin/login/").status_code == 200
+    assert login(client).status_code == 200
+    assert login(client, path="/admin/login/").status_code == 429
+    assert len(hashes) == 2
+
+
+def test_behind_a_proxy_the_address_is_the_one_it_appended(db, client, settings, hashes, clock):
+    """With CTXENG_PROXY_HOPS=1 (nginx appends $remote_addr), a client cannot dodge its count by
+    writing other addresses first into X-Forwarded-For; without it the header is not read."""
+    settings.CTXENG_LOGIN_RATE_PER_ADDRESS, settings.CTXENG_LOGIN_RATE_TOTAL = "2/min", "100/min"
+    settings.CTXENG_PROXY_HOPS = 1
+    statuses = [login(client, address="127.0.0.1", HTTP_X_FORWARDED_FOR=f"10.9.8.{i}, 203.0.113.7").status_code
+                for i in range(3)]
+    assert statuses == [200, 200, 429]
+    assert login(client, address="127.0.0.1", HTTP_X_FORWARDED_FOR="203.0.113.8").status_code == 200
+    settings.CTXENG_PROXY_HOPS = 0
+    assert login(client, address="198.51.100.3", HTTP_X_FORWARDED_FOR="203.0.113.7").status_code == 200
+
+
+def test_the_login_rates_are_shared_through_redis(transactional_db, client, settings, redis_url, hashes):
+    """With REDIS_URL the counts live in Redis, so every gunicorn worker (a second client here,
+    as a second process would) sees the same window."""
+    from django.test import Client
+
+    settings.CACHES = {**settings.CACHES, "throttle": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": redis_url,
+        "KEY_PREFIX": f"login-test-{uuid.uuid4().hex}"}}
+    settings.CTXENG_LOGIN_RATE_PER_ADDRESS, settings.CTXENG_LOGIN_RATE_TOTAL = "3/min", "100/min"
+    other = Client()
+    assert [login(c).status_code for c in (client, other, client)] == [200, 200, 200]
+    assert login(other).status_code == 429 and len(hashes) == 3
