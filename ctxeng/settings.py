@@ -128,6 +128,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "ctxeng.accounts.context_processors.people_link",
+                "ctxeng.accounts.context_processors.tenant_link",
                 "ctxeng.accounts.context_processors.time_display",
             ],
         },
