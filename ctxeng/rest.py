@@ -236,6 +236,10 @@ def read_json(request: Request, *, empty: Any = None) -> Any:
         raise ApiError(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
                        f"Content-Type: {content_type or 'none'!s} is not JSON; send application/json")
     _check_charset(content_type)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        # JSON forbids it (RFC 8259 8.1); Python's decoder would read past it, other parsers not.
+        raise ApiError(status.HTTP_400_BAD_REQUEST,
+                       "body: starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not allow; send the JSON without it")
     return loads_bounded(raw)
 
 

@@ -6,10 +6,14 @@ refused or bounded with a test that failed before its fix.
    for calibration (the calibration itself: tests/manifests/test_calibration.py).
 6. login attempts are counted per client address and over every address before any password is
    hashed: beyond either rate, 429 with Retry-After and no hasher call.
+9. a UTF-8 byte-order mark before a JSON body is a 400 naming it; `%YAML` / `%TAG` directives in a
+   policy are refused at their line; TRACE through the app is its JSON 405 with Allow (through
+   nginx: tests/service/test_production_layout.py).
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -173,3 +177,37 @@ def test_the_login_rates_are_shared_through_redis(transactional_db, client, sett
     other = Client()
     assert [login(c).status_code for c in (client, other, client)] == [200, 200, 200]
     assert login(other).status_code == 429 and len(hashes) == 3
+
+
+# --------------------------------------------------------------------------- 9. smaller
+
+
+def test_a_byte_order_mark_before_a_json_body_is_a_400(agent_api, published_policy, example_request):
+    from manifests.models import AssemblyJob
+
+    body = b"\xef\xbb\xbf" + json.dumps(example_request).encode()
+    response = agent_api.post(URL, body, content_type="application/json")
+    assert response.status_code == 400
+    assert response.json()["errors"] == ["body: starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not "
+                                         "allow; send the JSON without it"]
+    assert not AssemblyJob.objects.exists()
+
+
+@pytest.mark.parametrize("directive", ["%YAML 1.1", "%YAML 1.2", "%TAG !e! tag:example.com,2000:"])
+def test_a_yaml_directive_in_a_policy_is_refused_at_its_line(editor_user, example_policy_text, directive):
+    from ctxeng.accounts.models import Tenant
+    from ctxeng.engine import InvalidInput
+    from policies.models import Policy
+    from policies.services import policy_import
+
+    with pytest.raises(InvalidInput) as refused:
+        policy_import(tenant=Tenant.objects.get(slug="tenant-x"), text=f"{directive}\n---\n{example_policy_text}",
+                      user=editor_user, publish=False)
+    assert refused.value.errors == ["body: line 1: YAML directives (%YAML, %TAG) are not accepted; remove the line"]
+    assert not Policy.objects.exists()
+
+
+def test_a_trace_to_the_app_is_a_json_405_with_allow(agent_api):
+    response = agent_api.generic("TRACE", URL)
+    assert response.status_code == 405 and response["Content-Type"] == "application/json"
+    assert "GET" in response["Allow"] and "TRACE" not in response["Allow"]
