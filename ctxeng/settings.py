@@ -338,6 +338,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "ctxeng.openapi.add_error_responses",
         "ctxeng.openapi.add_links",
+        "ctxeng.openapi.declare_id_rules",
     ],
 }
 

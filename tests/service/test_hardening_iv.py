@@ -211,3 +211,26 @@ def test_a_trace_to_the_app_is_a_json_405_with_allow(agent_api):
     response = agent_api.generic("TRACE", URL)
     assert response.status_code == 405 and response["Content-Type"] == "application/json"
     assert "GET" in response["Allow"] and "TRACE" not in response["Allow"]
+
+
+def test_the_openapi_schema_declares_the_id_rule_the_server_holds(db, client):
+    """Every character of the Basic Multilingual Plane (surrogates aside) inside an id: the
+    schema's pattern admits it exactly when the server's rule (id_problem) does."""
+    import re
+
+    from ctxeng.engine.limits import MAX_ID, MAX_ITEM_ID, id_problem
+
+    schema = client.get("/api/schema/?format=json").json()
+    params = [p for item in schema["paths"].values() for op in item.values() if isinstance(op, dict)
+              for p in op.get("parameters", [])]
+    runs = [p["schema"] for p in params if p["name"] == "run_id"]
+    items = [p["schema"] for p in params if p["name"] == "item_id"]
+    assert runs and items and {s["maxLength"] for s in runs} == {MAX_ID} and {s["maxLength"] for s in items} == {MAX_ITEM_ID}
+    pattern = re.compile(runs[0]["pattern"])
+    for code in range(0x10000):
+        if not 0xD800 <= code <= 0xDFFF:
+            value = f"a{chr(code)}b"
+            assert (pattern.match(value) is not None) == (id_problem(value) is None), hex(code)
+    assert pattern.match(".") is None and pattern.match("..") is None and pattern.match("run-42/step.3 ü")
+    request = schema["components"]["schemas"]["AssemblyRequest"]["properties"]
+    assert request["run_id"]["pattern"] == request["step_id"]["pattern"] == runs[0]["pattern"]
