@@ -41,8 +41,19 @@ Retries (`Client(max_retries=4, backoff_base=0.5, backoff_cap=30.0)`):
 
 Errors are typed: InvalidRequest (400, `.errors` with field paths), AuthError (401/403),
 NotFound (404), Conflict (409), PayloadTooLarge (413), RateLimited (429), ServiceUnavailable
-(503, a ServerError), ServerError (other 5xx), ConnectionFailed (no response), AssemblyFailed
-(the job ended `failed`), Timeout (not final within `timeout`). All derive from ClientError.
+(503, a ServerError), ServerError (other 5xx), ConnectionFailed (no response; RequestTimedOut
+when no whole response came within the deadline), ProtocolError (an answer that is not the API's:
+not JSON, not an object, a status the API never sends, a redirect elsewhere; ResponseTooLarge past
+`max_response_bytes`), AssemblyFailed (the job ended `failed`), Timeout (not final within
+`timeout`). All derive from ClientError; nothing a server sends raises anything else.
+
+Against a server that misbehaves (issue 40): each request has one deadline for the whole exchange
+(connect, send, status, headers and every byte of the body: `request_timeout`, plus a long-poll's
+wait), however slowly the bytes come; `assemble` starts no request or retry after its `timeout` and
+so returns or raises within `timeout + request_timeout`. A response is read up to
+`max_response_bytes` (64 MiB), refused from its Content-Length when that says more. Redirects
+are followed only for a GET to the same origin (scheme, host and port) as `base_url`; any other is
+refused, so the token is never sent to another host or over another scheme.
 """
 
 from __future__ import annotations
@@ -53,10 +64,10 @@ import http.client
 import json
 import math
 import random
+import socket
+import threading
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -65,6 +76,11 @@ from typing import Any
 FINAL = ("ready", "blocked", "failed")
 # The server's longest long-poll (manifests.api.MAX_WAIT_SECONDS); a longer wait is clamped to it.
 MAX_WAIT = 30.0
+MAX_RESPONSE_BYTES = 64 * 1024 * 1024
+MAX_REDIRECTS = 5
+# The statuses the API answers a success with; any other 2xx is not the API speaking.
+SUCCESS = (200, 201, 202)
+REDIRECTS = (301, 302, 303, 307, 308)
 
 
 class ClientError(Exception):
@@ -118,6 +134,19 @@ class ConnectionFailed(ClientError):
     """No response: the server could not be reached, or the connection broke or timed out."""
 
 
+class RequestTimedOut(ConnectionFailed):
+    """No whole response within the request's deadline (a server too slow, or one dripping bytes)."""
+
+
+class ProtocolError(ClientError):
+    """The answer is not the API's: not JSON, not a JSON object, nested too deep, missing a field
+    the API always sends, a status the API never answers with, or a redirect to another origin."""
+
+
+class ResponseTooLarge(ProtocolError):
+    """The response is larger than the client's `max_response_bytes`; it was not read whole."""
+
+
 class AssemblyFailed(ClientError):
     """The job ended `failed` (an engine error, or its worker died CTXENG_MAX_ATTEMPTS times)."""
 
@@ -128,8 +157,9 @@ class Timeout(ClientError):
 
 _BY_STATUS = {400: InvalidRequest, 401: AuthError, 403: AuthError, 404: NotFound, 409: Conflict, 413: PayloadTooLarge}
 _RETRY_STATUS = {429: RateLimited, 503: ServiceUnavailable}
-# Raised by urllib for a connection that fails before a response (HTTPError, a response, is handled first).
-_CONNECTION_ERRORS = (urllib.error.URLError, ConnectionError, TimeoutError, http.client.HTTPException)
+# A connection that fails before a whole response: refused, reset, closed early (IncompleteRead),
+# timed out, a malformed status line or header (http.client's HTTPException, LineTooLong).
+_CONNECTION_ERRORS = (OSError, http.client.HTTPException)
 
 
 @dataclass
@@ -238,9 +268,10 @@ def _field(obj: Any, name: str) -> Any:
 class Client:
     """The REST API with retries (see the module docstring).
 
-    `request_timeout` (30 s) bounds one HTTP request (a long-poll gets its wait on top);
+    `request_timeout` (30 s) bounds one HTTP exchange whole (a long-poll gets its wait on top);
     `max_retries` (4) retries after the first attempt; `backoff_base` (0.5 s) and `backoff_cap`
-    (30 s) shape the waits between them.
+    (30 s) shape the waits between them; `max_response_bytes` (64 MiB) caps what is read of one
+    response.
     """
 
     def __init__(
@@ -252,13 +283,19 @@ class Client:
         max_retries: int = 4,
         backoff_base: float = 0.5,
         backoff_cap: float = 30.0,
+        max_response_bytes: int = MAX_RESPONSE_BYTES,
     ) -> None:
         self.base_url = base_url.rstrip("/")
+        origin = _origin(self.base_url)
+        if origin is None:
+            raise ValueError(f"base_url: expected http://host[:port] or https://host[:port], got {base_url!r}")
+        self._origin = origin
         self.token = token
         self.request_timeout = request_timeout
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
+        self.max_response_bytes = max_response_bytes
 
     # ------------------------------------------------------------------ transport
 
@@ -271,9 +308,11 @@ class Client:
         *,
         idempotent: bool,
         timeout: float | None = None,
+        stop_at: float | None = None,
     ) -> tuple[int, Any]:
         """One API call, retried as the module docstring says; `idempotent` allows retrying a
-        connection error (the request may have reached the server)."""
+        connection error (the request may have reached the server). No retry waits past `stop_at`
+        (a `time.monotonic()` value): the last error is raised instead."""
         attempt = 0
         while True:
             try:
@@ -283,10 +322,14 @@ class Client:
                 if attempt >= self.max_retries or (retry_after is not None and retry_after > self.backoff_cap):
                     raise
                 delay = self._backoff(attempt) if retry_after is None else retry_after + random.uniform(0, self.backoff_base)
-            except ConnectionFailed:
+                last = exc
+            except ConnectionFailed as exc:
                 if not idempotent or attempt >= self.max_retries:
                     raise
                 delay = self._backoff(attempt)
+                last = exc
+            if stop_at is not None and time.monotonic() + delay >= stop_at:
+                raise last
             time.sleep(delay)
             attempt += 1
 
@@ -295,33 +338,82 @@ class Client:
         return random.uniform(0, min(self.backoff_cap, self.backoff_base * 2**attempt))
 
     def _send(self, method: str, path: str, body: Any, headers: dict[str, str] | None, timeout: float) -> tuple[int, Any]:
-        url = path if path.startswith("http") else f"{self.base_url}{path}"
+        """One request (and the same-origin GET redirects it meets) within one deadline; the JSON
+        object of a success, or the typed error of anything else."""
+        deadline = time.monotonic() + timeout
+        url = path if path.startswith(("http://", "https://")) else f"{self.base_url}{path}"
         data = None if body is None else json.dumps(body).encode("utf-8")
-        request = urllib.request.Request(url, data=data, method=method)
-        request.add_header("Authorization", f"Token {self.token}")
-        request.add_header("Accept", "application/json")
+        sent = {"Authorization": f"Token {self.token}", "Accept": "application/json", **(headers or {})}
         if data is not None:
-            request.add_header("Content-Type", "application/json")
-        for name, value in (headers or {}).items():
-            request.add_header(name, value)
+            sent["Content-Type"] = "application/json"
+        for _ in range(MAX_REDIRECTS + 1):
+            if _origin(url) != self._origin:
+                # Checked before anything is sent: the token goes to base_url's origin only.
+                raise ProtocolError(f"{url}: not the origin of base_url {self.base_url}; not requested, so the token "
+                                    "stays with it")
+            status, response_headers, raw = self._exchange(method, url, data, sent, deadline)
+            if status not in REDIRECTS:
+                return status, _interpret(status, response_headers, raw, url)
+            location = response_headers.get("Location")
+            target = urllib.parse.urljoin(url, location) if location else None
+            if method != "GET" or target is None or _origin(target) != self._origin:
+                raise ProtocolError(f"HTTP {status} from {url} to {(location or '(no Location)')[:200]!r}: not followed "
+                                    "(only a GET to the same origin is), so the token is not sent there", status=status)
+            url = target
+        raise ProtocolError(f"more than {MAX_REDIRECTS} redirects from {path}")
+
+    def _exchange(self, method: str, url: str, data: bytes | None, headers: dict[str, str],
+                  deadline: float) -> tuple[int, http.client.HTTPMessage, bytes]:
+        """Status, headers and body (at most max_response_bytes) of one HTTP exchange, all before
+        `deadline`: a watchdog shuts the socket down then, whatever recv it is blocked in."""
+        parts = urllib.parse.urlsplit(url)
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise RequestTimedOut(f"{url}: no time left for the request", errors=["deadline"])
+        connection_class = http.client.HTTPSConnection if parts.scheme == "https" else http.client.HTTPConnection
+        connection = connection_class(parts.hostname, parts.port, timeout=remaining)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            if connection.sock is not None:
+                try:
+                    connection.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+        watchdog = threading.Timer(remaining, expire)
+        watchdog.daemon = True
+        watchdog.start()
         try:
-            with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310
-                return response.status, _decode(response.read())
-        except urllib.error.HTTPError as exc:
-            try:
-                payload = _decode(exc.read())
-            except _CONNECTION_ERRORS:
-                payload = None
-            errors = payload.get("errors") if isinstance(payload, dict) else None
-            errors = errors or [f"HTTP {exc.code}"]
-            if exc.code in _RETRY_STATUS:
-                raise _RETRY_STATUS[exc.code]("; ".join(errors), status=exc.code, errors=errors,
-                                              retry_after=retry_after_seconds(exc.headers.get("Retry-After"))) from None
-            error_class = _BY_STATUS.get(exc.code, ServerError)
-            raise error_class("; ".join(errors), status=exc.code, errors=errors) from None
+            connection.request(method, parts.path + (f"?{parts.query}" if parts.query else ""), body=data,
+                               headers=headers)
+            response = connection.getresponse()
+            declared = response.getheader("Content-Length")
+            if declared and declared.strip().isdigit() and int(declared) > self.max_response_bytes:
+                raise ResponseTooLarge(f"{url}: Content-Length {declared.strip()[:20]} is more than max_response_bytes "
+                                       f"{self.max_response_bytes}", status=response.status)
+            chunks, size = [], 0
+            while chunk := response.read(min(1 << 16, self.max_response_bytes + 1 - size)):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise ResponseTooLarge(f"{url}: the response is more than max_response_bytes "
+                                           f"{self.max_response_bytes}", status=response.status)
+            if expired.is_set():  # a shutdown can read as a clean end of a body without a length
+                raise TimeoutError("deadline")
+            if response.length:  # read(amt) ends quietly at a close short of the Content-Length
+                raise http.client.IncompleteRead(b"".join(chunks), response.length)
+            return response.status, response.headers, b"".join(chunks)
         except _CONNECTION_ERRORS as exc:
-            reason = getattr(exc, "reason", None) or exc.__class__.__name__
+            if expired.is_set() or time.monotonic() >= deadline:
+                raise RequestTimedOut(f"{url}: no whole response within the request's deadline "
+                                      f"({self.request_timeout} s, plus a long-poll's wait)", errors=["timed out"]) from None
+            reason = getattr(exc, "reason", None) or str(exc)[:200] or exc.__class__.__name__
             raise ConnectionFailed(f"cannot reach {url}: {reason}") from None
+        finally:
+            watchdog.cancel()
+            connection.close()
 
     # ------------------------------------------------------------------ API
 
@@ -332,22 +424,29 @@ class Client:
 
         Without `idempotency_key` a uuid4 is sent, the same on every retry of this call.
         """
+        return self._submit(request, idempotency_key=idempotency_key, traceparent=traceparent)
+
+    def _submit(self, request: dict[str, Any], *, idempotency_key: str | None, traceparent: str | None,
+                stop_at: float | None = None) -> dict[str, Any]:
         headers = {"Idempotency-Key": idempotency_key or f"ctxeng-client-{uuid.uuid4()}"}
         if traceparent:
             headers["traceparent"] = traceparent
-        return self._call("POST", "/api/v1/assemblies/", request, headers, idempotent=True)[1]
+        return self._call("POST", "/api/v1/assemblies/", request, headers, idempotent=True, stop_at=stop_at)[1]
 
     def job(self, job_id: str, *, wait: float = 0, include: tuple[str, ...] = ()) -> dict[str, Any]:
         """The job; with `wait` (s, at most 30) the server answers once it is final or the wait
         ends; `include` ("manifest", "input") adds those documents to a final job."""
+        return self._job(job_id, wait=wait, include=include)
+
+    def _job(self, job_id: str, *, wait: float, include: tuple[str, ...], stop_at: float | None = None) -> dict[str, Any]:
         query = {}
         wait = round(min(wait, MAX_WAIT), 1)
         if wait > 0:
             query["wait"] = f"{wait:g}"
         if include:
             query["include"] = ",".join(include)
-        path = f"/api/v1/assemblies/{job_id}/" + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        return self._call("GET", path, idempotent=True, timeout=self.request_timeout + wait)[1]
+        path = f"/api/v1/assemblies/{urllib.parse.quote(job_id, safe='')}/" + (f"?{urllib.parse.urlencode(query)}" if query else "")
+        return self._call("GET", path, idempotent=True, timeout=self.request_timeout + wait, stop_at=stop_at)[1]
 
     def manifest(self, job_id: str) -> dict[str, Any]:
         return self._call("GET", f"/api/v1/assemblies/{job_id}/manifest/", idempotent=True)[1]
@@ -376,17 +475,21 @@ class Client:
     ) -> Assembly:
         """Submit, and with `wait`, long-poll until final (`timeout` s in all) with the manifest
         and input in the final answer: two requests when the job is final within 30 s."""
-        submitted = self.submit(request, idempotency_key=idempotency_key, traceparent=traceparent)
-        job_id = submitted["id"]
-        if not wait:
-            return Assembly(id=job_id, status=submitted["status"], job=submitted, client=self)
         deadline = time.monotonic() + timeout
+        submitted = self._submit(request, idempotency_key=idempotency_key, traceparent=traceparent, stop_at=deadline)
+        job_id = _field_of(submitted, "id", "submit")
+        if not wait:
+            return Assembly(id=job_id, status=_field_of(submitted, "status", "submit"), job=submitted, client=self)
         while True:
-            job = self.job(job_id, wait=max(deadline - time.monotonic(), 0), include=("manifest", "input"))
-            if job["status"] in FINAL:
+            if time.monotonic() >= deadline:
+                raise Timeout(f"assembly {job_id} not final after {timeout} s", errors=["timeout"])
+            job = self._job(job_id, wait=max(deadline - time.monotonic(), 0), include=("manifest", "input"),
+                            stop_at=deadline)
+            status = _field_of(job, "status", f"assembly {job_id}")
+            if status in FINAL:
                 break
             if time.monotonic() >= deadline:
-                raise Timeout(f"assembly {job_id} still {job['status']} after {timeout} s", errors=[job["status"]])
+                raise Timeout(f"assembly {job_id} still {status} after {timeout} s", errors=[status])
         if job["status"] == "failed":
             raise AssemblyFailed(f"assembly {job_id} failed: {job.get('error')}", errors=[job.get("error") or "failed"])
         manifest = job.pop("manifest", None)
@@ -413,10 +516,69 @@ def retry_after_seconds(value: str | None) -> float | None:
     return max(seconds, 0.0) if math.isfinite(seconds) else None
 
 
-def _decode(raw: bytes) -> Any:
-    if not raw:
-        return None
+def _origin(url: str) -> tuple[str, str, int] | None:
+    """(scheme, host, port) of an http(s) URL, with the scheme's default port; None otherwise."""
     try:
-        return json.loads(raw)
+        parts = urllib.parse.urlsplit(url)
+        port = parts.port
     except ValueError:
-        return {"errors": [raw[:200].decode("utf-8", "replace")]}
+        return None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return None
+    return parts.scheme, parts.hostname.lower(), port or (443 if parts.scheme == "https" else 80)
+
+
+def _decode(raw: bytes) -> tuple[Any, str | None]:
+    """The JSON value of a body, or None and what is wrong with it."""
+    if not raw:
+        return None, "an empty body"
+    try:
+        return json.loads(raw.decode("utf-8")), None
+    except UnicodeDecodeError:
+        return None, "a body that is not UTF-8"
+    except RecursionError:
+        return None, "JSON nested deeper than this Python parses"
+    except ValueError as exc:
+        snippet = raw[:120].decode("utf-8", "replace")
+        return None, f"not JSON ({getattr(exc, 'msg', exc)}): {snippet!r}"
+
+
+def _interpret(status: int, headers: http.client.HTTPMessage, raw: bytes, url: str) -> dict[str, Any]:
+    """A success's JSON object, or the typed error for the status (module docstring)."""
+    payload, problem = _decode(raw)
+    if status in SUCCESS:
+        if problem is not None:
+            raise ProtocolError(f"HTTP {status} from {url}: {problem}", status=status)
+        if not isinstance(payload, dict):
+            raise ProtocolError(f"HTTP {status} from {url}: a JSON {type(payload).__name__}, not an object", status=status)
+        return payload
+    errors = _errors_of(payload, raw, status)
+    if status in _RETRY_STATUS:
+        raise _RETRY_STATUS[status]("; ".join(errors), status=status, errors=errors,
+                                    retry_after=retry_after_seconds(headers.get("Retry-After")))
+    if status in _BY_STATUS:
+        raise _BY_STATUS[status]("; ".join(errors), status=status, errors=errors)
+    if 400 <= status < 500:
+        raise ClientError("; ".join(errors), status=status, errors=errors)
+    if 500 <= status < 600:
+        raise ServerError("; ".join(errors), status=status, errors=errors)
+    raise ProtocolError(f"HTTP {status} from {url}: a status the API does not answer with", status=status, errors=errors)
+
+
+def _errors_of(payload: Any, raw: bytes, status: int) -> list[str]:
+    """The `errors` of an error body as strings, whatever shape the server gave them."""
+    errors = payload.get("errors") if isinstance(payload, dict) else None
+    if isinstance(errors, list) and errors and all(isinstance(error, str) for error in errors):
+        return errors
+    if errors is not None:
+        return [json.dumps(errors)[:500]]
+    text = raw[:200].decode("utf-8", "replace").strip()
+    return [f"HTTP {status}" + (f": {text}" if text else "")]
+
+
+def _field_of(payload: dict[str, Any], name: str, what: str) -> str:
+    """A string field the API always sends (`id`, `status`); ProtocolError when it is missing."""
+    value = payload.get(name)
+    if not isinstance(value, str):
+        raise ProtocolError(f"{what}: the answer has no string {name!r}: {json.dumps(payload)[:200]}")
+    return value

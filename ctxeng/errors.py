@@ -47,3 +47,10 @@ class QuotaExceeded(ServiceError):
         super().__init__(message)
         self.status_code = status_code
         self.retry_after = retry_after
+
+
+class OutcomeUnknown(ServiceError):
+    """A write whose commit broke off, on a database that cannot be asked whether it applied: 500,
+    never a 503 (which promises the request was not applied)."""
+
+    status_code = 500

@@ -116,3 +116,63 @@ def add_links(result: dict[str, Any], generator: Any, request: Any, public: bool
         if response is not None and present:
             response["links"] = present
     return result
+
+
+# --------------------------------------------------------------------------- id rules
+
+# The id parameters of paths, queries and headers, with the length limits the server holds them
+# to (ctxeng.engine.limits), and the id properties of bodies (their maxLength comes from the models).
+ID_PARAMETERS = {"run_id": "MAX_ID", "step_id": "MAX_ID", "policy_id": "MAX_ID", "Idempotency-Key": "MAX_ID",
+                 "item_id": "MAX_ITEM_ID", "artifact_id": "MAX_ITEM_ID"}
+ID_PROPERTIES = frozenset({"run_id", "step_id", "item_id", "call_id", "artifact_id", "result_item_id", "summary_id"})
+
+
+def id_pattern() -> str:
+    """The id rule (ctxeng.engine.limits.id_problem) as a JSON Schema pattern: not `.` or `..`, and
+    no character of the unprintable categories. Basic Multilingual Plane only, written as \\uXXXX
+    ranges, so ECMA-262 and Python read it alike; a surrogate is refused in every string anyway."""
+    import unicodedata
+
+    from ctxeng.engine.limits import UNPRINTABLE_CATEGORIES
+
+    ranges: list[list[int]] = []
+    for code in range(0x10000):
+        if 0xD800 <= code <= 0xDFFF or unicodedata.category(chr(code)) not in UNPRINTABLE_CATEGORIES:
+            continue
+        if ranges and ranges[-1][1] == code - 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    excluded = "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+    return rf"^(?!\.\.?$)[^{excluded}]*$"
+
+
+def declare_id_rules(result: dict[str, Any], generator: Any, request: Any, public: bool) -> dict[str, Any]:
+    """Every id parameter and id property says what the server accepts: the pattern, and for a
+    parameter its maxLength (a body's comes from its model)."""
+    from ctxeng.engine import limits
+
+    pattern = id_pattern()
+    for path_item in result.get("paths", {}).values():
+        for operation in path_item.values():
+            for parameter in operation.get("parameters", []) if isinstance(operation, dict) else []:
+                limit = ID_PARAMETERS.get(parameter.get("name"))
+                schema = parameter.get("schema", {})
+                if limit and schema.get("type") == "string":
+                    schema.update(pattern=pattern, maxLength=getattr(limits, limit))
+    for schema in result.get("components", {}).get("schemas", {}).values():
+        _declare_properties(schema, pattern)
+    return result
+
+
+def _declare_properties(schema: Any, pattern: str) -> None:
+    if isinstance(schema, dict):
+        for name, prop in (schema.get("properties") or {}).items():
+            if name in ID_PROPERTIES and isinstance(prop, dict) and prop.get("type") == "string":
+                prop["pattern"] = pattern
+        for value in schema.values():
+            if isinstance(value, dict | list):
+                _declare_properties(value, pattern)
+    elif isinstance(schema, list):
+        for value in schema:
+            _declare_properties(value, pattern)

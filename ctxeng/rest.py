@@ -43,6 +43,7 @@ from ctxeng.engine.errors import loads_bounded as engine_loads_bounded
 from ctxeng.engine.limits import id_problem
 from ctxeng.errors import ServiceError
 from ctxeng.params import MAX_QUERY_INT, BadParameter, whole_number
+from ctxeng.rate_limits import SLIDING_WINDOW
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +112,7 @@ class AgentTokenThrottle(SimpleRateThrottle):
     def _allow_in_redis(self, key: str) -> bool:
         full_key = self.cache.make_and_validate_key(key)
         client = self.cache._cache.get_client(full_key, write=True)  # noqa: SLF001 - Django's redis client
-        script = client.register_script(_SLIDING_WINDOW)
+        script = client.register_script(SLIDING_WINDOW)
         now = self.timer()
         allowed, oldest = script(keys=[full_key],
                                  args=[repr(now), self.duration, self.num_requests, f"{now!r}:{uuid.uuid4().hex}"])
@@ -122,19 +123,6 @@ class AgentTokenThrottle(SimpleRateThrottle):
 
     def wait(self) -> float | None:
         return self.retry_after if self.retry_after is not None else super().wait()
-
-
-# KEYS[1]: the user's window; ARGV: now, window seconds, limit, a unique member for this request.
-# Drops the times older than the window, then counts and (under the limit) adds, atomically.
-_SLIDING_WINDOW = """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
-  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
-  redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])))
-  return {1, '0'}
-end
-return {0, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]}
-"""
 
 
 def query_int(request: Request, name: str, *, default: int | None = None, minimum: int = 0,
@@ -248,6 +236,10 @@ def read_json(request: Request, *, empty: Any = None) -> Any:
         raise ApiError(status.HTTP_415_UNSUPPORTED_MEDIA_TYPE,
                        f"Content-Type: {content_type or 'none'!s} is not JSON; send application/json")
     _check_charset(content_type)
+    if raw.startswith(b"\xef\xbb\xbf"):
+        # JSON forbids it (RFC 8259 8.1); Python's decoder would read past it, other parsers not.
+        raise ApiError(status.HTTP_400_BAD_REQUEST,
+                       "body: starts with a UTF-8 byte-order mark (EF BB BF), which JSON does not allow; send the JSON without it")
     return loads_bounded(raw)
 
 

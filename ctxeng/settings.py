@@ -47,6 +47,14 @@ def envfloat(name: str, default: str) -> float:
         raise ImproperlyConfigured(f"{name}: expected a number, got {value!r}") from None
 
 
+def envrate(name: str, default: str) -> str:
+    """A rate, "N/s", "N/min", "N/hour" or "N/day" (ctxeng.rate_limits.parse_rate); empty: no limit."""
+    value = os.environ.get(name, default).strip()
+    if value and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", value):
+        raise ImproperlyConfigured(f"{name}: expected N/s, N/min, N/hour or N/day, got {value!r}")
+    return value
+
+
 def envlist(name: str, default: str) -> list[str]:
     return [part.strip() for part in os.environ.get(name, default).split(",") if part.strip()]
 
@@ -93,6 +101,8 @@ MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
+    # After CSRF, before any login view hashes a password (ctxeng.login_throttle).
+    "ctxeng.login_throttle.LoginRateMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # DEBUG only: the styled 404/403/500 pages instead of Django's technical ones (inside
@@ -118,6 +128,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "ctxeng.accounts.context_processors.people_link",
+                "ctxeng.accounts.context_processors.tenant_link",
                 "ctxeng.accounts.context_processors.time_display",
             ],
         },
@@ -186,6 +197,17 @@ AXES_COOLOFF_TIME = timedelta(minutes=envfloat("CTXENG_LOGIN_LOCKOUT_MINUTES", "
 if AXES_COOLOFF_TIME <= timedelta(0):
     raise ImproperlyConfigured("CTXENG_LOGIN_LOCKOUT_MINUTES: expected a positive number of minutes")
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_CLIENT_IP_CALLABLE = "ctxeng.login_throttle.client_address"
+# Before any of that, and before a password is hashed: login attempts per client address and over
+# every address ("N/s", "N/min", "N/hour", "N/day"; empty: no limit), counted in the "throttle"
+# cache (Redis with REDIS_URL); beyond either, 429 with Retry-After (ctxeng.login_throttle).
+CTXENG_LOGIN_RATE_PER_ADDRESS = envrate("CTXENG_LOGIN_RATE_PER_ADDRESS", "10/min")
+CTXENG_LOGIN_RATE_TOTAL = envrate("CTXENG_LOGIN_RATE_TOTAL", "1/s")
+# Trusted proxies in front of the app that append the client's address to X-Forwarded-For
+# (deploy/nginx.conf: 1); 0 counts REMOTE_ADDR. Set it only when every request comes through them.
+CTXENG_PROXY_HOPS = envint("CTXENG_PROXY_HOPS", "0")
+if CTXENG_PROXY_HOPS < 0:
+    raise ImproperlyConfigured(f"CTXENG_PROXY_HOPS: expected 0 or more, got {CTXENG_PROXY_HOPS}")
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "ctxeng/lockout.html"
 
@@ -259,15 +281,21 @@ CTXENG_QUOTA_JOBS_PER_MINUTE = envint("CTXENG_QUOTA_JOBS_PER_MINUTE", "6000")
 CTXENG_QUOTA_RUNS_PER_DAY = envint("CTXENG_QUOTA_RUNS_PER_DAY", "100000")
 CTXENG_QUOTA_ARTIFACT_BYTES = envint("CTXENG_QUOTA_ARTIFACT_BYTES", str(1024**3))
 CTXENG_QUOTA_CONTENT_BYTES = envint("CTXENG_QUOTA_CONTENT_BYTES", str(10 * 1024**3))
+# A usage report is used for calibration only when its actual input tokens are within this band
+# of the assembly's estimate (manifests.selectors.usage_in_band); one outside is stored and shown
+# for review, never calibrated on, so the factor stays within the band whatever an agent reports.
+CTXENG_USAGE_RATIO_MIN = envfloat("CTXENG_USAGE_RATIO_MIN", "0.5")
+CTXENG_USAGE_RATIO_MAX = envfloat("CTXENG_USAGE_RATIO_MAX", "2.0")
+if not 0 < CTXENG_USAGE_RATIO_MIN <= 1 <= CTXENG_USAGE_RATIO_MAX <= 4:
+    raise ImproperlyConfigured("CTXENG_USAGE_RATIO_MIN/MAX: expected 0 < min <= 1 <= max <= 4 (4: the largest factor), "
+                               f"got {CTXENG_USAGE_RATIO_MIN} and {CTXENG_USAGE_RATIO_MAX}")
 # The Retry-After of a 503 while the database cannot be reached (ctxeng.views.service_unavailable).
 CTXENG_OUTAGE_RETRY_AFTER_SECONDS = envint("CTXENG_OUTAGE_RETRY_AFTER_SECONDS", "5")
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXENG_MAX_REQUEST_BYTES
 
 # Requests per token-authenticated user ("600/min", "20/s"; empty: no limit), counted in the
 # "throttle" cache: Redis when REDIS_URL is set (shared by every web process), else this process.
-CTXENG_THROTTLE_AGENT = os.environ.get("CTXENG_THROTTLE_AGENT", "600/min").strip()
-if CTXENG_THROTTLE_AGENT and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", CTXENG_THROTTLE_AGENT):
-    raise ImproperlyConfigured(f"CTXENG_THROTTLE_AGENT: expected N/s, N/min, N/hour or N/day, got {CTXENG_THROTTLE_AGENT!r}")
+CTXENG_THROTTLE_AGENT = envrate("CTXENG_THROTTLE_AGENT", "600/min")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": (
@@ -310,6 +338,7 @@ SPECTACULAR_SETTINGS = {
         "drf_spectacular.hooks.postprocess_schema_enums",
         "ctxeng.openapi.add_error_responses",
         "ctxeng.openapi.add_links",
+        "ctxeng.openapi.declare_id_rules",
     ],
 }
 

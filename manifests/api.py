@@ -14,12 +14,14 @@ database transaction (`selectors.job_get_when_final`).
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any
 
+from django.db import InterfaceError, OperationalError
 from django.urls import reverse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -40,6 +42,8 @@ from policies.models import RevisionStatus
 
 from . import selectors, services
 from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest
+
+logger = logging.getLogger(__name__)
 
 
 def assembly_html_url(job: AssemblyJob) -> str:
@@ -166,6 +170,9 @@ class UsageOut(_Out):
     output_tokens: int
     estimated_input_tokens: int
     estimate_error: int = Field(description="estimated_input_tokens - input_tokens")
+    used_for_calibration: bool = Field(
+        description="whether calibration reads this report: false for an outlier, a count outside "
+                    "CTXENG_USAGE_RATIO_MIN..MAX times the estimate (stored for review, never calibrated on)")
     reported_at: datetime
 
 
@@ -338,7 +345,12 @@ class AssemblyListApi(APIView):
         data = read_json(request)
         job, created = services.assembly_job_submit(user=request.user, data=data, idempotency_key=key,
                                                     traceparent=traceparent_header(request.headers.get("traceparent")))
-        job.refresh_from_db()
+        try:
+            job.refresh_from_db(fields=["status"])  # a job run in-process on commit is final already
+        except (OperationalError, InterfaceError):
+            # Committed: answer the job as saved. A 503 would say it was not applied, and a retry
+            # without an Idempotency-Key would make a second job.
+            logger.warning("database lost after assembly %s was committed; answering it as saved", job.id)
         body = {"id": str(job.id), "status": job.status, "url": reverse("api-assembly", args=[job.id]),
                 "html_url": assembly_html_url(job)}
         return Response(body, status=status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK)
@@ -425,6 +437,7 @@ class AssemblyUsageApi(APIView):
             "output_tokens": report.output_tokens,
             "estimated_input_tokens": report.estimated_input_tokens,
             "estimate_error": report.estimated_input_tokens - report.input_tokens,
+            "used_for_calibration": selectors.usage_report_in_band(report),
             "reported_at": report.reported_at,
         })
 

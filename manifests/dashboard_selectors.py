@@ -30,6 +30,7 @@ from datetime import date
 from typing import Any
 
 from django.db.models import (
+    BooleanField,
     Case,
     CharField,
     Count,
@@ -65,6 +66,7 @@ from .selectors import (
     manifest_as_served,
     manifest_document,
     manifest_payload,
+    usage_in_band,
 )
 
 # The sections a manifest page shows; candidate_items (the largest part) is never fetched.
@@ -867,11 +869,14 @@ def _assembly_model(column: str) -> NullIf:
 def _usage_reports(tenant: Tenant) -> QuerySet[UsageReport]:
     """One tenant's usage reports, each with its model and its error: `error` is the estimate
     minus the provider's count (positive: the engine over-estimated), `error_pct` that as a
-    percentage of the provider's count (None when the provider reported 0 input tokens)."""
+    percentage of the provider's count (None when the provider reported 0 input tokens), `in_band`
+    whether calibration reads it (selectors.usage_in_band; an outlier is shown, never calibrated on)."""
     error = ExpressionWrapper(F("estimated_input_tokens") - F("input_tokens"), output_field=IntegerField())
+    in_band = Case(When(usage_in_band(), then=Value(True)), default=Value(False), output_field=BooleanField())
     return (
         UsageReport.objects.filter(manifest__job__tenant=tenant)
-        .annotate(provider=_assembly_model("model_provider"), model_name=_assembly_model("model_name"), error=error)
+        .annotate(provider=_assembly_model("model_provider"), model_name=_assembly_model("model_name"), error=error,
+                  in_band=in_band)
         .annotate(error_pct=ExpressionWrapper(
             Cast(F("error"), FloatField()) * Value(100.0) / Cast(NullIf(F("input_tokens"), Value(0)), FloatField()),
             output_field=FloatField()))
@@ -933,7 +938,8 @@ def usage_calibration(*, tenant: Tenant, clause: BudgetCalibration | None = None
     """Per model (provider, name): its counter, the calibration factor its newest reports give
     under `clause` (default: the documented defaults, as a policy without the clause has) and
     the estimate error before and after that factor over those reports. One query: the newest
-    CALIBRATION_WINDOW reports of every model, as the worker reads them (`usage_ratios`).
+    CALIBRATION_WINDOW reports of every model within the plausible band, as the worker reads them
+    (`usage_ratios`); `outliers`: how many of the newest reports outside the band were left out.
 
     After calibration the estimate is `estimated × factor`; an exact counter's factor is 1, so
     its figures do not move. `under_*`: the share of calls whose estimate was below the actual
@@ -942,13 +948,20 @@ def usage_calibration(*, tenant: Tenant, clause: BudgetCalibration | None = None
     by_model = [F("provider"), F("model_name")]
     rows = (
         _usage_reports(tenant)
-        .annotate(newest=Window(RowNumber(), partition_by=by_model, order_by=[F("reported_at").desc(), F("id").desc()]))
+        .annotate(newest=Window(RowNumber(), partition_by=[*by_model, F("in_band")],
+                                order_by=[F("reported_at").desc(), F("id").desc()]))
         .filter(newest__lte=CALIBRATION_WINDOW)
-        .values_list("provider", "model_name", "input_tokens", "estimated_input_tokens")
+        .values_list("provider", "model_name", "input_tokens", "estimated_input_tokens", "in_band")
     )
     reports: dict[tuple[Any, Any], list[tuple[int, int]]] = {}
-    for provider, name, actual, estimated in rows:
-        reports.setdefault((provider, name), []).append((actual, estimated))
+    outliers: Counter[tuple[Any, Any]] = Counter()
+    for provider, name, actual, estimated, in_band in rows:
+        if in_band:
+            reports.setdefault((provider, name), []).append((actual, estimated))
+        else:
+            outliers[(provider, name)] += 1
+    for model in outliers:
+        reports.setdefault(model, [])
     out = {}
     for (provider, name), pairs in reports.items():
         estimate = estimate_for(ModelSpec(provider=provider or "?", name=name or "?", context_limit=1))
@@ -964,9 +977,10 @@ def usage_calibration(*, tenant: Tenant, clause: BudgetCalibration | None = None
             "encoding": estimate.encoding, "exact": estimate.exact, "basis": estimate.basis,
             "factor": factor, "calibration_basis": "exact count" if cal is None else cal.basis,
             "reports_used": 0 if cal is None else cal.reports_used, "window": len(pairs),
+            "outliers": outliers[(provider, name)],
             "error_pct_before": pct(1.0), "error_pct_after": pct(factor),
-            "under_before": sum(e < a for a, e in pairs) / len(pairs),
-            "under_after": sum(e * factor < a for a, e in pairs) / len(pairs),
+            "under_before": sum(e < a for a, e in pairs) / len(pairs) if pairs else None,
+            "under_after": sum(e * factor < a for a, e in pairs) / len(pairs) if pairs else None,
         }
     return out
 
@@ -977,7 +991,7 @@ def usage_reports_latest(*, tenant: Tenant) -> QuerySet[UsageReport]:
         _usage_reports(tenant)
         .order_by("-reported_at", "-id")
         .values("provider", "model_name", "estimated_input_tokens", "input_tokens", "cached_tokens", "output_tokens",
-                "error", "error_pct", "reported_at", job_id=F("manifest__job_id"),
+                "error", "error_pct", "in_band", "reported_at", job_id=F("manifest__job_id"),
                 run_id=F("manifest__job__run__run_id"), step_id=F("manifest__job__step_id"))
     )
 

@@ -14,9 +14,10 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import F, Q, QuerySet
 
 from ctxeng.accounts.models import Membership, Tenant
 from ctxeng.accounts.selectors import tenants_for
@@ -291,12 +292,28 @@ def request_as_assembled(*, job: AssemblyJob, request: AssemblyRequest, policy: 
 CALIBRATION_WINDOW = 500
 
 
+def usage_in_band(prefix: str = "") -> Q:
+    """The usage reports calibration reads: an estimate above 0 and an actual count within
+    [CTXENG_USAGE_RATIO_MIN, CTXENG_USAGE_RATIO_MAX] times it. The others are outliers: stored and
+    shown, never calibrated on, so no report (a typo, a bug, an agent steering its tenant's budget)
+    moves the factor past the band. `prefix`: the path to the report from the queried model."""
+    estimated = F(f"{prefix}estimated_input_tokens")
+    return Q(**{f"{prefix}estimated_input_tokens__gt": 0,
+                f"{prefix}input_tokens__gte": estimated * settings.CTXENG_USAGE_RATIO_MIN,
+                f"{prefix}input_tokens__lte": estimated * settings.CTXENG_USAGE_RATIO_MAX})
+
+
+def usage_report_in_band(report: UsageReport) -> bool:
+    """Whether calibration reads `report` (the rule of usage_in_band, asked of the database)."""
+    return UsageReport.objects.filter(usage_in_band(), pk=report.pk).exists()
+
+
 def usage_ratios(*, tenant_id: int, provider: str, model_name: str, window: int = CALIBRATION_WINDOW) -> list[float]:
     """actual / estimated input tokens of the tenant's newest `window` usage reports for this model
-    (reports of an estimate of 0 have no ratio). One query."""
+    within the plausible band (usage_in_band). One query."""
     rows = (
-        UsageReport.objects.filter(manifest__job__tenant_id=tenant_id, manifest__model_provider=provider,
-                                   manifest__model_name=model_name, estimated_input_tokens__gt=0)
+        UsageReport.objects.filter(usage_in_band(), manifest__job__tenant_id=tenant_id, manifest__model_provider=provider,
+                                   manifest__model_name=model_name)
         .order_by("-reported_at", "-id")
         .values_list("input_tokens", "estimated_input_tokens")[:window]
     )

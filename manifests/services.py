@@ -53,7 +53,7 @@ from ctxeng.engine import (
 from ctxeng.engine.adapters import get_adapter
 from ctxeng.engine.budget import reserves_exceed_context
 from ctxeng.engine.hashing import sha256_json, sha256_text
-from ctxeng.errors import Conflict, Forbidden, NotFound
+from ctxeng.errors import BadReference, Conflict, Forbidden, NotFound, OutcomeUnknown
 from policies.models import PolicyRevision
 from policies.selectors import revision_for_assembly
 
@@ -140,6 +140,7 @@ def assembly_job_submit(
             return existing, False
     # Packed before the transaction, which then holds the write lock (SQLite) for the writes alone.
     skeleton, packer = pack_document(data)
+    job = None
     try:
         with transaction.atomic():
             added = content_save(tenant=tenant, packer=packer)
@@ -168,7 +169,29 @@ def assembly_job_submit(
         if existing is None:
             raise
         return existing, False
+    except (OperationalError, InterfaceError):
+        if job is None:
+            raise  # before the job row: the transaction rolled back, nothing was applied (503)
+        _committed_despite_error(job=job, traceparent=traceparent)
     return job, True
+
+
+def _committed_despite_error(*, job: AssemblyJob, traceparent: str | None) -> None:
+    """The connection broke in the commit of `job`'s transaction: the database may have applied it
+    before the break. Asked on a new connection: applied, the job is enqueued here (its on-commit
+    hook never ran) and the submit succeeds; not applied, the error stands (503, not applied);
+    no answer, OutcomeUnknown (never a 503, whose retry without a key would duplicate the job)."""
+    connection.close()
+    try:
+        applied = AssemblyJob.objects.filter(id=job.id).exists()
+    except (OperationalError, InterfaceError):
+        raise OutcomeUnknown(
+            f"the database connection broke while assembly {job.id} was committed and the database cannot be "
+            "asked whether it was: the job may have been saved; retry with the same Idempotency-Key (it "
+            "returns the job if it was)") from None
+    if not applied:
+        raise
+    assembly_job_enqueue(job_id=job.id, traceparent=traceparent)
 
 
 def _idempotent_match(*, tenant: Tenant, key: str, digest: str) -> AssemblyJob | None:
@@ -682,7 +705,14 @@ def artifact_create(
 def usage_report_record(
     *, manifest: Manifest, user: AbstractBaseUser | None, input_tokens: int, cached_tokens: int, output_tokens: int
 ) -> UsageReport:
-    """Record (or replace) the provider's reported usage beside the estimate; the manifest is untouched."""
+    """Record (or replace) the provider's reported usage beside the estimate; the manifest is untouched.
+
+    The cached part is part of the input (clients fold Anthropic's cache reads and writes into
+    `input_tokens`), so more cached than input tokens is no report: BadReference. A count far from
+    the estimate is recorded, and calibration leaves it out (selectors.usage_in_band)."""
+    if cached_tokens > input_tokens:
+        raise BadReference(f"cached_tokens: {cached_tokens} is more than input_tokens {input_tokens} "
+                           "(the cached part is counted in the input)")
     report, _ = UsageReport.objects.update_or_create(
         manifest=manifest,
         defaults={

@@ -25,7 +25,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from ctxeng.accounts.pages import SESSION_TENANT, dashboard_page
+from ctxeng.accounts.pages import SESSION_TENANT, act_in, dashboard_page, without_tenant_param
 from ctxeng.engine.source_limits import expand_numbers
 from ctxeng.engine.vocabulary import AcquisitionOutcome
 from ctxeng.regions import render_region
@@ -58,6 +58,7 @@ def tenant_switch(request: HttpRequest) -> HttpResponse:
     target = request.POST.get("next") or "/"
     if not url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         target = "/"
+    target = without_tenant_param(target)  # the page it came from, now in the chosen tenant
     return HttpResponseRedirect(target)
 
 
@@ -118,6 +119,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     run = sel.run_get(tenant_ids=request.tenancy.tenant_ids, run_id=run_id, prefer_tenant=request.tenancy.current)
     if run is None:
         raise Http404("run not found")
+    act_in(request, run.tenant_id)
     jobs = sel.run_timeline(run)
     sel.label_attempts(jobs)
     previous = None
@@ -163,6 +165,7 @@ def _job_or_404(request: HttpRequest, job_id: str) -> AssemblyJob:
     job = sel.assembly_get(tenant_ids=request.tenancy.tenant_ids, job_id=job_id)
     if job is None:
         raise Http404("assembly not found")
+    act_in(request, job.tenant_id)
     return job
 
 

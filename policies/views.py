@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ctxeng.accounts.models import Role
-from ctxeng.accounts.pages import dashboard_page
+from ctxeng.accounts.pages import act_in, dashboard_page
 from ctxeng.audit.selectors import audit_events_for_policy
 from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.limits import MAX_INT32
@@ -46,6 +46,7 @@ def _policy_or_404(request: HttpRequest, policy_id: str) -> Policy:
                             prefer_tenant=request.tenancy.current)
     if policy is None:
         raise Http404("policy not found")
+    act_in(request, policy.tenant_id)
     return policy
 
 

@@ -1,12 +1,14 @@
 """Template context for every page: whether the user administers the tenant the page acts in
-(the People link; reads `request.tenancy`, which dashboard pages set; no query of its own), and
-how the user wants timestamps shown (from the session: ctxeng.accounts.time_display)."""
+(the People link; reads `request.tenancy`, which dashboard pages set; no query of its own), the
+`?tenant=` its links to runs and policies carry (ctxeng.accounts.pages.tenant_query), and how the
+user wants timestamps shown (from the session: ctxeng.accounts.time_display)."""
 
 from __future__ import annotations
 
 from django.http import HttpRequest
 
 from .models import Role
+from .pages import tenant_query
 from .time_display import time_display_for
 
 
@@ -18,3 +20,7 @@ def people_link(request: HttpRequest) -> dict[str, bool]:
 
 def time_display(request: HttpRequest) -> dict[str, str]:
     return {"time_display": time_display_for(request)}
+
+
+def tenant_link(request: HttpRequest) -> dict[str, str]:
+    return {"tenant_query": tenant_query(request)}

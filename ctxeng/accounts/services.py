@@ -127,7 +127,11 @@ def person_add(
     """Add a member to `tenant` with `roles`, creating the user if new (with `password`, or none
     usable until they follow a set-password link). Returns (user, created).
 
-    An existing user gains the roles; setting their password needs account_managed_by.
+    An existing user gains the roles only if they are a member of `tenant` already, or every
+    tenant they belong to is one the actor administers (account_managed_by): an admin cannot take
+    another tenant's person. Anyone else (another tenant's member, staff, an account in no tenant)
+    is refused in the same words as any unavailable username, before anything is written, so the
+    refusal does not tell which. Setting an existing user's password needs account_managed_by.
     """
     _check_roles(roles)
     users = get_user_model()
@@ -143,6 +147,8 @@ def person_add(
         created = user is None
         if created:
             user = users(**{users.USERNAME_FIELD: username})
+        elif not (Membership.objects.filter(user=user, tenant=tenant).exists() or account_managed_by(actor, user)):
+            raise Conflict(f"username: {username!r} is not available; choose another username")
         if password is not None:
             if not created:
                 _require_managed(actor, user, "password")

@@ -15,6 +15,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse, reverse_lazy
@@ -69,13 +70,16 @@ def people(request: HttpRequest) -> HttpResponse:
         return _page(request, tenant)
     with_password = request.POST.get("credential") == "password"
     try:
-        user, created = services.person_add(
-            tenant=tenant, username=request.POST.get("username", ""), roles=request.POST.getlist("roles"),
-            password=request.POST.get("password", "") if with_password else None, actor=request.user,
-        )
-        link = None
-        if request.POST.get("credential") == "link":
-            link = request.build_absolute_uri(services.password_link_issue(tenant=tenant, user=user, actor=request.user))
+        # One write: a refused link leaves the person and roles unadded too.
+        with transaction.atomic():
+            user, created = services.person_add(
+                tenant=tenant, username=request.POST.get("username", ""), roles=request.POST.getlist("roles"),
+                password=request.POST.get("password", "") if with_password else None, actor=request.user,
+            )
+            link = None
+            if request.POST.get("credential") == "link":
+                link = request.build_absolute_uri(services.password_link_issue(tenant=tenant, user=user,
+                                                                               actor=request.user))
     except ServiceError as exc:
         return _page(request, tenant, status=exc.status_code, errors=exc.errors)
     verb = "Added" if created else "Updated"

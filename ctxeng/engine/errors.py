@@ -290,6 +290,14 @@ class _Yaml12Loader(yaml.SafeLoader):
     _depth = 0
     unrepresentable = False
 
+    def compose_document(self):
+        # `%YAML 1.1` would ask for the 1.1 reading this loader does not give, and `%TAG` renames
+        # tags: a policy is plain YAML 1.2 data, so either directive is refused at its line.
+        event = self.peek_event()
+        if isinstance(event, yaml.DocumentStartEvent) and (event.version is not None or event.tags):
+            raise _YamlRefused(event.start_mark, "YAML directives (%YAML, %TAG) are not accepted; remove the line")
+        return super().compose_document()
+
     def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, yaml.AliasEvent):

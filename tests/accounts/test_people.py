@@ -147,13 +147,62 @@ def test_the_password_and_token_of_someone_also_in_another_tenant_are_not_this_a
     assert not AuditEvent.objects.filter(subject="both", action__in=["token_revoked", "password_link_issued"]).exists()
 
 
-def test_adding_an_existing_user_grants_roles_but_cannot_reset_their_password(admin_client, example):
-    added = admin_client.post(PEOPLE, {"username": "outsider", "roles": ["reviewer"], "credential": "none"})
-    assert added.status_code == 200 and roles("outsider") == {"reviewer"}
-    taken = admin_client.post(PEOPLE, {"username": "outsider", "roles": ["reviewer"], "credential": "password",
+def test_adding_a_member_of_this_tenant_grants_roles_but_cannot_reset_a_password_managed_elsewhere(admin_client, example):
+    added = admin_client.post(PEOPLE, {"username": "both", "roles": ["policy_editor"], "credential": "none"})
+    assert added.status_code == 200 and "Updated both in tenant-x." in text(added)
+    assert roles("both") == {"reviewer", "policy_editor"} and roles("both", "tenant-o") == {"agent"}
+    taken = admin_client.post(PEOPLE, {"username": "both", "roles": ["reviewer"], "credential": "password",
                                        "password": STRONG})
     assert taken.status_code == 403
+    assert not Client().login(username="both", password=STRONG)
+
+
+UNAVAILABLE = "username: {!r} is not available; choose another username"
+
+
+@pytest.mark.parametrize("credential", ["none", "link", "password"])
+def test_an_admin_cannot_take_a_member_of_another_tenant_and_nothing_is_written(admin_client, example, credential):
+    """Issue 40, finding 1: tenant-o's `outsider` added from tenant-x used to become a member of
+    tenant-x (200 "Updated"; with a link, 403 after the membership was committed and audited)."""
+    before = AuditEvent.objects.count()
+    response = admin_client.post(PEOPLE, {"username": "outsider", "roles": ["reviewer"], "credential": credential,
+                                          "password": STRONG})
+    assert response.status_code == 409 and UNAVAILABLE.format("outsider") in text(response)
+    assert "tenant-o" not in text(response) and "another tenant" not in text(response)
+    assert roles("outsider") == set() and roles("outsider", "tenant-o") == {"admin", "agent", "reviewer", "policy_editor"}
+    assert AuditEvent.objects.count() == before
+    assert 'id="link-value"' not in response.content.decode()
     assert not Client().login(username="outsider", password=STRONG)
+
+
+def test_an_unavailable_username_reads_the_same_whoever_holds_it(admin_client, example):
+    """Another tenant's member, a staff account and an account in no tenant are all refused in the
+    same words: the refusal does not tell which (nor that another tenant exists)."""
+    get_user_model().objects.create_user("operator", is_staff=True)
+    get_user_model().objects.create_user("orphan")
+    for name in ("outsider", "operator", "orphan"):
+        response = admin_client.post(PEOPLE, {"username": name, "roles": ["reviewer"], "credential": "none"})
+        shown = text(response).replace(repr(name), "NAME")
+        assert response.status_code == 409 and UNAVAILABLE.format("x").replace("'x'", "NAME") in shown, name
+        assert not Membership.objects.filter(user__username=name, tenant__slug="tenant-x").exists(), name
+
+
+def test_a_refused_set_password_link_leaves_the_added_roles_unwritten(admin_client, example):
+    """The role grant and the link are one write: `both` is a member here, but their password is
+    managed in tenant-o too, so the link is refused, and the policy_editor role with it."""
+    before = AuditEvent.objects.count()
+    response = admin_client.post(PEOPLE, {"username": "both", "roles": ["policy_editor"], "credential": "link"})
+    assert response.status_code == 403
+    assert roles("both") == {"reviewer"} and AuditEvent.objects.count() == before
+
+
+def test_an_admin_of_every_tenant_of_a_user_may_add_them_to_another(admin_client, example):
+    from ctxeng.accounts.services import tenant_member_add
+
+    tenant_member_add(username="owner", tenant_slug="tenant-o", roles=["admin"])
+    admin_client.post("/tenant/", {"tenant": "tenant-x"})
+    response = admin_client.post(PEOPLE, {"username": "outsider", "roles": ["reviewer"], "credential": "none"})
+    assert response.status_code == 200 and roles("outsider") == {"reviewer"}
 
 
 def test_the_people_page_shows_each_quota_with_its_usage_limit_and_setting(admin_client, example, settings):

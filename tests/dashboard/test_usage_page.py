@@ -197,7 +197,8 @@ def test_the_selector_figures_match_an_independent_computation(example, reported
 def test_the_latest_reports_newest_first_with_links(owner_client, reported):
     head, *rows = tables(owner_client.get("/usage/"))["dense usage-reports"]
     columns = [text for text, _ in head]
-    assert columns == ["assembly", "provider / model", "estimated", "actual", "cached", "output", "error", "error %", "reported"]
+    assert columns == ["assembly", "provider / model", "estimated", "actual", "cached", "output", "error", "error %",
+                       "calibration", "reported"]
     assert len(rows) == len(PLAN)
     for row, want in zip(rows, reversed(reported), strict=True):
         cell = dict(zip(columns, row, strict=True))
@@ -207,6 +208,7 @@ def test_the_latest_reports_newest_first_with_links(owner_client, reported):
             want["estimated"], want["actual"], want["cached"], 7]
         assert cell["error"][0] == f"{want['error']:+d}"
         assert number(cell["error %"][0]) == pytest.approx(100.0 * want["error"] / want["actual"], abs=0.051)
+        assert cell["calibration"][0] == "in band"  # errors of a few hundred tokens: within 0.5..2 times
 
 
 def test_the_latest_reports_are_paged(owner_client, example, reported, monkeypatch):
@@ -336,3 +338,23 @@ def test_a_model_with_too_few_reports_shows_the_default_factor(owner_client, exa
     head, *rows = tables(owner_client.get("/usage/"))["dense usage-models"]
     cell = dict(zip([text for text, _ in head], rows[0], strict=True))
     assert cell["calibration factor"][0] == "1.1500 (default factor)"
+
+
+def test_an_outlier_is_listed_and_marked_but_left_out_of_the_factor(owner_client, example, api):
+    """Issue 40, finding 3: a report outside 0.5..2 times its estimate is shown for review, marked
+    as an outlier, and the factor (the 5th of five in-band ratios, by hand) does not read it."""
+    owner_api = api(example["owner"])
+    plausible = [report(owner_api, submit_with_model(example["owner"], "claude-opus-4-1", f"in{i}", provider="anthropic"),
+                        error) for i, error in enumerate([-40, -120, 15, -75, -210])]
+    wild = submit_with_model(example["owner"], "claude-opus-4-1", "wild", provider="anthropic")
+    response = owner_api.post(f"/api/v1/assemblies/{wild.id}/usage/", {"input_tokens": 2**31 - 1}, format="json")
+    assert response.status_code == 200 and response.json()["used_for_calibration"] is False
+    page = tables(owner_client.get("/usage/"))
+    head, *rows = page["dense usage-models"]
+    cell = dict(zip([text for text, _ in head], rows[0], strict=True))
+    factor = nearest_rank_factor([r["actual"] / r["estimated"] for r in plausible])
+    assert cell["calibration factor"][0] == f"{factor:.4f} (quantile of 5 reports; 1 outlier left out)"
+    head, *rows = page["dense usage-reports"]
+    marks = {row[0][1][0]: dict(zip([text for text, _ in head], row, strict=True))["calibration"][0] for row in rows}
+    assert marks.pop(f"/assemblies/{wild.id}/") == "outlier"
+    assert set(marks.values()) == {"in band"} and len(marks) == 5

@@ -12,7 +12,7 @@ import pytest
 from ctxeng.accounts.models import Role, Tenant
 from ctxeng.accounts.services import tenant_member_add
 from manifests.examples import example_json, example_text
-from manifests.models import AssemblyJob
+from manifests.models import AssemblyJob, UsageReport
 from manifests.selectors import usage_ratios
 from manifests.services import (
     assembly_job_assemble,
@@ -98,3 +98,60 @@ def test_another_tenants_reports_and_another_models_never_count(owners):
     assert (cal["factor"], cal["reports_available"]) == (1.15, 0)
     tenant_o = Tenant.objects.get(slug="tenant-o")
     assert len(usage_ratios(tenant_id=tenant_o.pk, provider="anthropic", model_name="claude-sonnet-4-5")) == 6
+
+
+# --------------------------------------------------------------------------- issue 40, finding 3
+
+MAX_INT32 = 2**31 - 1
+
+
+@pytest.mark.parametrize("reported", [MAX_INT32, 1])
+def test_reports_far_from_the_estimate_are_kept_but_never_steer_the_factor(owners, reported):
+    """Five reports of 2147483647 input tokens used to raise the factor to 4.0 (the usable input to
+    a quarter); five of 1 token dropped it to 1.0 (no margin). Outside 0.5..2 times the estimate a
+    report is an outlier: stored, and the next job keeps the default factor."""
+    owner = owners["tenant-x"]
+    for i in range(5):
+        done = job(owner, f"x{i}", CLAUDE)
+        usage_report_record(manifest=done.manifest, user=owner, input_tokens=reported, cached_tokens=0, output_tokens=1)
+    assert UsageReport.objects.filter(input_tokens=reported).count() == 5
+    cal, budget = recorded(job(owner, "after", CLAUDE))
+    assert (cal["factor"], cal["basis"], cal["reports_available"]) == (1.15, "default factor", 0)
+    assert budget["usable_input"] == math.floor(UNCALIBRATED / 1.15)
+
+
+def test_the_band_is_inclusive_and_bounds_the_factor(owners, settings):
+    """Ratios at the band's edges count; one a token beyond them does not. The factor is then at
+    most the band's top whatever is reported (here 2.0, by hand: the 6th of six ratios 2.0)."""
+    owner = owners["tenant-x"]
+    dones = [job(owner, f"b{i}", CLAUDE) for i in range(8)]
+    estimates = [d.manifest.estimated_input_tokens for d in dones]
+    actuals = [2 * e for e in estimates[:5]] + [math.ceil(e / 2) for e in estimates[5:6]] + [
+        2 * e + 1 for e in estimates[6:7]] + [math.ceil(e / 2) - 1 for e in estimates[7:]]
+    for done, actual in zip(dones, actuals, strict=True):
+        usage_report_record(manifest=done.manifest, user=owner, input_tokens=actual, cached_tokens=0, output_tokens=1)
+    tenant = Tenant.objects.get(slug="tenant-x")
+    ratios = usage_ratios(tenant_id=tenant.pk, provider="anthropic", model_name="claude-sonnet-4-5")
+    assert len(ratios) == 6
+    request = example_json("request.json")
+    request["run_id"], request["model"] = "run-cal-bounded", {**request["model"], **CLAUDE}
+    submitted, _ = assembly_job_submit(user=owner, data=request, idempotency_key="cal-bounded")
+    assembly_job_assemble(job_id=submitted.id, attempt=assembly_job_claim(job_id=submitted.id))
+    # A factor of 2 leaves the example's partitions too little: blocked, with the factor recorded.
+    cal, budget = recorded(AssemblyJob.objects.get(pk=submitted.pk))
+    assert (cal["factor"], cal["reports_used"]) == (2.0, 6)
+    assert budget["usable_input"] == math.floor(UNCALIBRATED / 2.0)
+    settings.CTXENG_USAGE_RATIO_MAX = 1.5  # the operator narrows the band: the ratios of 2 are outliers now
+    assert len(usage_ratios(tenant_id=tenant.pk, provider="anthropic", model_name="claude-sonnet-4-5")) == 1
+
+
+def test_more_cached_than_input_tokens_is_refused_and_nothing_is_stored(owners):
+    from ctxeng.errors import BadReference
+
+    owner = owners["tenant-x"]
+    done = job(owner, "cached", CLAUDE)
+    with pytest.raises(BadReference, match="cached_tokens: 11 is more than input_tokens 10"):
+        usage_report_record(manifest=done.manifest, user=owner, input_tokens=10, cached_tokens=11, output_tokens=1)
+    assert not UsageReport.objects.exists()
+    usage_report_record(manifest=done.manifest, user=owner, input_tokens=10, cached_tokens=10, output_tokens=1)
+    assert UsageReport.objects.count() == 1

@@ -92,3 +92,102 @@ def test_an_api_url_whose_middleware_fails_during_an_outage_answers_json(transac
         response = client.get(URL)
     assert response.status_code == 503 and response["Content-Type"] == "application/json"
     assert response.json()["errors"][0].startswith("the database is unavailable")
+
+
+# --------------------------------------------------------------------------- issue 40, finding 7
+# A 503 says "the request was not applied". Under killed connections 2 of 21 submits got it after
+# their job was committed: a database that fails after the commit (the answer reads the job back),
+# or a commit whose connection breaks once the database has applied it, must not say so.
+
+
+def test_a_database_lost_after_the_commit_answers_the_job_not_a_503(
+        transactional_db, agent_api, published_policy, example_request, tmp_path, monkeypatch, settings):
+    from manifests import api
+
+    settings.CTXENG_JOBS_INLINE = False  # queued: nothing runs the job in this process
+    monkeypatch.setattr("manifests.services.assembly_job_enqueue", lambda **kwargs: None)
+    submit = api.services.assembly_job_submit
+
+    def then_the_database_goes(**kwargs):
+        answer = submit(**kwargs)
+        connection.close()
+        monkeypatch.setitem(connection.settings_dict, "NAME", str(tmp_path / "missing-dir" / "db.sqlite3"))
+        return answer
+
+    monkeypatch.setattr(api.services, "assembly_job_submit", then_the_database_goes)
+    if connection.vendor != "sqlite":
+        pytest.fail("this test points SQLite at a missing file; see database_down for PostgreSQL")
+    name = connection.settings_dict["NAME"]
+    response = agent_api.post(URL, example_request, format="json", HTTP_IDEMPOTENCY_KEY="after-commit")
+    connection.close()
+    monkeypatch.setitem(connection.settings_dict, "NAME", name)
+    assert response.status_code == 202, response.content
+    assert response.json()["status"] == "queued"
+    assert list(AssemblyJob.objects.values_list("id", flat=True)) == [__import__("uuid").UUID(response.json()["id"])]
+
+
+def _commit_then(fail_after: bool, monkeypatch):
+    """The connection's commit raises as a dropped connection does: after the database applied
+    it (`fail_after`), or before (nothing applied)."""
+    from django.db import OperationalError
+
+    real = connection.commit
+
+    def commit():
+        if fail_after:
+            real()
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(connection, "commit", commit)
+
+
+def test_a_commit_whose_connection_breaks_after_it_applied_answers_the_job(
+        transactional_db, agent_api, published_policy, example_request, monkeypatch, settings):
+    settings.CTXENG_JOBS_INLINE = False
+    enqueued = []
+    monkeypatch.setattr("manifests.services.assembly_job_enqueue", lambda **kwargs: enqueued.append(kwargs["job_id"]))
+    with monkeypatch.context() as patch:
+        _commit_then(True, patch)
+        response = agent_api.post(URL, example_request, format="json", HTTP_IDEMPOTENCY_KEY="commit-applied")
+    assert response.status_code == 202, response.content
+    job = AssemblyJob.objects.get()
+    assert response.json()["id"] == str(job.id) and enqueued == [job.id]  # on_commit never ran: enqueued here
+
+
+def test_a_commit_that_never_applied_is_the_503_and_nothing_exists(
+        transactional_db, agent_api, published_policy, example_request, monkeypatch, settings):
+    settings.CTXENG_JOBS_INLINE = False
+    monkeypatch.setattr("manifests.services.assembly_job_enqueue", lambda **kwargs: None)
+    with monkeypatch.context() as patch:
+        _commit_then(False, patch)
+        response = agent_api.post(URL, example_request, format="json", HTTP_IDEMPOTENCY_KEY="commit-lost")
+    assert response.status_code == 503 and "(the request was not applied)" in response.json()["errors"][0]
+    assert not AssemblyJob.objects.exists()
+
+
+def test_a_commit_whose_outcome_cannot_be_read_is_not_a_503(
+        transactional_db, agent_api, published_policy, example_request, monkeypatch, settings, tmp_path):
+    """The connection broke in the commit and the database stays down: nobody can tell whether the
+    job was saved, so the answer says that (500), never "not applied"."""
+    from django.db import OperationalError
+
+    settings.CTXENG_JOBS_INLINE = False
+    monkeypatch.setattr("manifests.services.assembly_job_enqueue", lambda **kwargs: None)
+    name = connection.settings_dict["NAME"]
+    real = connection.commit
+
+    def commit_then_down():
+        real()
+        monkeypatch.setitem(connection.settings_dict, "NAME", str(tmp_path / "missing-dir" / "db.sqlite3"))
+        raise OperationalError("server closed the connection unexpectedly")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(connection, "commit", commit_then_down)
+        response = agent_api.post(URL, example_request, format="json", HTTP_IDEMPOTENCY_KEY="commit-unknown")
+    connection.close()
+    monkeypatch.setitem(connection.settings_dict, "NAME", name)
+    assert response.status_code == 500
+    assert "may have been saved" in response.json()["errors"][0] and "same Idempotency-Key" in response.json()["errors"][0]
+    assert AssemblyJob.objects.count() == 1  # it was: a retry with the key returns it
+    again = agent_api.post(URL, example_request, format="json", HTTP_IDEMPOTENCY_KEY="commit-unknown")
+    assert again.status_code == 200 and AssemblyJob.objects.count() == 1

@@ -79,6 +79,15 @@ def test_a_body_over_the_limit_is_a_json_413_before_gunicorn_reads_it(layout, se
         f"body: larger than the limit of {settings.CTXENG_MAX_REQUEST_BYTES} bytes (CTXENG_MAX_REQUEST_BYTES)"]
 
 
+@pytest.mark.parametrize("path", ["/api/v1/assemblies/", "/api/v1/policies/source-research/", "/runs/"])
+def test_a_trace_is_a_json_405_with_allow(layout, path):
+    """Issue 40, finding 9: nginx refuses TRACE before any location; its answer was an HTML page."""
+    _, front = layout
+    status, headers, body = request(front, "TRACE", path)
+    assert status == 405 and headers["content-type"] == "application/json" and "GET" in headers["allow"]
+    assert json.loads(body) == {"errors": ["method: not allowed (TRACE is never served)"]}
+
+
 def test_an_unreachable_app_is_a_json_502_under_api(layout):
     app, front = layout
     app.stop()

@@ -1,0 +1,106 @@
+"""Counters shared by every web process: sliding-window rates and bounded slots.
+
+Both live in the `throttle` cache: Redis when REDIS_URL is set, so gunicorn's workers (and several
+web hosts) count together; else this process's memory, under a lock (the single-machine default,
+one process). Each check and its count are one step (a Lua script in Redis), so concurrent
+requests never both see room for one.
+
+- `windows_take([(key, limit, seconds), ...])`: count one event in every window, or in none when
+  one of them already holds `limit` events of the last `seconds`; None when counted, else the
+  seconds until there is room in all of them (Retry-After). All or none, so an event one window
+  refuses never uses up another's room (the login throttle, ctxeng.login_throttle: an attempt the
+  overall rate refuses does not count against its address).
+- `SLIDING_WINDOW`: the one-window script of the agent token throttle (ctxeng.rest).
+- `parse_rate("10/min")`: (10, 60), the notation of the CTXENG_THROTTLE_* and CTXENG_LOGIN_*
+  settings; "" is no limit (None).
+
+A cache that cannot be reached lets the request through (logged): a throttle must not turn a
+Redis outage into an outage of everything it guards.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+
+from django.core.cache import caches
+from django.core.cache.backends.redis import RedisCache
+
+logger = logging.getLogger(__name__)
+
+_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_local_lock = threading.Lock()
+
+# KEYS[1]: the window; ARGV: now, window seconds, limit, a unique member for this event. Drops the
+# times older than the window, then counts and (under the limit) adds, atomically (ctxeng.rest).
+SLIDING_WINDOW = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
+if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
+  redis.call('ZADD', KEYS[1], ARGV[1], ARGV[4])
+  redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])))
+  return {1, '0'}
+end
+return {0, redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2]}
+"""
+
+
+def parse_rate(rate: str) -> tuple[int, int] | None:
+    """"10/min" -> (10, 60); "" -> None (no limit). The settings module has checked the notation."""
+    if not rate:
+        return None
+    count, period = rate.split("/")
+    return int(count), _SECONDS[period[0]]
+
+
+# KEYS: the windows; ARGV[1]: now, ARGV[2]: a unique member for this event, then per window its
+# seconds and limit. Drops what is older than each window; if any is full, answers the longest wait
+# (as a string: Redis truncates Lua numbers), else adds the event to every window.
+WINDOWS_TAKE = """
+local now = tonumber(ARGV[1])
+local wait = -1
+for i, key in ipairs(KEYS) do
+  local seconds, limit = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - seconds)
+  if redis.call('ZCARD', key) >= limit then
+    local oldest = tonumber(redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')[2])
+    wait = math.max(wait, oldest + seconds - now)
+  end
+end
+if wait >= 0 then return tostring(wait) end
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, now, ARGV[2])
+  redis.call('EXPIRE', key, math.ceil(tonumber(ARGV[1 + 2 * i])))
+end
+return '-1'
+"""
+
+
+def windows_take(windows: list[tuple[str, int, float]]) -> float | None:
+    """Count one event in every (key, limit, seconds) window or in none (module docstring)."""
+    if not windows:
+        return None
+    cache = caches["throttle"]
+    now = time.time()
+    try:
+        if isinstance(cache, RedisCache):
+            keys = [cache.make_and_validate_key(key) for key, _, _ in windows]
+            client = cache._cache.get_client(keys[0], write=True)  # noqa: SLF001 - Django's redis client
+            args: list[object] = [repr(now), f"{now!r}:{uuid.uuid4().hex}"]
+            for _, limit, seconds in windows:
+                args += [seconds, limit]
+            wait = float(client.register_script(WINDOWS_TAKE)(keys=keys, args=args))
+            return None if wait < 0 else max(wait, 0.0)
+        with _local_lock:
+            histories = [[t for t in cache.get(key, []) if t > now - seconds] for key, _, seconds in windows]
+            waits = [history[0] + seconds - now for history, (_, limit, seconds) in zip(histories, windows, strict=True)
+                     if len(history) >= limit]
+            if waits:
+                return max(max(waits), 0.0)
+            for history, (key, _, seconds) in zip(histories, windows, strict=True):
+                cache.set(key, [*history, now], timeout=seconds)
+            return None
+    except Exception:  # noqa: BLE001 - see the module docstring
+        logger.warning("throttle cache unavailable; %s allowed", [key for key, _, _ in windows], exc_info=True)
+        return None
