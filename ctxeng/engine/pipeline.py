@@ -43,7 +43,7 @@ from .models import (
     StoredArtifact,
 )
 from .policy import policy_digest
-from .render import fence_nonce, framing_tokens, render
+from .render import fence_tag, framing_tokens, render
 from .tokens import Tokenizer, tokenizer_for
 from .vocabulary import BlockedReason, ExternalizationTarget
 from .working import Assembly
@@ -155,7 +155,7 @@ def assemble(
     asm.candidate_set_digest = acquisition.candidate_set_digest(
         request, [(c.item_id, c.digest) for c in asm.candidates]
     )
-    asm.nonce = fence_nonce(asm.candidate_set_digest, digest)
+    asm.nonce = fence_tag(request.principal.tenant, request.run_id)
     acquisition.measure(asm)
     asm.log("acquisition", len(asm.candidates), f"{len(request.source_acquisition)} source requests recorded")
 
