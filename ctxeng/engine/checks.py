@@ -43,7 +43,8 @@ from .render import (
     SYSTEM_SEPARATOR,
     TRUST_WORD,
     cite_id,
-    compact_ref,
+    header_source,
+    in_tool_message,
     split_fences,
     transcript_entries,
     unescape,
@@ -111,8 +112,8 @@ def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: d
     out: dict[str, AssertionResult] = {}
     for key in asm.policy.structure.preserve:
         if key == StructurePreserve.SOURCE_LINEAGE:
-            out[key.value] = each(same_content, lambda c, h: same_content(c, h) and h["cite"] == cite_id(c.item_id)
-                                  and (h["source"] or "") == compact_ref(c.item.source_ref, c.item.revision, item_id=c.item_id))
+            out[key.value] = each(same_content, lambda c, h: same_content(c, h) and (h["source"] or "") == header_source(c)
+                                  and h["cite"] == (None if in_tool_message(c) else cite_id(c.item_id)))
         elif key == StructurePreserve.REVISION:
             out[key.value] = each(lambda c, h: c.item.revision is None,
                                   lambda c, h: c.item.revision is None or _states_revision(h["source"] or "", c.item.revision))

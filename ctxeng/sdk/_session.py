@@ -222,7 +222,8 @@ class Session:
     # ------------------------------------------------------------------ building the request
 
     def request(self, messages: Any, *, tools: Any = None, items: Iterable[Item | dict[str, Any]] = (),
-                stage: str | None = None, format: str | None = None, system: Any = None) -> tuple[dict[str, Any], str]:
+                stage: str | None = None, format: str | None = None, system: Any = None,
+                **params: Any) -> tuple[dict[str, Any], str]:
         """The assembly request `step` would submit (and the detected format), without assembling."""
         fmt = format or _messages.detect_format(messages, system=system)
         neutral = _messages.to_neutral(messages, fmt, system=system)
@@ -254,6 +255,8 @@ class Session:
             "tools": _messages.tool_definitions(tools),
             "candidates": candidates,
         }
+        if params:
+            request["params"] = params
         if self._previous_cache is not None:
             request["previous_cache"] = self._previous_cache
         return request, fmt
@@ -273,11 +276,15 @@ class Session:
     # ------------------------------------------------------------------ assembling
 
     def step(self, messages: Any, *, tools: Any = None, items: Iterable[Item | dict[str, Any]] = (),
-             stage: str | None = None, format: str | None = None, system: Any = None) -> Step:
+             stage: str | None = None, format: str | None = None, system: Any = None, **params: Any) -> Step:
         """Assemble the context of the next model call from the agent's history (`messages`), its
         tools and any further items. Returns the `Step` whether ready or blocked; `step.kwargs`
-        and `step.messages` raise `ContextBlocked` when it is blocked."""
-        request, fmt = self.request(messages, tools=tools, items=items, stage=stage, format=format, system=system)
+        and `step.messages` raise `ContextBlocked` when it is blocked.
+
+        `params`: the provider's own request parameters (`max_tokens`, `temperature`,
+        `tool_choice`, ...), carried unchanged into `step.kwargs`; the budget reserves at least the
+        reply size they ask for (`max_tokens`, `max_completion_tokens`, `max_output_tokens`)."""
+        request, fmt = self.request(messages, tools=tools, items=items, stage=stage, format=format, system=system, **params)
         step = self._remote(request, fmt) if self.remote else self._local(request, fmt)
         self.steps.append(step)
         if step.ready:  # a blocked step sent nothing, so the provider's cache is still the last sent step's

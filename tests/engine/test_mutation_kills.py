@@ -407,11 +407,18 @@ def test_a_malformed_policy_file_is_refused_as_a_policy():
 
 
 def test_a_successful_result_that_is_only_diagnostic_says_so_to_the_model():
-    from ctxeng.engine.adapters import result_status_line
+    from types import SimpleNamespace
 
-    assert result_status_line("success", "evidence") is None
-    assert result_status_line("success", "diagnostic_only") == "[ctxeng: tool result status: success; evidence_use: diagnostic_only]"
-    assert result_status_line("error", "evidence") == "[ctxeng: tool result status: error; evidence_use: evidence]"
+    from ctxeng.engine.render import header_text
+    from ctxeng.engine.vocabulary import EvidenceUse, Role, ToolResultStatus
+
+    def header(status, use):
+        item = SimpleNamespace(item_id="r", kind="tool_result", source_ref={"tool_name": "grep"}, revision=None)
+        return header_text(SimpleNamespace(item=item, role=Role.UNTRUSTED_DATA, result_status=status, evidence_use=use))
+
+    assert header(ToolResultStatus.SUCCESS, EvidenceUse.CONFIRMED_BY_POLICY) == " r tool_result untrusted grep>>>\n"
+    assert header(ToolResultStatus.SUCCESS, EvidenceUse.DIAGNOSTIC_ONLY) == " r tool_result untrusted grep diagnostic_only>>>\n"
+    assert header(ToolResultStatus.ERROR, EvidenceUse.DIAGNOSTIC_ONLY) == " r tool_result untrusted grep status=error diagnostic_only>>>\n"
 
 
 def test_a_system_message_written_as_text_parts_is_read_as_its_text():
