@@ -263,12 +263,12 @@ def split_fences(text: str) -> list[tuple[str, dict[str, Any] | None]]:
     out: list[tuple[str, dict[str, Any] | None]] = []
     cursor = pos = 0
     while (m := _OPEN.search(text, pos)) is not None:
-        end = text.find(_END, m.end() - 1)
+        end = text.find(_END, m.end())
         if end < 0:
             break
         if text[cursor:m.start()]:
             out.append((text[cursor:m.start()], None))
-        out.append((text[m.end():end] if end >= m.end() else "", parse_header(m.group(1))))
+        out.append((text[m.end():end], parse_header(m.group(1))))
         cursor = pos = end + len(_END)
     if text[cursor:]:
         out.append((text[cursor:], None))
@@ -280,10 +280,10 @@ def split_block(text: str) -> tuple[str, str, str] | None:
     == text`; None for any other string. The head is the header line, the tail the end marker; the
     body is the item's (escaped) text, the same in every assembly (the content store keeps it once)."""
     m = _OPEN.match(text)
-    if m is None or not text.endswith(_END) or len(text) - len(_END) < m.end() - 1:
+    if m is None or not text.endswith(_END) or len(text) - len(_END) < m.end():
         return None
     at = len(text) - len(_END)
-    body = text[m.end():at] if at >= m.end() else ""
+    body = text[m.end():at]
     if FENCE in body:
         return None
     return text[:m.end()], body, text[at:]

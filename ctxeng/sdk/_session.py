@@ -21,13 +21,15 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engine.models import ContextPolicy
 from . import _messages
 from ._builders import Item
 from ._models import ADAPTER_BY_PROVIDER, model_spec
 from .errors import ContextBlocked, SDKError
+
+if TYPE_CHECKING:
+    from ..engine.models import ContextPolicy
 
 DEFAULT_TENANT = "local"
 DEFAULT_PROJECT = "default"
@@ -126,10 +128,19 @@ class Step:
         return f"<Step {self.manifest['assembly']['step_id']} {self.status} {self.assembly_id}>"
 
 
+def _is_policy(policy: Any) -> bool:
+    """A parsed policy (not a server reference); the engine is imported when a session first needs it,
+    so `import ctxeng.sdk` stays light."""
+    from ..engine.models import ContextPolicy
+
+    return isinstance(policy, ContextPolicy)
+
+
 def _load_policy(policy: Any) -> ContextPolicy | dict[str, Any]:
     """A parsed policy (local), or, for `"<id>@<revision>"`, the reference to one on the server."""
     from ..engine import parse_policy
     from ..engine.errors import InvalidInput
+    from ..engine.models import ContextPolicy
 
     if isinstance(policy, ContextPolicy):
         return policy
@@ -193,7 +204,7 @@ class Session:
         if missing:
             raise SDKError(f"principal.{missing[0]}: field required")
         self.policy = _load_policy(policy)
-        self._starter = isinstance(policy, str) and isinstance(self.policy, ContextPolicy) and policy == self.policy.policy.id
+        self._starter = isinstance(policy, str) and _is_policy(self.policy) and policy == self.policy.policy.id
         if url is None and isinstance(self.policy, dict):
             raise SDKError(f"policy: {policy!r} names a policy on a server; give url= and token=, or a starter name, path or dict")
         self.model = model_spec(model)
@@ -236,7 +247,7 @@ class Session:
                                "observed_at": self._seen_at.setdefault(cand["item_id"], now)})
         for i, item in enumerate(items):
             candidates.append(self._extra_item(item, i, now))
-        if isinstance(self.policy, ContextPolicy):
+        if _is_policy(self.policy):
             ref: dict[str, Any] = {"id": self.policy.policy.id, "revision": self.policy.policy.revision}
             if self.remote and self._starter:  # the server's current revision of the starter (an editor may have revised it)
                 ref = {"id": self.policy.policy.id}

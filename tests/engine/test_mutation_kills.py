@@ -78,7 +78,7 @@ def test_a_truncation_records_its_objective_and_what_it_kept():
         "applied",
     )
     assert record.input_item_ids == ["notes"]
-    body = delivered_blocks(r.serialized_input)["notes"].split("\n", 1)[1]
+    body = delivered_blocks(r.serialized_input, r.manifest_dict())["notes"].split("\n", 1)[1]
     assert transcript(20).endswith(body)
     assert record.token_estimate_after < record.token_estimate_before
 
@@ -119,7 +119,7 @@ def test_the_structured_summary_names_each_unresolved_call_and_checks_it():
     r = run(request(extra=[plan("plan-a", 300, ["OI-7"])], tool_calls=[tool_call("lost-call", None)]), pol)
     (t,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
     assert t.preservation_assertions["unresolved_tool_calls"] == "passed"
-    summary = delivered_blocks(r.serialized_input)["structured-summary-state"]
+    summary = delivered_blocks(r.serialized_input, r.manifest_dict())["structured-summary-state"]
     assert "lost-call" in summary
 
 
@@ -157,7 +157,7 @@ def _summarised(extra: list, **fields):
     pol = budget_policy(16000, partitions(state={"maximum": 700}))
     r = run(request(extra=extra, **fields), pol)
     (record,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
-    return r, record, delivered_blocks(r.serialized_input)["structured-summary-state"]
+    return r, record, delivered_blocks(r.serialized_input, r.manifest_dict())["structured-summary-state"]
 
 
 def test_the_structured_summary_records_each_documented_assertion_by_name():
@@ -382,7 +382,7 @@ def test_an_item_truncation_cannot_shorten_enough_is_evicted_not_delivered():
     one_line = item("blob", "editable_project_file", " ".join(f"w{i}" for i in range(900)), kind="background")
     r = run(request([memo("bg0", 40, 0.9), one_line], model=model), pol)
     assert reasons(r) == {"blob": "budget_evicted"}
-    assert "blob" not in delivered_blocks(r.serialized_input)
+    assert "blob" not in delivered_blocks(r.serialized_input, r.manifest_dict())
 
 
 def test_a_partitions_item_count_is_the_number_of_items_it_delivers():
@@ -567,7 +567,7 @@ def test_a_code_excerpt_of_a_file_without_a_declared_range_says_it_is_cut_from_t
     pol["source_limits"] = {"ci_code": {"default": "excerpt_with_line_range", "max_tokens": 100}}
     body = "\n".join(f"line {i} pairing calls" for i in range(200))
     r = run(request(extra=[item("cc", "ci_code", body, source_ref={"path": "x.py"})]), pol)
-    head = delivered_blocks(r.serialized_input)["cc"].split("\n", 1)[0]
+    head = delivered_blocks(r.serialized_input, r.manifest_dict())["cc"].split("\n", 1)[0]
     kept = next(i for i in r.manifest.included if i.item_id == "cc").source_ref["lines"]
     assert head.startswith(f"[excerpt at source: lines {kept} of 1-200 (")
 

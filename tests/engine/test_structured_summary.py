@@ -24,7 +24,7 @@ def state_item(item_id: str, source_type: str = "runtime_state", **fields) -> di
 def summarised(extra: list[dict], pol: dict | None = None, **fields):
     r = run(request(extra=extra, **fields), pol or budget_policy(16000, partitions(state={"maximum": 700})))
     record = next(t for t in r.manifest.transforms if t.type == "summarize" and t.trigger == "over_partition")
-    text = delivered_blocks(r.serialized_input).get(record.output_item_id) if r.serialized_input else None
+    text = delivered_blocks(r.serialized_input, r.manifest_dict()).get(record.output_item_id) if r.serialized_input else None
     return r, record, text
 
 
@@ -43,7 +43,7 @@ def test_without_a_checkpoint_or_a_goal_item_the_goal_points_to_the_task_items()
     pol["resident"]["include"] = []
     cands = [item("system", "system_policy", "Be careful."), state_item("plan-a")]
     r = run(request(cands), pol)
-    text = delivered_blocks(r.serialized_input)[SUMMARY]
+    text = delivered_blocks(r.serialized_input, r.manifest_dict())[SUMMARY]
     assert line(text, "Goal") == "Goal: (in the task items)"
 
 
