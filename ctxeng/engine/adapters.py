@@ -1,38 +1,39 @@
 """Stage 8b — provider adapters: `openai_chat`, `anthropic_messages` and `openai_responses`.
 
 Contract: an adapter turns the assembly input into the exact payload a provider accepts, and
-nothing else: the control text becomes the system message (OpenAI) or top-level `system`
-(Anthropic); every other block, trusted or not, is user-side content; tool pairs become an
-assistant turn of tool calls followed by their results, in assistant source order, with no call
-left without its result. A result that is not a plain success reaches the model as such: its text
-starts with a `[ctxeng: tool result status: ...; evidence_use: ...]` line (both providers), and
-Anthropic's `is_error` is true for `error` and `canceled` results and synthetic ones.
+nothing else: the control text becomes the system message (OpenAI), top-level `system`
+(Anthropic) or `instructions` (Responses); every other item is user-side content or its turn's
+own message; tool pairs become an assistant turn of tool calls followed by their results, with no
+call left without its result. Anthropic's `is_error` is true for `error` and `canceled` results
+and synthetic ones; a result's status is in its fence header (`render`).
 
-Turn positions (1.1.0): a conversation's turns (`transcript` of the assembly input) follow the
-context message and the context's own tool pairs, each turn where it stood in the history: a user
-turn is a user message, an assistant turn an assistant message with its text and the calls it made,
-followed by their results (OpenAI: `tool` messages; Anthropic: the next user message's
-`tool_result` blocks). OpenAI keeps every turn its own message; Anthropic, which requires the roles
-to alternate, joins a turn to the message before it when both have the same role. Without turns
-the payload is exactly 1.0.0's. Adapters are registered explicitly, in a fixed order, and each has a
-version recorded in the manifest with the policy's serialization version.
+What the model sees (1.3.0; Responses 1.1.0; issue 37, docs/sdk.md): the system message, the
+placeholder only when nothing else would open with a user message, then the conversation turn by
+turn (a user turn is a user message with the caller's exact text, an OpenAI user turn the caller's
+own string; an assistant turn an assistant message with its text and the calls it made, followed
+by their results: OpenAI `tool` messages, Anthropic the next user message's `tool_result` blocks,
+Responses `function_call` / `function_call_output` items), with the context message (the fenced
+items without a turn, then the context's own tool pairs) just before the newest user turn.
+Anthropic, which requires the roles to alternate, joins a message to the one before it when both
+have the same role. The caller's own request parameters (`model["params"]`) are passed through
+unchanged, except the fields the adapter writes; Anthropic's `max_tokens` and the Responses API's
+`max_output_tokens` are the caller's reply size when it gave one, else the policy's
+`response_reserve` (the Responses API's minimum is 16; a smaller reserve sends none). Adapters are
+registered explicitly, in a fixed order, and each has a version recorded in the manifest with the
+policy's serialization version.
 
 Provider caches (1.2.0): the pipeline asks for a marker (`cache.provider_cache_options`) and the
 adapter sets it. Anthropic (`cache_breakpoint`): `system` becomes two text blocks, the stable prefix
 (the control items of `cache.stable_prefix_sources`) carrying `cache_control: {type: ephemeral}`,
 then the other control items and the notice, so the blocks joined by the system separator are the
-system text. OpenAI (`prompt_cache_key`): the key is a top-level field. Without either request the
-payload is exactly 1.1.0's.
+system text. OpenAI (`prompt_cache_key`): the key is a top-level field.
 
-`openai_responses` (1.0.0), the Responses API: `instructions` is the system text (control only);
-`input` holds the same messages in the same positions as `openai_chat`, as items: user messages
-with `input_text` parts, the agent's own text as assistant messages with `output_text` parts, each
-call a `function_call` item and its result a `function_call_output` item with the same `call_id`,
-after the calls of its turn; tools are `{type: function, name, description, parameters, strict:
-false}` (the API makes an omitted `strict` true and rewrites the schema: every property required);
-`max_output_tokens` is the policy's `response_reserve`, so the reply cannot eat into the input the
-budget planned (the API's minimum is 16; a smaller reserve sends none). The chat adapter still sets
-no max tokens: its payload stays what it was.
+`openai_responses`, the Responses API: `instructions` is the system text; `input` holds the same
+messages in the same positions as `openai_chat`, as items: user messages with `input_text` parts,
+the agent's own text as assistant messages with `output_text` parts, each call a `function_call`
+item and its result a `function_call_output` item with the same `call_id`, after the calls of its
+turn; tools are `{type: function, name, description, parameters, strict: false}` (the API makes an
+omitted `strict` true and rewrites the schema: every property required).
 """
 
 from __future__ import annotations
@@ -235,9 +236,9 @@ def openai_responses(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, An
 
 
 ADAPTERS: dict[str, Adapter] = {
-    "openai_chat": Adapter("openai_chat", "1.2.0", openai_chat),
-    "anthropic_messages": Adapter("anthropic_messages", "1.2.0", anthropic_messages),
-    "openai_responses": Adapter("openai_responses", "1.0.0", openai_responses),
+    "openai_chat": Adapter("openai_chat", "1.3.0", openai_chat),
+    "anthropic_messages": Adapter("anthropic_messages", "1.3.0", anthropic_messages),
+    "openai_responses": Adapter("openai_responses", "1.1.0", openai_responses),
 }
 
 
