@@ -1268,7 +1268,7 @@ class AssemblyHeader(Frozen):
     candidate_set_digest: str
     assembly_input_hash: str | None = None
     serialized_model_input_hash: str | None = None
-    data_fence_nonce: str
+    data_fence_nonce: str = Field(description="empty since adapters 1.3.0: fences carry no nonce (content cannot spell a marker, render.escape); older manifests hold the per-assembly nonce they were fenced with")
     structure_checks: dict[str, AssertionResult] = Field(default_factory=dict, description="policy structure.preserve, checked on the rendered input")
     serialization_checks: dict[str, AssertionResult] = Field(default_factory=dict, description="policy serialization.preserve, checked on the payload")
     created_at: str
