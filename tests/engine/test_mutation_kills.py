@@ -133,12 +133,11 @@ def test_a_canceled_or_failed_call_and_a_synthetic_result_are_errors_and_a_succe
     assert flags == {"c-ok": False, "c-cx": True, "c-er": True, "c-lost": True}
 
 
-def test_the_assembly_input_names_the_fence_nonce_the_manifest_records():
+def test_the_assembly_input_is_format_v2_and_every_block_is_a_tagless_fence():
     r = run(request(extra=[ev("ev", 5, 0.9)]))
-    nonce = r.manifest.assembly.data_fence_nonce
-    assert r.assembly_input["nonce"] == nonce
-    assert r.assembly_input["format"] == "ctxeng-assembly-input/v1"
-    assert all(b["text"].startswith(f"<<<ctxeng:block nonce={nonce} ") for b in r.assembly_input["blocks"])
+    assert r.manifest.assembly.data_fence_nonce == ""
+    assert r.assembly_input["format"] == "ctxeng-assembly-input/v2"
+    assert all(b["text"].startswith("<<<ctx ") and b["text"].endswith("\n<<<ctx:end>>>") for b in r.assembly_input["blocks"])
 
 
 def test_evidence_priority_ranks_by_kind_when_it_is_the_only_factor():
@@ -413,12 +412,13 @@ def test_a_successful_result_that_is_only_diagnostic_says_so_to_the_model():
     from ctxeng.engine.vocabulary import EvidenceUse, Role, ToolResultStatus
 
     def header(status, use):
-        item = SimpleNamespace(item_id="r", kind="tool_result", source_ref={"tool_name": "grep"}, revision=None)
+        item = SimpleNamespace(item_id="r", kind="tool_result", source_ref={"tool_name": "grep"}, revision=None, call_id="c1")
         return header_text(SimpleNamespace(item=item, role=Role.UNTRUSTED_DATA, result_status=status, evidence_use=use))
 
-    assert header(ToolResultStatus.SUCCESS, EvidenceUse.CONFIRMED_BY_POLICY) == " r tool_result untrusted grep>>>\n"
-    assert header(ToolResultStatus.SUCCESS, EvidenceUse.DIAGNOSTIC_ONLY) == " r tool_result untrusted grep diagnostic_only>>>\n"
-    assert header(ToolResultStatus.ERROR, EvidenceUse.DIAGNOSTIC_ONLY) == " r tool_result untrusted grep status=error diagnostic_only>>>\n"
+    # In its tool message a result says only its trust, and its status and use when they are not plain.
+    assert header(ToolResultStatus.SUCCESS, EvidenceUse.CONFIRMED_BY_POLICY) == " untrusted>>>\n"
+    assert header(ToolResultStatus.SUCCESS, EvidenceUse.DIAGNOSTIC_ONLY) == " untrusted diagnostic_only>>>\n"
+    assert header(ToolResultStatus.ERROR, EvidenceUse.DIAGNOSTIC_ONLY) == " untrusted status=error diagnostic_only>>>\n"
 
 
 def test_a_system_message_written_as_text_parts_is_read_as_its_text():

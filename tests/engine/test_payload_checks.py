@@ -93,12 +93,12 @@ def test_text_is_made_of_exactly_its_parts_once_each():
 @pytest.mark.parametrize(
     "text, segments",
     [
-        ("<<<ctx:123456 a note task>>>\nbody\n<<<ctx:123456 end>>>", [("body", "a")]),
-        ("<<<ctx:123456 a note task>>>\n\n<<<ctx:123456 end>>>", [("", "a")]),  # an empty body is still a block
-        ("<<<ctx:123456 a note task\nbody\n<<<ctx:123456 end>>>", [(None, None)]),  # the header line is not closed
-        ("<<<ctx:123456 a note task>>>\nbody\n<<<ctx:654321 end>>>", [(None, None)]),  # another run's end closes nothing
-        ("<<<ctx:12345 a note task>>>\nbody\n<<<ctx:12345 end>>>", [(None, None)]),  # a tag is six digits
-        ("<<<ctx:123456 end>>>", [(None, None)]),
+        ("<<<ctx a note task>>>\nbody\n<<<ctx:end>>>", [("body", "a")]),
+        ("<<<ctx a note task>>>\n\n<<<ctx:end>>>", [("", "a")]),  # an empty body is still a block
+        ("<<<ctx a note task\nbody\n<<<ctx:end>>>", [(None, None)]),  # the header line is not closed
+        ("<<<ctx a note task>>>\nbody\n<<<ctx-escaped:end>>>", [(None, None)]),  # an escaped end closes nothing
+        ("<<<ctx-escaped a note task>>>\nbody\n<<<ctx:end>>>", [(None, None)]),  # an escaped header opens nothing
+        ("<<<ctx:end>>>", [(None, None)]),
         ("plain text", [(None, None)]),
     ],
 )

@@ -47,7 +47,7 @@ def _kinds(payload: dict) -> list[tuple]:
 
 def test_the_adapters_are_registered_in_a_fixed_order():
     assert list(ADAPTERS) == ["openai_chat", "anthropic_messages", "openai_responses"]
-    assert get_adapter("openai_responses").version == "1.0.0"
+    assert get_adapter("openai_responses").version == "1.1.0"
 
 
 def test_the_worked_example_serializes_to_a_responses_payload_the_api_accepts():
