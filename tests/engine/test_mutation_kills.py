@@ -153,7 +153,7 @@ def test_evidence_priority_ranks_by_kind_when_it_is_the_only_factor():
 def _summarised(extra: list, **fields):
     from .test_eviction import budget_policy, partitions
 
-    pol = budget_policy(16000, partitions(state={"maximum": 700}))
+    pol = budget_policy(16000, partitions(state={"maximum": 560}))  # a 300-word state item (~620 tokens) does not fit whole
     r = run(request(extra=extra, **fields), pol)
     (record,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
     return r, record, delivered_blocks(r.serialized_input, r.manifest_dict())["structured-summary-state"]
@@ -644,7 +644,7 @@ def test_summarising_state_of_equal_trust_does_not_raise_it():
     from .test_eviction import budget_policy, partitions, words
 
     notes = item("notes-a", "editable_project_file", words(300, "n"), kind="research_plan", relevance=0.3)
-    r = run(request(extra=[notes]), budget_policy(16000, partitions(state={"maximum": 700})))
+    r = run(request(extra=[notes]), budget_policy(16000, partitions(state={"maximum": 560})))
     (t,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
     assert t.preservation_assertions["trust_not_raised"] == "passed" and t.status == "applied"
 
@@ -697,7 +697,7 @@ def test_a_blocked_structured_summary_is_recorded_as_excluded():
     from .test_eviction import budget_policy, partitions, words
 
     mem = item("mem-a", "memory_object", words(300, "m"), kind="research_plan", intended_role="state", relevance=0.3)
-    r = run(request(extra=[mem]), budget_policy(16000, partitions(state={"maximum": 700})))
+    r = run(request(extra=[mem]), budget_policy(16000, partitions(state={"maximum": 560})))
     (s,) = [s for s in r.manifest.summaries if s.item_id == "structured-summary-state"]
     assert s.decision == "excluded"
 
