@@ -4,8 +4,6 @@ renderer or adapter is wrapped to break one property, and the assembly must bloc
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from ctxeng.engine import InvalidInput, parse_policy, pipeline

@@ -12,8 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from ctxeng.engine.checks import _only, serialization_checks
-from ctxeng.engine.render import split_fences
-from ctxeng.engine.render import DATA_BOUNDARY_NOTICE
+from ctxeng.engine.render import DATA_BOUNDARY_NOTICE, split_fences
 from ctxeng.engine.vocabulary import SerializationPreserve, Zone
 
 KEYS = list(SerializationPreserve)

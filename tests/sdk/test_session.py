@@ -76,7 +76,7 @@ def test_hostile_tool_output_is_fenced_data_and_never_system_text(session):
     payload = step.kwargs
     assert INJECTED not in system_strings(payload)
     [paris] = [m for m in payload["messages"] if m["role"] == "tool" and INJECTED in m["content"]]
-    assert paris["content"].startswith("<<<ctxeng:block nonce=")
+    assert paris["content"].startswith("<<<ctx untrusted>>>\n")
     header = json.loads(paris["content"].split("\n", 1)[0].split(" ", 2)[2][:-3])
     assert header["zone"] == "untrusted_data" and header["role"] == "untrusted_data"
     assert step.system.startswith(SYSTEM)
