@@ -1,5 +1,5 @@
-"""`make bench` (`python -m bench.run [--quick] [--only 1,2]`): the five benchmarks of issue 5 and
-issue 14's database growth (6).
+"""`make bench` (`python -m bench.run [--quick] [--only 1,2]`): the five benchmarks of issue 5,
+issue 14's database growth (6) and issue 37's payload figures (8).
 
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
@@ -31,6 +31,8 @@ SECTIONS = (
     ("6", "6 storage", "bench.storage"),
     # Context quality (issue 28): `make bench-quality` runs it on its own; here only with --only 7.
     ("7", "7 quality", "bench.quality.run"),
+    # What the model sees (issue 37): tokens vs raw, cache-eligible share, step vs trim_messages, import.
+    ("8", "8 payload", "bench.payload"),
 )
 
 
@@ -58,7 +60,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
-    parser.add_argument("--only", default="1,2,3,4,5,6", help="comma-separated section numbers (7, context quality: make bench-quality)")
+    parser.add_argument("--only", default="1,2,3,4,5,6,8", help="comma-separated section numbers (7, context quality: make bench-quality)")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(","))
     started = time.monotonic()

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from bisect import bisect_left
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import date
@@ -55,6 +54,7 @@ from ctxeng.content.store import content_read, content_read_many
 from ctxeng.engine import parse_request
 from ctxeng.engine.estimators import calibrate, estimate_for
 from ctxeng.engine.models import BudgetCalibration, ModelSpec
+from ctxeng.engine.render import cite_id, split_fences
 from ctxeng.engine.vocabulary import ExclusionReason
 
 from .models import AssemblyJob, Decision, ItemDecision, JobStatus, Manifest, ManifestItem, Run, UsageReport
@@ -450,88 +450,52 @@ def compare_sections(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- serialized input
 
-_BLOCK_OPEN = "<<<ctxeng:block nonce="
-_BLOCK_END = "\n<<<ctxeng:end nonce="
-_NONCE_MAX = 64  # the engine's nonces are 18 ASCII digits
 UNTRUSTED_ZONES = ("untrusted_data", "derived_context")
+# The fence header's trust word -> the zone the dashboard badges (ctxeng.engine.render.TRUST_WORD).
+_ZONE_OF_TRUST = {"task": "task", "state": "state", "derived": "derived_context", "untrusted": "untrusted_data"}
 
 
-def _segments(text: str) -> list[dict[str, Any]]:
-    r"""Split one content string into plain text and fenced item blocks (with their identity).
+def _segments(text: str, item_of: dict[str, str] | None = None, tool_item: str | None = None,
+              hashes: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Split one content string into plain text and fenced item blocks (with what their header says).
 
-    A block is `<<<ctxeng:block nonce=N {header}>>>` on one line, its body, and
-    `<<<ctxeng:end nonce=N>>>` with the same nonce (N: ASCII digits). The text is read with
-    forward string searches, each character a bounded number of times, so the time is linear in
-    it whatever it holds: a control item's text is not escaped, and the pattern this replaces
-    (`...(\{.*?\})>>>\n(.*?)\n<<<ctxeng:end...`) searched the rest of the text from every
-    opener: 74 s of a dashboard process on 30 KB of openers without ends."""
+    The engine's own reader (`render.split_fences`, linear in the text) finds the blocks; a block's
+    `item_id` is the item its citable id names (`item_of`: cite id -> item id, from the manifest),
+    or, for a tool result in its tool message, `tool_item`; else the citable id as written. Its
+    `content_hash` is the manifest's (`hashes`: item id -> content hash); the fence carries none."""
     out: list[dict[str, Any]] = []
-    ends: dict[str, list[int]] | None = None
-    cursor = search = 0
-    line_end = -1
-    while (start := text.find(_BLOCK_OPEN, search)) >= 0:
-        search = start + len(_BLOCK_OPEN)
-        if line_end < search:  # else the line's end found for an earlier opener on it
-            line_end = text.find("\n", search)
-            if line_end < 0:
-                break
-        space = text.find(" ", search, min(line_end, search + _NONCE_MAX + 1))
-        nonce = text[search:space] if space > search else ""
-        if not (nonce.isascii() and nonce.isdigit()) or not text.startswith("{", space + 1, line_end) \
-                or not text.endswith("}>>>", space + 1, line_end):
+    for piece, header in split_fences(text):
+        if header is None:
+            if piece.strip():
+                out.append({"text": piece, "block": None, "untrusted": False})
             continue
-        if ends is None:
-            ends = _block_ends(text)
-        positions = ends.get(nonce, [])
-        i = bisect_left(positions, line_end + 1)  # the body may be empty, never absent
-        if i == len(positions):
-            continue
-        end = positions[i]
-        if text[cursor:start].strip():
-            out.append({"text": text[cursor:start], "block": None, "untrusted": False})
-        try:
-            header = json.loads(text[space + 1 : line_end - 3])
-        except ValueError:  # between `{` and `}`: an object, or no JSON at all
-            header = {}
-        zone = header.get("zone") or header.get("role") or ""
-        out.append({"text": text[line_end + 1 : end], "block": header, "zone": zone, "untrusted": zone in UNTRUSTED_ZONES})
-        cursor = search = end + len(_BLOCK_END) + len(nonce) + 3
-    if text[cursor:].strip():
-        out.append({"text": text[cursor:], "block": None, "untrusted": False})
+        zone = _ZONE_OF_TRUST.get(header["trust"], header["trust"])
+        cite = header["cite"]
+        item_id = tool_item if cite is None else (item_of or {}).get(cite, cite)
+        out.append({"text": piece, "block": {**header, "item_id": item_id, "zone": zone,
+                                              "content_hash": (hashes or {}).get(item_id or "")}, "zone": zone,
+                    "untrusted": zone in UNTRUSTED_ZONES})
     return out
 
 
-def _block_ends(text: str) -> dict[str, list[int]]:
-    """Where each nonce's end markers begin (their newline), in order: one pass over the text."""
-    ends: dict[str, list[int]] = {}
-    at = text.find(_BLOCK_END)
-    while at >= 0:
-        digits = at + len(_BLOCK_END)
-        close = text.find(">>>", digits, digits + _NONCE_MAX + 3)
-        nonce = text[digits:close] if close > digits else ""
-        if nonce.isascii() and nonce.isdigit():
-            ends.setdefault(nonce, []).append(at)
-        at = text.find(_BLOCK_END, digits)
-    return ends
-
-
-def _content_segments(content: Any) -> list[dict[str, Any]]:
+def _content_segments(content: Any, item_of: dict[str, str] | None = None, result_of: dict[str, str] | None = None,
+                      call_id: str | None = None, hashes: dict[str, str] | None = None) -> list[dict[str, Any]]:
     if content is None:
         return []
     if isinstance(content, str):
-        return _segments(content)
+        return _segments(content, item_of, (result_of or {}).get(call_id or ""), hashes)
     if isinstance(content, list):
         out: list[dict[str, Any]] = []
         for part in content:
             if not isinstance(part, dict):
                 out.append({"text": json.dumps(part), "block": None, "untrusted": False})
-            elif part.get("type") == "text":
-                out += _segments(part.get("text") or "")
+            elif part.get("type") in ("text", "input_text", "output_text"):
+                out += _segments(part.get("text") or "", item_of, None, hashes)
             elif part.get("type") == "tool_use":
                 out.append({"text": json.dumps(part.get("input"), sort_keys=True), "block": None, "untrusted": False,
                             "tool": f"tool_use {part.get('name')} id={part.get('id')}"})
             elif part.get("type") == "tool_result":
-                for seg in _content_segments(part.get("content")):
+                for seg in _content_segments(part.get("content"), item_of, result_of, part.get("tool_use_id"), hashes):
                     seg["tool"] = f"tool_result for {part.get('tool_use_id')}"
                     out.append(seg)
             else:
@@ -540,23 +504,33 @@ def _content_segments(content: Any) -> list[dict[str, Any]]:
     return [{"text": json.dumps(content, sort_keys=True), "block": None, "untrusted": False}]
 
 
-def input_messages(payload: Any) -> list[dict[str, Any]]:
-    """The provider payload as messages by role, each split into segments; untrusted blocks flagged."""
+def input_messages(payload: Any, manifest: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The provider payload as messages by role, each split into segments; untrusted blocks flagged.
+    `manifest`: its document, to name each block's item (a block names it by its citable id, a tool
+    result by the call its tool message answers)."""
     if not isinstance(payload, dict):
         return []
+    item_of = {cite_id(r["item_id"]): r["item_id"] for r in (manifest or {}).get("included") or []}
+    result_of = {p["serialized_call_id"]: p["result_item_id"] for p in (manifest or {}).get("tool_pairs") or []
+                 if p.get("result_item_id")}
+    hashes = {r["item_id"]: r.get("content_hash") for r in (manifest or {}).get("included") or []}
     messages: list[dict[str, Any]] = []
-    system = payload.get("system")
+    system = payload.get("system") or payload.get("instructions")
     if system:
         messages.append({"role": "system", "segments": _content_segments(system), "extra": []})
-    for message in payload.get("messages") or []:
+    for message in payload.get("messages") or payload.get("input") or []:
         extra = []
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             extra.append(f"tool call {call.get('id')}: {function.get('name')}({function.get('arguments')})")
-        if message.get("tool_call_id"):
-            extra.append(f"result for tool call {message['tool_call_id']}")
-        messages.append({"role": message.get("role", "?"), "segments": _content_segments(message.get("content")),
-                         "extra": extra})
+        call_id = message.get("tool_call_id") or (message.get("call_id") if message.get("type") == "function_call_output" else None)
+        if message.get("type") == "function_call":
+            extra.append(f"tool call {message.get('call_id')}: {message.get('name')}({message.get('arguments')})")
+        if call_id:
+            extra.append(f"result for tool call {call_id}")
+        content = message.get("output") if message.get("type") == "function_call_output" else message.get("content")
+        role = message.get("role") or ("tool" if call_id else "assistant")
+        messages.append({"role": role, "segments": _content_segments(content, item_of, result_of, call_id, hashes), "extra": extra})
     return messages
 
 

@@ -306,10 +306,12 @@ def _acquisition_counts(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
     return [(outcome.value, counts[outcome.value]) for outcome in AcquisitionOutcome if counts.get(outcome.value)]
 
 
-def payload_rows(payload: Any) -> list[dict[str, Any]]:
-    """The provider payload as display rows, one per segment, each knowing its message."""
+def payload_rows(payload: Any, manifest_id: int | None = None) -> list[dict[str, Any]]:
+    """The provider payload as display rows, one per segment, each knowing its message (and, with
+    the manifest, each block its item: a fence names it by its citable id or its tool call)."""
     rows = []
-    for index, message in enumerate(sel.input_messages(payload)):
+    document = sel.manifest_sections(manifest_id, ("included", "tool_pairs")) if manifest_id is not None and payload else None
+    for index, message in enumerate(sel.input_messages(payload, document)):
         segments = message["segments"] or [{"text": "", "block": None, "untrusted": False}]
         for position, segment in enumerate(segments):
             rows.append({"index": index + 1, "role": message["role"], "first": position == 0, "position": position + 1,
@@ -593,7 +595,7 @@ def _item_payload(request: HttpRequest, job: AssemblyJob, manifest: Any, item_id
     if found is not None and len(pairs) < (sections.get("tool_pairs_total") or 0):
         pairs = sel.manifest_sections(manifest.pk, ("tool_pairs",)).get("tool_pairs") or []
     pair = next((p for p in pairs if p.get("result_item_id") == item_id), None)
-    place = _payload_place(payload_rows(sel.provider_input(manifest.pk)), item_id, pair)
+    place = _payload_place(payload_rows(sel.provider_input(manifest.pk), manifest.pk), item_id, pair)
     return _item_region(request, job, item_id, "manifests/partials/item_payload.html",
                         {"job": job, "item_id": item_id, "zone": record.get("zone"), "place": place}, "its place in the payload")
 
@@ -607,7 +609,7 @@ def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
     manifest = _manifest_of(job)
     if manifest is None:
         raise Http404("not sealed yet")
-    rows = payload_rows(sel.provider_input(manifest.pk) if manifest.status == "ready" else None)
+    rows = payload_rows(sel.provider_input(manifest.pk) if manifest.status == "ready" else None, manifest.pk)
     context = {
         "job": job, "manifest": manifest, "page": page_of(rows, request.GET.get("page"), PAYLOAD_PAGE_SIZE),
         "untrusted_count": sum(1 for row in rows if row["segment"]["untrusted"]),

@@ -39,7 +39,18 @@ KNOWN_KEYS = {
     "excluded_still_recorded",
 }
 
-_BLOCK = re.compile(r"<<<ctxeng:block nonce=(?P<nonce>\S+) (?P<identity>\{.*?\})>>>\n(?P<body>.*?)\n<<<ctxeng:end nonce=(?P=nonce)>>>", re.S)
+# A data fence (docs/sdk.md "What the model sees"): `<<<ctx CITE KIND TRUST ...>>>` in a user
+# message, `<<<ctx TRUST ...>>>` in a tool message, the body, then `<<<ctx:end>>>`.
+_BLOCK = re.compile(r"<<<ctx (?P<words>[^\n<>]*)>>>\n(?P<body>.*?)\n<<<ctx:end>>>", re.S)
+_TRUST_WORDS = ("task", "state", "derived", "untrusted")
+
+
+def cite_id(item_id: str) -> str:
+    """The short id a fence names an item by: its id up to 16 characters, else its first letter and
+    9 decimal digits of its sha256."""
+    if len(item_id) <= 16 and item_id not in _TRUST_WORDS:
+        return item_id
+    return item_id[0].lower() + f"{int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % 10**9:09d}"
 
 
 def examples_dir() -> Path:
@@ -87,12 +98,29 @@ def system_text(payload: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
-def delivered_blocks(payload: dict[str, Any]) -> dict[str, str]:
-    """item_id -> the body of its fenced block, wherever in the payload it was delivered."""
+def delivered_blocks(payload: dict[str, Any], manifest: dict[str, Any]) -> dict[str, str]:
+    """item_id -> the body of its fenced block, wherever in the payload it was delivered: a block
+    in a user message by its citable id, a tool result by the tool message answering its call."""
+    by_cite = {cite_id(r["item_id"]): r["item_id"] for r in manifest["included"]}
+    by_call = {p["serialized_call_id"]: p["result_item_id"] for p in manifest["tool_pairs"]}
     out: dict[str, str] = {}
-    for text in payload_strings(payload):
+
+    def read(text: str, call_id: str | None) -> None:
         for m in _BLOCK.finditer(text):
-            out[json.loads(m.group("identity"))["item_id"]] = m.group("body")
+            first = m.group("words").split(" ")[0]
+            item_id = by_call.get(call_id) if first in _TRUST_WORDS else by_cite.get(first)
+            if item_id is not None:
+                out[item_id] = m.group("body")
+
+    for m in payload.get("messages", []) + payload.get("input", []):
+        call_id = m.get("tool_call_id") or m.get("call_id")
+        for part in m.get("content") if isinstance(m.get("content"), list) else [m.get("content"), m.get("output")]:
+            if isinstance(part, dict) and part.get("type") == "tool_result":
+                read(str(part.get("content")), part.get("tool_use_id"))
+            elif isinstance(part, dict):
+                read(str(part.get("text", "")), None)
+            elif isinstance(part, str):
+                read(part, call_id)
     return out
 
 
@@ -148,7 +176,7 @@ def check_expected(manifest: dict[str, Any], serialized_input: dict[str, Any] | 
         if result is not None:
             assert result["evidence_use"] == use
 
-    blocks = delivered_blocks(serialized_input) if serialized_input is not None else {}
+    blocks = delivered_blocks(serialized_input, manifest) if serialized_input is not None else {}
     for item_id, rule in expected.get("transformed", {}).items():
         _check_transformed(manifest, blocks if serialized_input is not None else None, item_id, rule)
 
@@ -225,10 +253,7 @@ def _check_system_role(manifest: dict[str, Any], payload: dict[str, Any], expect
     control = [r["item_id"] for r in manifest["included"] if r["zone"] == "control"]
     if "system_role_only_from" in expected:
         assert set(control) <= allowed, f"control zone holds {control}, only {sorted(allowed)} may be there"
-        assert "<<<ctxeng:block nonce=" not in system, "a data block reached the system message"
-        for r in manifest["included"]:
-            if r["item_id"] not in allowed:
-                assert f'"item_id":"{r["item_id"]}"' not in system
+        assert _BLOCK.search(system) is None, "a data block reached the system message"
     for text in expected.get("never_in_system_role", []):
         assert text not in system, f"{text!r} reached a system message"
 

@@ -16,7 +16,7 @@ import weakref
 from .bounds import bounds_tokens, prefetch_runs
 from .budget import partition_of_kind
 from .hashing import sha256_json, sha256_text
-from .render import block_floor, block_tokens, count_key, count_offset, count_text, header_json
+from .render import block_floor, block_tokens, count_key, count_offset, count_text, header_text, is_plain
 from .structure import expected_completeness_labels, expected_result_headers
 from .transforms import checkpoint_item
 from .vocabulary import ROLE_ZONE, Eviction, Role
@@ -108,7 +108,8 @@ def measure(asm: Assembly) -> None:
         header = None
         if cand.role != Role.CONTROL:
             cand.zone = ROLE_ZONE[cand.role]
-            header = header_json(cand)
+        if not is_plain(cand):
+            header = header_text(cand)
             # Only sizes reductions (source limits, truncation); never what is recorded.
             cand.header_tokens = len(header) // 3 + 16
         later = header is not None and bounded and may_be_evicted_on_a_bound(asm, cand)

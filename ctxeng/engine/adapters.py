@@ -1,38 +1,39 @@
 """Stage 8b — provider adapters: `openai_chat`, `anthropic_messages` and `openai_responses`.
 
 Contract: an adapter turns the assembly input into the exact payload a provider accepts, and
-nothing else: the control text becomes the system message (OpenAI) or top-level `system`
-(Anthropic); every other block, trusted or not, is user-side content; tool pairs become an
-assistant turn of tool calls followed by their results, in assistant source order, with no call
-left without its result. A result that is not a plain success reaches the model as such: its text
-starts with a `[ctxeng: tool result status: ...; evidence_use: ...]` line (both providers), and
-Anthropic's `is_error` is true for `error` and `canceled` results and synthetic ones.
+nothing else: the control text becomes the system message (OpenAI), top-level `system`
+(Anthropic) or `instructions` (Responses); every other item is user-side content or its turn's
+own message; tool pairs become an assistant turn of tool calls followed by their results, with no
+call left without its result. Anthropic's `is_error` is true for `error` and `canceled` results
+and synthetic ones; a result's status is in its fence header (`render`).
 
-Turn positions (1.1.0): a conversation's turns (`transcript` of the assembly input) follow the
-context message and the context's own tool pairs, each turn where it stood in the history: a user
-turn is a user message, an assistant turn an assistant message with its text and the calls it made,
-followed by their results (OpenAI: `tool` messages; Anthropic: the next user message's
-`tool_result` blocks). OpenAI keeps every turn its own message; Anthropic, which requires the roles
-to alternate, joins a turn to the message before it when both have the same role. Without turns
-the payload is exactly 1.0.0's. Adapters are registered explicitly, in a fixed order, and each has a
-version recorded in the manifest with the policy's serialization version.
+What the model sees (1.3.0; Responses 1.1.0; issue 37, docs/sdk.md): the system message, the
+placeholder only when nothing else would open with a user message, then the conversation turn by
+turn (a user turn is a user message with the caller's exact text, an OpenAI user turn the caller's
+own string; an assistant turn an assistant message with its text and the calls it made, followed
+by their results: OpenAI `tool` messages, Anthropic the next user message's `tool_result` blocks,
+Responses `function_call` / `function_call_output` items), with the context message (the fenced
+items without a turn, then the context's own tool pairs) just before the newest user turn.
+Anthropic, which requires the roles to alternate, joins a message to the one before it when both
+have the same role. The caller's own request parameters (`model["params"]`) are passed through
+unchanged, except the fields the adapter writes; Anthropic's `max_tokens` and the Responses API's
+`max_output_tokens` are the caller's reply size when it gave one, else the policy's
+`response_reserve` (the Responses API's minimum is 16; a smaller reserve sends none). Adapters are
+registered explicitly, in a fixed order, and each has a version recorded in the manifest with the
+policy's serialization version.
 
 Provider caches (1.2.0): the pipeline asks for a marker (`cache.provider_cache_options`) and the
 adapter sets it. Anthropic (`cache_breakpoint`): `system` becomes two text blocks, the stable prefix
 (the control items of `cache.stable_prefix_sources`) carrying `cache_control: {type: ephemeral}`,
 then the other control items and the notice, so the blocks joined by the system separator are the
-system text. OpenAI (`prompt_cache_key`): the key is a top-level field. Without either request the
-payload is exactly 1.1.0's.
+system text. OpenAI (`prompt_cache_key`): the key is a top-level field.
 
-`openai_responses` (1.0.0), the Responses API: `instructions` is the system text (control only);
-`input` holds the same messages in the same positions as `openai_chat`, as items: user messages
-with `input_text` parts, the agent's own text as assistant messages with `output_text` parts, each
-call a `function_call` item and its result a `function_call_output` item with the same `call_id`,
-after the calls of its turn; tools are `{type: function, name, description, parameters, strict:
-false}` (the API makes an omitted `strict` true and rewrites the schema: every property required);
-`max_output_tokens` is the policy's `response_reserve`, so the reply cannot eat into the input the
-budget planned (the API's minimum is 16; a smaller reserve sends none). The chat adapter still sets
-no max tokens: its payload stays what it was.
+`openai_responses`, the Responses API: `instructions` is the system text; `input` holds the same
+messages in the same positions as `openai_chat`, as items: user messages with `input_text` parts,
+the agent's own text as assistant messages with `output_text` parts, each call a `function_call`
+item and its result a `function_call_output` item with the same `call_id`, after the calls of its
+turn; tools are `{type: function, name, description, parameters, strict: false}` (the API makes an
+omitted `strict` true and rewrites the schema: every property required).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .render import EMPTY_USER, SYSTEM_SEPARATOR, needs_placeholder, system_text, transcript_entries
+from .render import EMPTY_USER, SYSTEM_SEPARATOR, needs_placeholder, split_transcript, system_text
 
 CACHE_CONTROL = {"type": "ephemeral"}
 RESPONSES_MIN_OUTPUT_TOKENS = 16  # the Responses API refuses a smaller max_output_tokens
@@ -55,36 +56,15 @@ class Adapter:
     serialize: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
 
 
-def _user_text_parts(inp: dict[str, Any]) -> list[dict[str, Any]]:
-    parts = [{"type": "text", "text": b["text"]} for b in inp["blocks"]]
-    return parts or [{"type": "text", "text": EMPTY_USER}]
-
-
-def _opening(inp: dict[str, Any]) -> list[dict[str, Any]]:
-    """The context message's text parts: its blocks, or the placeholder when the payload would not
-    otherwise open with a user message; none when a user turn opens it."""
-    if inp["blocks"] or needs_placeholder(inp):
-        return _user_text_parts(inp)
-    return []
-
-
-def status_line(pair: dict[str, Any]) -> str | None:
-    """The first line of a tool result that is not a plain success: what the model may rely on."""
-    if pair["result"]["synthetic"]:
-        return None  # the synthetic result states its own status
-    return result_status_line(pair["status"], pair.get("evidence_use"))
-
-
-def result_status_line(status: str, use: str | None) -> str | None:
-    if status == "success" and use != "diagnostic_only":
-        return None
-    return f"[ctxeng: tool result status: {status}; evidence_use: {use}]"
-
-
 def result_text(pair: dict[str, Any]) -> str:
-    line = status_line(pair)
-    text = pair["result"]["text"]
-    return f"{line}\n{text}" if line else text
+    """A tool result's text: its fenced block (the header states a status that is not a plain
+    success), or the synthetic result, which states its own."""
+    return pair["result"]["text"]
+
+
+def _user_content(texts: list[str]) -> str | list[dict[str, Any]]:
+    """A user message's content: the caller's own string when the turn is one text, else text parts."""
+    return texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts]
 
 
 def _openai_pairs(pairs: list[dict[str, Any]], content: str | None = None) -> list[dict[str, Any]]:
@@ -94,32 +74,53 @@ def _openai_pairs(pairs: list[dict[str, Any]], content: str | None = None) -> li
     return messages
 
 
+def _openai_turn(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    """A user turn is a user message; an assistant turn its text (several blocks joined by a
+    newline) with the calls it made, then their results."""
+    texts = [b["text"] for b in turn["blocks"]]
+    if turn["speaker"] == "user":
+        return [{"role": "user", "content": _user_content(texts)}]
+    if turn["tool_pairs"]:
+        return _openai_pairs(turn["tool_pairs"], "\n".join(texts) if texts else None)
+    return [{"role": "assistant", "content": "\n".join(texts)}]
+
+
 def openai_chat(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = [{"role": "system", "content": system_text(inp)}]
-    opening = _opening(inp)
-    if opening:
-        messages.append({"role": "user", "content": opening})
+    if needs_placeholder(inp):
+        messages.append({"role": "user", "content": EMPTY_USER})
+    before, after = split_transcript(inp)
+    for turn in before:
+        messages += _openai_turn(turn)
+    if inp["blocks"]:
+        messages.append({"role": "user", "content": [{"type": "text", "text": b["text"]} for b in inp["blocks"]]})
     if inp["tool_pairs"]:
         messages += _openai_pairs(inp["tool_pairs"])
-    # Each turn is its own message: a user turn's blocks as text parts, an assistant turn's text
-    # as its content (several blocks joined by a newline) with the calls it made, then their results.
-    for turn in transcript_entries(inp):
-        texts = [b["text"] for b in turn["blocks"]]
-        if turn["speaker"] == "user":
-            messages.append({"role": "user", "content": [{"type": "text", "text": t} for t in texts]})
-        elif turn["tool_pairs"]:
-            messages += _openai_pairs(turn["tool_pairs"], "\n".join(texts) if texts else None)
-        else:
-            messages.append({"role": "assistant", "content": "\n".join(texts)})
+    for turn in after:
+        messages += _openai_turn(turn)
     payload: dict[str, Any] = {"model": model["name"], "messages": messages}
     if inp["tools"]:
         payload["tools"] = [
             {"type": "function", "function": {"name": t["name"], "description": t["description"], "parameters": t["parameters"]}}
             for t in inp["tools"]
         ]
+    payload.update(_caller_params(model, "openai_chat"))
     if model.get("prompt_cache_key"):
         payload["prompt_cache_key"] = model["prompt_cache_key"]
     return payload
+
+
+def _caller_params(model: dict[str, Any], adapter: str) -> dict[str, Any]:
+    """The caller's own request parameters (`model["params"]`), passed through unchanged, except
+    the ones the adapter itself writes (model, messages, system, tools, input, instructions)."""
+    return {k: v for k, v in (model.get("params") or {}).items() if k not in OWN_FIELDS[adapter]}
+
+
+OWN_FIELDS = {
+    "openai_chat": frozenset({"model", "messages", "tools"}),
+    "anthropic_messages": frozenset({"model", "messages", "system", "tools", "max_tokens"}),
+    "openai_responses": frozenset({"model", "input", "instructions", "tools", "max_output_tokens"}),
+}
 
 
 def _anthropic_calls(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -140,22 +141,30 @@ def _append(messages: list[dict[str, Any]], role: str, content: list[dict[str, A
         messages.append({"role": role, "content": content})
 
 
+def _anthropic_turn(messages: list[dict[str, Any]], turn: dict[str, Any]) -> None:
+    texts = [{"type": "text", "text": b["text"]} for b in turn["blocks"]]
+    if turn["speaker"] == "user":
+        _append(messages, "user", texts)
+    else:
+        _append(messages, "assistant", texts + _anthropic_calls(turn["tool_pairs"]))
+        if turn["tool_pairs"]:
+            _append(messages, "user", _anthropic_results(turn["tool_pairs"]))
+
+
 def anthropic_messages(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
     messages: list[dict[str, Any]] = []
-    opening = _opening(inp)
-    if opening:
-        _append(messages, "user", opening)
+    if needs_placeholder(inp):
+        _append(messages, "user", [{"type": "text", "text": EMPTY_USER}])
+    before, after = split_transcript(inp)
+    for turn in before:
+        _anthropic_turn(messages, turn)
+    if inp["blocks"]:
+        _append(messages, "user", [{"type": "text", "text": b["text"]} for b in inp["blocks"]])
     if inp["tool_pairs"]:
         _append(messages, "assistant", _anthropic_calls(inp["tool_pairs"]))
         _append(messages, "user", _anthropic_results(inp["tool_pairs"]))
-    for turn in transcript_entries(inp):
-        texts = [{"type": "text", "text": b["text"]} for b in turn["blocks"]]
-        if turn["speaker"] == "user":
-            _append(messages, "user", texts)
-        else:
-            _append(messages, "assistant", texts + _anthropic_calls(turn["tool_pairs"]))
-            if turn["tool_pairs"]:
-                _append(messages, "user", _anthropic_results(turn["tool_pairs"]))
+    for turn in after:
+        _anthropic_turn(messages, turn)
     payload: dict[str, Any] = {
         "model": model["name"],
         "max_tokens": model["max_tokens"],
@@ -164,6 +173,7 @@ def anthropic_messages(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, 
     }
     if inp["tools"]:
         payload["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in inp["tools"]]
+    payload.update(_caller_params(model, "anthropic_messages"))
     return payload
 
 
@@ -190,21 +200,27 @@ def _responses_pairs(pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return items
 
 
+def _responses_turn(turn: dict[str, Any]) -> list[dict[str, Any]]:
+    texts = [b["text"] for b in turn["blocks"]]
+    if turn["speaker"] == "user":
+        return [_responses_message("user", texts)]
+    items = [_responses_message("assistant", ["\n".join(texts)])] if texts else []  # the chat adapter's assistant content
+    return items + _responses_pairs(turn["tool_pairs"])
+
+
 def openai_responses(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, Any]:
     items: list[dict[str, Any]] = []
-    opening = _opening(inp)
-    if opening:
-        items.append(_responses_message("user", [p["text"] for p in opening]))
+    if needs_placeholder(inp):
+        items.append(_responses_message("user", [EMPTY_USER]))
+    before, after = split_transcript(inp)
+    for turn in before:
+        items += _responses_turn(turn)
+    if inp["blocks"]:
+        items.append(_responses_message("user", [b["text"] for b in inp["blocks"]]))
     if inp["tool_pairs"]:
         items += _responses_pairs(inp["tool_pairs"])
-    for turn in transcript_entries(inp):
-        texts = [b["text"] for b in turn["blocks"]]
-        if turn["speaker"] == "user":
-            items.append(_responses_message("user", texts))
-            continue
-        if texts:  # the chat adapter's assistant content: the turn's blocks joined by a newline
-            items.append(_responses_message("assistant", ["\n".join(texts)]))
-        items += _responses_pairs(turn["tool_pairs"])
+    for turn in after:
+        items += _responses_turn(turn)
     payload: dict[str, Any] = {"model": model["name"], "instructions": system_text(inp), "input": items}
     if inp["tools"]:
         payload["tools"] = [
@@ -213,15 +229,16 @@ def openai_responses(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, An
         ]
     if model.get("max_tokens", 0) >= RESPONSES_MIN_OUTPUT_TOKENS:
         payload["max_output_tokens"] = model["max_tokens"]
+    payload.update(_caller_params(model, "openai_responses"))
     if model.get("prompt_cache_key"):
         payload["prompt_cache_key"] = model["prompt_cache_key"]
     return payload
 
 
 ADAPTERS: dict[str, Adapter] = {
-    "openai_chat": Adapter("openai_chat", "1.2.0", openai_chat),
-    "anthropic_messages": Adapter("anthropic_messages", "1.2.0", anthropic_messages),
-    "openai_responses": Adapter("openai_responses", "1.0.0", openai_responses),
+    "openai_chat": Adapter("openai_chat", "1.3.0", openai_chat),
+    "anthropic_messages": Adapter("anthropic_messages", "1.3.0", anthropic_messages),
+    "openai_responses": Adapter("openai_responses", "1.1.0", openai_responses),
 }
 
 

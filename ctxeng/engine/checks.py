@@ -3,17 +3,22 @@
 
 Contract: after render and the adapter, the engine re-reads its own output as a consumer would and
 compares it with facts it did not produce there: each block's fence header is parsed back and
-compared with the admitted item (trust, role, revision, source_ref, content hash) and each tool
+compared with the admitted item (trust, role, revision, source_ref), each body hashed against the
+item's declared content hash, and each tool
 pair with the request's calls; the provider payload is walked message by message. Each clause the
 policy lists gets `passed` or `failed` in the manifest header (`structure_checks`,
 `serialization_checks`); any `failed` blocks the assembly (`structure_check_failed`), so no payload
 that breaks a preserved property ever leaves the engine.
 
-- source_lineage: every admitted non-control item has exactly one block whose header names its
-  item id, direct source_ref and content hash (the ordered lineage hangs off that identity in the
-  manifest);
-- revision, trust, intended_role: the header states the item's revision, trust and role;
-- result_status: each admitted tool result's header states its call's status from the request;
+- source_lineage: every admitted non-control item is sent exactly once, as text whose sha256 is the
+  item's declared content hash (a fenced block's body unescaped, a native turn's text as it is),
+  and a fenced block's header names its citable id and its compact source reference (the ordered
+  lineage hangs off that identity in the manifest);
+- revision, trust, intended_role: a fenced header states the item's revision (in its source
+  reference) and its trust word (`task`, `state`, `derived`, `untrusted`: one per role); a native
+  turn stands in a message of its own speaker, user for task intent, assistant for its own text;
+- result_status: each admitted tool result's header states its call's status from the request
+  (no `status=` word: success);
 - tool_call_result_pair: every call in the assembly input has exactly one result and no call id repeats;
 - message_roles: one system/developer message or field, first, and nothing else in that role;
 - tool_definitions: every called tool is defined in the payload;
@@ -29,71 +34,97 @@ Responses API (`instructions`; `input` items: user/assistant messages, `function
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from typing import Any
 
-from .render import DATA_BOUNDARY_NOTICE, FENCE, SYSTEM_SEPARATOR, transcript_entries
-from .vocabulary import AssertionResult, SerializationPreserve, StructurePreserve, Zone
+from .hashing import sha256_text
+from .render import (
+    DATA_BOUNDARY_NOTICE,
+    SYSTEM_SEPARATOR,
+    TRUST_WORD,
+    cite_id,
+    header_source,
+    in_tool_message,
+    split_fences,
+    transcript_entries,
+    unescape,
+)
+from .vocabulary import AssertionResult, Role, SerializationPreserve, StructurePreserve, Zone
 from .working import Assembly, Candidate
 
 P, F = AssertionResult.PASSED, AssertionResult.FAILED
 
 
-def _header(text: str | None) -> dict[str, Any] | None:
-    """The identity JSON of a fenced block's first line, or None when it is not a ctxeng block."""
-    if not text or not text.startswith(f"{FENCE}block nonce="):
+def _read_back(entry: dict[str, Any], speaker: str | None) -> dict[str, Any] | None:
+    """What a reader finds in one rendered item text: a native turn's text as sent (with the
+    speaker of its turn), or a fenced block's parsed header and unescaped body; None when a fenced
+    text is not exactly one block."""
+    text = entry["text"]
+    if entry.get("native"):
+        return {"native": True, "speaker": speaker, "body": text}
+    segments = split_fences(text)
+    if len(segments) != 1 or segments[0][1] is None:
         return None
-    first = text.split("\n", 1)[0]
-    start = first.find(" {")
-    if start < 0 or not first.endswith(">>>"):
-        return None
-    try:
-        return json.loads(first[start + 1 : -3])
-    except ValueError:
-        return None
+    body, header = segments[0]
+    return {"native": False, **header, "body": unescape(body)}
 
 
 def _all_pairs(assembly_input: dict[str, Any]) -> list[dict[str, Any]]:
     return assembly_input["tool_pairs"] + [p for turn in transcript_entries(assembly_input) for p in turn["tool_pairs"]]
 
 
-def _rendered_headers(assembly_input: dict[str, Any]) -> list[dict[str, Any] | None]:
-    texts = [b["text"] for b in assembly_input["blocks"]]
-    texts += [b["text"] for turn in transcript_entries(assembly_input) for b in turn["blocks"]]
-    texts += [p["result"]["text"] for p in _all_pairs(assembly_input) if not p["result"]["synthetic"]]
-    return [_header(t) for t in texts]
+def _rendered(assembly_input: dict[str, Any]) -> list[tuple[str | None, dict[str, Any] | None]]:
+    """(item id the renderer says it placed, what a reader finds there) for every item text."""
+    out = [(b["item_id"], _read_back(b, None)) for b in assembly_input["blocks"]]
+    for turn in transcript_entries(assembly_input):
+        out += [(b["item_id"], _read_back(b, turn["speaker"])) for b in turn["blocks"]]
+    out += [(p["result"]["item_id"], _read_back(p["result"], None)) for p in _all_pairs(assembly_input) if not p["result"]["synthetic"]]
+    return out
+
+
+_SPEAKER_ROLE = {"user": Role.TASK_INTENT, "assistant": Role.DERIVED_CONTEXT}
 
 
 def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: dict[str, Any]) -> dict[str, AssertionResult]:
-    headers = _rendered_headers(assembly_input)
+    rendered = _rendered(assembly_input)
     by_id: dict[str, list[dict[str, Any]]] = {}
-    for h in headers:
-        if h is not None:
-            by_id.setdefault(str(h.get("item_id")), []).append(h)
+    for item_id, found in rendered:
+        if found is not None:
+            by_id.setdefault(str(item_id), []).append(found)
     data_items = [c for c in included if c.zone != Zone.CONTROL]
-    one_header = all(h is not None for h in headers) and len(headers) == len(data_items) and all(
+    one_each = all(found is not None for _, found in rendered) and len(rendered) == len(data_items) and all(
         len(by_id.get(c.item_id, [])) == 1 for c in data_items
     )
 
-    def each(test) -> AssertionResult:
-        return P if one_header and all(test(c, by_id[c.item_id][0]) for c in data_items) else F
+    def each(native_test, fenced_test) -> AssertionResult:
+        def ok(c: Candidate) -> bool:
+            found = by_id[c.item_id][0]
+            return native_test(c, found) if found["native"] else fenced_test(c, found)
+        return P if one_each and all(ok(c) for c in data_items) else F
+
+    def same_content(c: Candidate, found: dict[str, Any]) -> bool:  # the text sent is the item's, by its declared hash
+        return sha256_text(found["body"]) == c.item.content_hash
+
+    def role_of_turn(c: Candidate, found: dict[str, Any]) -> bool:
+        return _SPEAKER_ROLE.get(found["speaker"]) == c.role and c.item.turn is not None and c.item.turn.speaker == found["speaker"]
 
     calls = {call.call_id: call for call in asm.request.tool_calls}
     out: dict[str, AssertionResult] = {}
     for key in asm.policy.structure.preserve:
         if key == StructurePreserve.SOURCE_LINEAGE:
-            out[key.value] = each(lambda c, h: h.get("source_ref") == c.item.source_ref and h.get("content_hash") == c.item.content_hash)
+            out[key.value] = each(same_content, lambda c, h: same_content(c, h) and (h["source"] or "") == header_source(c)
+                                  and h["cite"] == (None if in_tool_message(c) else cite_id(c.item_id)))
         elif key == StructurePreserve.REVISION:
-            out[key.value] = each(lambda c, h: h.get("revision") == c.item.revision)
+            out[key.value] = each(lambda c, h: c.item.revision is None,
+                                  lambda c, h: c.item.revision is None or _states_revision(h["source"] or "", c.item.revision))
         elif key == StructurePreserve.TRUST:
-            out[key.value] = each(lambda c, h: c.trust is not None and h.get("trust") == c.trust.value)
+            out[key.value] = each(role_of_turn, lambda c, h: c.trust is not None and h["trust"] == TRUST_WORD.get(c.role))
         elif key == StructurePreserve.INTENDED_ROLE:
-            out[key.value] = each(lambda c, h: h.get("role") == c.role.value)
+            out[key.value] = each(role_of_turn, lambda c, h: h["trust"] == TRUST_WORD.get(c.role))
         elif key == StructurePreserve.RESULT_STATUS:
             results = [c for c in data_items if c.item.call_id is not None]
             out[key.value] = (
-                P if one_header and all(by_id[c.item_id][0].get("status") == calls[c.item.call_id].status.value for c in results) else F
+                P if one_each and all(by_id[c.item_id][0].get("status") == calls[c.item.call_id].status.value for c in results) else F
             )
         else:
             pairs = _all_pairs(assembly_input)
@@ -101,6 +132,12 @@ def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: d
             answered = all(p.get("result") and p["result"].get("text") for p in pairs)
             out[key.value] = P if answered and len(set(ids)) == len(ids) else F
     return out
+
+
+def _states_revision(source: str, revision: Any) -> bool:
+    """Does a header's source reference name the revision (a 40- or 64-hex commit by its first 7)?"""
+    text = str(revision)
+    return f"@{text[:7] if len(text) in (40, 64) else text}" in source
 
 
 def _payload_messages(payload: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:

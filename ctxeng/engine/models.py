@@ -305,6 +305,11 @@ class RuntimeState(Frozen):
     article_draft_revision: Int | str | None = None
 
 
+# What the adapters write themselves, and the parameters that size the reply.
+PAYLOAD_FIELDS = frozenset({"model", "messages", "system", "tools", "input", "instructions"})
+REPLY_SIZE_PARAMS = ("max_tokens", "max_completion_tokens", "max_output_tokens")
+
+
 class AssemblyRequest(Frozen):
     schema_version: Literal["assembly-request/v1"] = "assembly-request/v1"
     run_id: Id = Field(min_length=1, max_length=MAX_ID)
@@ -336,6 +341,26 @@ class AssemblyRequest(Frozen):
     diagnostic_item_ids: list[Id] = Field(
         default_factory=list, description="diagnostic-source items (traces) the agent asks for by id at this step"
     )
+    params: JsonObject = Field(
+        default_factory=dict,
+        description="the caller's own provider request parameters (max_tokens, temperature, tool_choice, ...): sent "
+        "unchanged; the reply size they ask for (max_tokens, max_completion_tokens, max_output_tokens) is reserved",
+    )
+
+    @field_validator("params")
+    @classmethod
+    def _params_are_the_callers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for key, v in value.items():
+            if key in PAYLOAD_FIELDS:
+                raise ValueError(f"params.{key}: ctxeng writes this field of the payload; pass only request parameters")
+            if key in REPLY_SIZE_PARAMS and (isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_INT32):
+                raise ValueError(f"params.{key}: expected a positive integer, got {v!r}")
+        return value
+
+    def reply_tokens(self) -> int | None:
+        """The reply size the caller asked for, when it did."""
+        sizes = [self.params[k] for k in REPLY_SIZE_PARAMS if k in self.params]
+        return max(sizes) if sizes else None
 
     def pinned_to(self, revision: int) -> AssemblyRequest:
         """This request naming exactly `revision` of its policy (what a job runs under)."""
@@ -1243,7 +1268,7 @@ class AssemblyHeader(Frozen):
     candidate_set_digest: str
     assembly_input_hash: str | None = None
     serialized_model_input_hash: str | None = None
-    data_fence_nonce: str
+    data_fence_nonce: str = Field(description="empty since adapters 1.3.0: fences carry no nonce (content cannot spell a marker, render.escape); older manifests hold the per-assembly nonce they were fenced with")
     structure_checks: dict[str, AssertionResult] = Field(default_factory=dict, description="policy structure.preserve, checked on the rendered input")
     serialization_checks: dict[str, AssertionResult] = Field(default_factory=dict, description="policy serialization.preserve, checked on the payload")
     created_at: str

@@ -35,6 +35,7 @@ from .adapters import ADAPTERS, get_adapter
 from .cache import cache_record, provider_cache_options
 from .errors import InvalidInput
 from .models import (
+    REPLY_SIZE_PARAMS,
     AssemblyRequest,
     Calibration,
     CalibrationRecord,
@@ -43,7 +44,7 @@ from .models import (
     StoredArtifact,
 )
 from .policy import policy_digest
-from .render import fence_nonce, framing_tokens, render
+from .render import framing_tokens, render
 from .tokens import Tokenizer, tokenizer_for
 from .vocabulary import BlockedReason, ExternalizationTarget
 from .working import Assembly
@@ -82,7 +83,30 @@ def compatibility_errors(request: AssemblyRequest, policy: ContextPolicy) -> lis
     adapter = request.adapter or policy.serialization.adapter
     if get_adapter(adapter) is None:
         errors.append(f"adapter: unknown adapter {adapter!r}; expected one of {', '.join(repr(name) for name in ADAPTERS)}")
-    return errors + _clause_errors(request, policy)
+    return errors + _clause_errors(request, policy) + _reply_errors(request, policy)
+
+
+def _reply_errors(request: AssemblyRequest, policy: ContextPolicy) -> list[str]:
+    """The caller's reply size must leave room for input at this model's context limit."""
+    reply = request.reply_tokens()
+    if reply is None:
+        return []
+    b = budget.resolve(policy, request.model.context_limit).budget
+    room = request.model.context_limit - reply - b.protocol_overhead - b.safety_margin  # type: ignore[operator]
+    if room > 0:
+        return []
+    key = next(k for k in REPLY_SIZE_PARAMS if request.params.get(k) == reply)
+    return [f"params.{key}: {reply} tokens for the reply leave no room for input at context limit {request.model.context_limit} "
+            f"(protocol_overhead {b.protocol_overhead} + safety_margin {b.safety_margin}); lower {key} or use a larger model"]
+
+
+def _reserve_reply(policy: ContextPolicy, request: AssemblyRequest) -> ContextPolicy:
+    """The policy (shares resolved) with `response_reserve` at least the caller's reply size: the
+    budget never plans input into tokens the caller asked the model to answer with."""
+    reply = request.reply_tokens()
+    if reply is None or reply <= policy.budget.response_reserve:  # type: ignore[operator]
+        return policy
+    return policy.model_copy(update={"budget": policy.budget.model_copy(update={"response_reserve": reply})})
 
 
 def _check_compatible(request: AssemblyRequest, policy: ContextPolicy) -> str:
@@ -147,7 +171,7 @@ def assemble(
     digest = policy_digest(policy)  # of the policy as written, shares and all
     # Budget shares become tokens once, at this model's size: every later stage, the manifest's
     # budget record and the adapter's max_tokens (response_reserve) see tokens.
-    policy = budget.resolve(policy, request.model.context_limit)
+    policy = _reserve_reply(budget.resolve(policy, request.model.context_limit), request)
 
     asm = Assembly(request=request, policy=policy, policy_digest=digest, tokenizer=tok, nonce="", candidate_set_digest="")
     asm.artifact_store = artifacts
@@ -155,7 +179,6 @@ def assemble(
     asm.candidate_set_digest = acquisition.candidate_set_digest(
         request, [(c.item_id, c.digest) for c in asm.candidates]
     )
-    asm.nonce = fence_nonce(asm.candidate_set_digest, digest)
     acquisition.measure(asm)
     asm.log("acquisition", len(asm.candidates), f"{len(request.source_acquisition)} source requests recorded")
 
@@ -212,8 +235,9 @@ def assemble(
             asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.framing"], f"payload {payload} tokens exceeds the usable input {alloc.usable_input} (framing {framing}, reserved {alloc.framing_reserved})")
             assembly_input = None
     if asm.blocked_reason is None:
-        model = {"name": request.model.name, "max_tokens": policy.budget.response_reserve,
-                 **provider_cache_options(asm, included, adapter.name)}
+        reply = request.reply_tokens()
+        model = {"name": request.model.name, "max_tokens": reply if reply is not None else policy.budget.response_reserve,
+                 "params": dict(request.params), **provider_cache_options(asm, included, adapter.name)}
         serialized = adapter.serialize(assembly_input, model)
         structure_checks = checks.structure_checks(asm, included, assembly_input)
         serialization_checks = checks.serialization_checks(asm, included, serialized)

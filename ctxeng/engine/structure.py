@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .adapters import result_status_line
 from .hashing import fence_safe_json, sha256_json
 from .render import escape_strings
 from .vocabulary import ROLE_ZONE, EvidenceUse, UnresolvedCallHandling
@@ -106,8 +105,6 @@ def pair_tool_calls(asm: Assembly) -> None:
         )
         count = asm.tokenizer.count
         pair.call_base_tokens = count(call.tool_name) + count(arguments_json) + 2 * count(sid)
-        line = result_status_line(call.status.value, use.value)
-        pair.status_line_tokens = count(line + "\n") if line else 0
         if result is not None:
             result.evidence_use = use
         asm.pairs.append(pair)

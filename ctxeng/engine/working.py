@@ -151,9 +151,8 @@ class ToolPair:
     result: Candidate | None
     evidence_use: EvidenceUse
     # What the payload carries for the call: its name, its arguments and its id (twice: on the
-    # call and on the result message); a real result's status line (`adapters.result_status_line`).
+    # call and on the result message); a result's status is in its fence header.
     call_base_tokens: int = 0
-    status_line_tokens: int = 0
     unresolved_handling: UnresolvedCallHandling | None = None
     synthetic_result: str | None = None
     synthetic_tokens: int = 0
@@ -167,7 +166,7 @@ class ToolPair:
 
     @property
     def call_tokens(self) -> int:
-        return self.call_base_tokens + (self.status_line_tokens if self.resolved else 0)
+        return self.call_base_tokens
 
     @property
     def tokens(self) -> int:
@@ -215,7 +214,7 @@ class Assembly:
     scope_problems: dict[str, str | None] = field(default_factory=dict)  # scope -> why it is out of scope, judged once
     required_revisions: dict[str, Any] | None = None  # request.required_revision_map(), read once by the gate
     superseded: dict[str, str] | None = None  # item_id -> why a newer item of the same object supersedes it, judged once
-    fence_tokens: int | None = None  # a block's nonce prefix plus footer, counted once (render.fence_tokens)
+    fence_tokens: int | None = None  # a block's tag prefix plus footer, counted once (render.fence_tokens)
 
     def alive(self) -> list[Candidate]:
         return [c for c in self.candidates if c.alive]

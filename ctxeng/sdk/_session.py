@@ -21,13 +21,15 @@ import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..engine.models import ContextPolicy
 from . import _messages, _tools
 from ._builders import Item
 from ._models import ADAPTER_BY_PROVIDER, model_spec
 from .errors import ContextBlocked, SDKError
+
+if TYPE_CHECKING:
+    from ..engine.models import ContextPolicy
 
 DEFAULT_TENANT = "local"
 DEFAULT_PROJECT = "default"
@@ -126,10 +128,19 @@ class Step:
         return f"<Step {self.manifest['assembly']['step_id']} {self.status} {self.assembly_id}>"
 
 
+def _is_policy(policy: Any) -> bool:
+    """A parsed policy (not a server reference); the engine is imported when a session first needs it,
+    so `import ctxeng.sdk` stays light."""
+    from ..engine.models import ContextPolicy
+
+    return isinstance(policy, ContextPolicy)
+
+
 def _load_policy(policy: Any) -> ContextPolicy | dict[str, Any]:
     """A parsed policy (local), or, for `"<id>@<revision>"`, the reference to one on the server."""
     from ..engine import parse_policy
     from ..engine.errors import InvalidInput
+    from ..engine.models import ContextPolicy
 
     if isinstance(policy, ContextPolicy):
         return policy
@@ -198,7 +209,7 @@ class Session:
         if missing:
             raise SDKError(f"principal.{missing[0]}: field required")
         self.policy = _load_policy(policy)
-        self._starter = isinstance(policy, str) and isinstance(self.policy, ContextPolicy) and policy == self.policy.policy.id
+        self._starter = isinstance(policy, str) and _is_policy(self.policy) and policy == self.policy.policy.id
         if url is None and isinstance(self.policy, dict):
             raise SDKError(f"policy: {policy!r} names a policy on a server; give url= and token=, or a starter name, path or dict")
         self.model = model_spec(model)
@@ -229,7 +240,8 @@ class Session:
     # ------------------------------------------------------------------ building the request
 
     def request(self, messages: Any, *, tools: Any = None, items: Iterable[Item | dict[str, Any]] = (),
-                stage: str | None = None, format: str | None = None, system: Any = None) -> tuple[dict[str, Any], str]:
+                stage: str | None = None, format: str | None = None, system: Any = None,
+                **params: Any) -> tuple[dict[str, Any], str]:
         """The assembly request `step` would submit (and the detected format), without assembling."""
         fmt = format or _messages.detect_format(messages, system=system)
         neutral = _messages.to_neutral(messages, fmt, system=system)
@@ -244,7 +256,7 @@ class Session:
                                "observed_at": self._seen_at.setdefault(cand["item_id"], now)})
         for i, item in enumerate(items):
             candidates.append(self._extra_item(item, i, now))
-        if isinstance(self.policy, ContextPolicy):
+        if _is_policy(self.policy):
             ref: dict[str, Any] = {"id": self.policy.policy.id, "revision": self.policy.policy.revision}
             if self.remote and self._starter:  # the server's current revision of the starter (an editor may have revised it)
                 ref = {"id": self.policy.policy.id}
@@ -263,6 +275,8 @@ class Session:
             "tools": _messages.tool_definitions(tools),
             "candidates": candidates,
         }
+        if params:
+            request["params"] = params
         if self._previous_cache is not None:
             request["previous_cache"] = self._previous_cache
         return request, fmt
@@ -276,7 +290,7 @@ class Session:
         that source type may not be data (a policy mapping a tool's output to `trusted_state` makes
         it state, seed `default_by_source`); then the first role its `role_limits` allow. A policy
         on a server (not parsed here) is read as the seed's table: `runtime_state` is state."""
-        if not isinstance(self.policy, ContextPolicy):
+        if not _is_policy(self.policy):
             return "state" if source_type == "runtime_state" else "untrusted_data"
         trust = self.policy.trust.default_by_source.get(source_type)
         allowed = [r.value for r in self.policy.role_limits.get(trust, [])] if trust is not None else []
@@ -299,11 +313,15 @@ class Session:
     # ------------------------------------------------------------------ assembling
 
     def step(self, messages: Any, *, tools: Any = None, items: Iterable[Item | dict[str, Any]] = (),
-             stage: str | None = None, format: str | None = None, system: Any = None) -> Step:
+             stage: str | None = None, format: str | None = None, system: Any = None, **params: Any) -> Step:
         """Assemble the context of the next model call from the agent's history (`messages`), its
         tools and any further items. Returns the `Step` whether ready or blocked; `step.kwargs`
-        and `step.messages` raise `ContextBlocked` when it is blocked."""
-        request, fmt = self.request(messages, tools=tools, items=items, stage=stage, format=format, system=system)
+        and `step.messages` raise `ContextBlocked` when it is blocked.
+
+        `params`: the provider's own request parameters (`max_tokens`, `temperature`,
+        `tool_choice`, ...), carried unchanged into `step.kwargs`; the budget reserves at least the
+        reply size they ask for (`max_tokens`, `max_completion_tokens`, `max_output_tokens`)."""
+        request, fmt = self.request(messages, tools=tools, items=items, stage=stage, format=format, system=system, **params)
         step = self._remote(request, fmt) if self.remote else self._local(request, fmt)
         self.steps.append(step)
         if step.ready:  # a blocked step sent nothing, so the provider's cache is still the last sent step's

@@ -235,7 +235,8 @@ def _middleware_class() -> type:
         def _step_arguments(self, request: Any) -> tuple[list[Any], dict[str, Any]]:
             messages = [request.system_message, *request.messages] if request.system_message else list(request.messages)
             tools = [convert_to_openai_tool(t) for t in request.tools if is_function_tool(t)]
-            return messages, {"tools": tools or None, "items": self.items, "stage": self.stage, "format": "langchain"}
+            return messages, {"tools": tools or None, "items": self.items, "stage": self.stage, "format": "langchain",
+                              **reply_params(request)}
 
         def _step(self, request: Any) -> Any:
             messages, kwargs = self._step_arguments(request)
@@ -258,3 +259,11 @@ def _middleware_class() -> type:
 
     ContextMiddleware.__module__ = __name__
     return ContextMiddleware
+
+
+def reply_params(request: Any) -> dict[str, Any]:
+    """The reply size the model call will ask for (`max_tokens` of the request's model settings, else
+    of the chat model), so the budget reserves it; {} when neither sets one."""
+    settings = getattr(request, "model_settings", None) or {}
+    size = settings.get("max_tokens", getattr(getattr(request, "model", None), "max_tokens", None))
+    return {"max_tokens": size} if isinstance(size, int) and not isinstance(size, bool) and size > 0 else {}

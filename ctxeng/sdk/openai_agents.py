@@ -60,7 +60,8 @@ def context_filter(
     def assemble(data: Any) -> Any:
         model_input_data = _model_input_data()
         messages = to_chat_messages(data.model_data.input, instructions=data.model_data.instructions)
-        step = session.step(messages, tools=agent_tools(data.agent) or None, items=items, stage=stage, format="openai")
+        step = session.step(messages, tools=agent_tools(data.agent) or None, items=items, stage=stage, format="openai",
+                            **reply_params(data.agent))
         if step.status == "blocked" and on_blocked == "passthrough":
             return data.model_data
         if step.status == "blocked" and callable(on_blocked):
@@ -70,6 +71,13 @@ def context_filter(
         return model_input_data(input=to_responses_items(rest), instructions=step.system)
 
     return assemble
+
+
+def reply_params(agent: Any) -> dict[str, Any]:
+    """The reply size the agent's model settings ask for (`ModelSettings.max_tokens`), so the
+    budget reserves it; {} when they set none."""
+    size = getattr(getattr(agent, "model_settings", None), "max_tokens", None)
+    return {"max_tokens": size} if isinstance(size, int) and not isinstance(size, bool) and size > 0 else {}
 
 
 def _model_input_data() -> type:

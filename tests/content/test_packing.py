@@ -23,8 +23,7 @@ from ctxeng.content.packing import (
 )
 from ctxeng.engine.source_limits import EXCERPT_GAP
 
-FENCED = ("[ctxeng: tool result status: partial]\n<<<ctxeng:block nonce=011339162071860474 "
-          '{"content_hash":"sha256:ab","item_id":"x"}>>>\n' + "body line\n" * 40 + "<<<ctxeng:end nonce=011339162071860474>>>")
+FENCED = "<<<ctx untrusted status=partial>>>\n" + "body line\n" * 40 + "<<<ctx:end>>>"
 
 
 def _round_trip(value, packer: Packer | None = None):
@@ -79,7 +78,7 @@ def test_a_fenced_block_shares_its_body_blob_with_the_submitted_content():
     body = "body line\n" * 39 + "body line"
     _, packer = pack_document({"messages": [{"role": "tool", "content": FENCED}]})
     assert "sha256:" + hashlib.sha256(body.encode()).hexdigest() in packer.blobs
-    assert all("nonce=" not in data.decode() for data, kind in zip(packer.blobs.values(), packer.kinds.values(), strict=True)
+    assert all("<<<ctx" not in data.decode() for data, kind in zip(packer.blobs.values(), packer.kinds.values(), strict=True)
                if kind == "text")
 
 

@@ -113,3 +113,45 @@ def call_ids(payload: dict[str, Any]) -> tuple[list[str], list[str]]:
                 if b.get("type") == "tool_result":
                     results.append(b["tool_use_id"])
     return calls, results
+
+
+# --------------------------------------------------------------------------- fences, read back
+# Written from docs/sdk.md "What the model sees", not from ctxeng.engine.render: a data block is
+# `<<<ctx CITE KIND TRUST[ SOURCE][ status=S][ diagnostic_only]>>>` (a tool result in its tool
+# message: `<<<ctx TRUST[ SOURCE][ status=S][ diagnostic_only]>>>`), a newline, the body, a newline
+# and `<<<ctx:end>>>`; an item id of at most 16 characters is its own citable id, a longer one its
+# first letter and 9 digits of its sha256.
+
+TRUST_WORDS = ("task", "state", "derived", "untrusted")
+FENCE_RE = re.compile(r"<<<ctx (?P<words>[^\n<>]*)>>>\n(?P<body>.*?)\n<<<ctx:end>>>", re.S)
+
+
+def cite_of(item_id: str) -> str:
+    import hashlib
+
+    if len(item_id) <= 16 and item_id not in TRUST_WORDS:
+        return item_id
+    return item_id[0].lower() + f"{int(hashlib.sha256(item_id.encode()).hexdigest(), 16) % 10**9:09d}"
+
+
+def fence_headers(text: str) -> list[dict[str, Any]]:
+    """Every fence in `text`: its citable id and kind (None in a tool message), trust word, source,
+    status, use and body."""
+    out = []
+    for m in FENCE_RE.finditer(text):
+        words = m.group("words").split(" ")
+        tool = words[0] in TRUST_WORDS
+        cite, kind, trust = (None, None, words[0]) if tool else (words[0], words[1], words[2])
+        rest = words[1:] if tool else words[3:]
+        status = next((w.removeprefix("status=") for w in rest if w.startswith("status=")), "success")
+        use = "diagnostic_only" if "diagnostic_only" in rest else None
+        source = next((w for w in rest if not w.startswith("status=") and w != "diagnostic_only"), None)
+        out.append({"cite": cite, "kind": kind, "trust": trust, "source": source, "status": status, "use": use,
+                    "body": m.group("body")})
+    return out
+
+
+def fence_header(text: str) -> dict[str, Any] | None:
+    """The one fence `text` is, or None."""
+    found = fence_headers(text)
+    return found[0] if len(found) == 1 and FENCE_RE.fullmatch(text) else None

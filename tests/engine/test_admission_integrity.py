@@ -18,10 +18,10 @@ import copy
 import pytest
 
 from ctxeng.engine import InvalidInput, parse_policy, policy_warnings
-from ctxeng.engine.checks import _header
 from ctxeng.engine.models import StoredArtifact
 
 from .builders import SCOPE, excluded_record, item, policy, request, run, sha, tool_call, tool_result
+from .payloads import fence_header
 
 PI_REF = {"repo": "pi", "commit": "c0ffee", "path": "src/ev.ts", "lines": "1-20"}
 SUMMARY_TEXT = "Goal: find pairing rules\nConstraints: fixed revisions\nOpen Items: OI-1"
@@ -145,9 +145,9 @@ def test_allow_incomplete_diagnostic_admits_it_labelled_diagnostic_only_in_heade
     r = run(request(extra=[ev, whole]), pol)
     assert included(r, "ev").evidence_use == "diagnostic_only"
     assert included(r, "ev-whole").evidence_use is None
-    headers = {h["item_id"]: h for b in r.assembly_input["blocks"] if (h := _header(b["text"])) is not None}
-    assert (headers["ev"]["status"], headers["ev"]["evidence_use"]) == ("partial", "diagnostic_only")
-    assert headers["ev-whole"]["evidence_use"] is None
+    headers = {h["cite"]: h for b in r.assembly_input["blocks"] if (h := fence_header(b["text"])) is not None}
+    assert (headers["ev"]["status"], headers["ev"]["use"]) == ("partial", "diagnostic_only")
+    assert (headers["ev-whole"]["status"], headers["ev-whole"]["use"]) == ("success", None)
 
 
 def test_a_tool_result_keeps_its_call_status_rule_whatever_its_completeness():

@@ -35,7 +35,7 @@ def test_no_assertion_is_passed_when_its_fact_is_false(case):
     r = _assemble(req, pol)
     m = r.manifest
     received = {c["item_id"]: c for c in req["candidates"]}
-    blocks = delivered_blocks(r.serialized_input) if r.serialized_input is not None else {}
+    blocks = delivered_blocks(r.serialized_input, r.manifest_dict()) if r.serialized_input is not None else {}
     included = {i.item_id: i for i in m.included}
     for t in m.transforms:
         if t.status == "blocked":
@@ -126,7 +126,7 @@ def test_the_structured_summary_never_passes_an_open_item_or_draft_it_dropped(st
             continue
         if r.serialized_input is None:
             continue  # blocked for another reason: nothing reached the model
-        text = delivered_blocks(r.serialized_input)[t.output_item_id]  # what the model reads
+        text = delivered_blocks(r.serialized_input, r.manifest_dict())[t.output_item_id]  # what the model reads
         open_line = next(ln for ln in text.splitlines() if ln.startswith("Open Items:"))
         assert all(oi in open_line.replace(",", " ").split() for p in inputs for oi in p["open_item_ids"])
         drafts = [p["revision"] for p in inputs if p["kind"] == "article_draft"]

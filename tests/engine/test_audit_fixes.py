@@ -148,16 +148,16 @@ def test_the_policy_used_here_is_not_mutated_by_the_helpers():
     assert policy() == before
 
 
-def test_an_items_tokens_do_not_depend_on_which_nonce_the_step_got():
-    """The nonce changes with every candidate set and policy; the count of a block must not, or
-    budget decisions and impact deltas move for no reason (16 hex digits took 9 to 13 tokens)."""
-    counts = set()
-    nonces = set()
+def test_an_items_tokens_and_bytes_do_not_depend_on_the_rest_of_the_candidate_set():
+    """No nonce (issue 37): a block is the same text, and the same count, whatever else the step
+    holds, so budget decisions and impact deltas never move for no reason."""
+    counts, texts, nonces = set(), set(), set()
     for k in range(12):
         r = run(request(extra=[evidence("results are keyed by call id"), item(f"other-{k}", content=f"unrelated {k}")]))
         nonces.add(r.manifest.assembly.data_fence_nonce)
         counts.add(next(i.tokens for i in r.manifest.included if i.item_id == "ev"))
-    assert len(nonces) == 12 and len(counts) == 1, counts
+        texts.add(next(b["text"] for b in r.assembly_input["blocks"] if b["item_id"] == "ev"))
+    assert nonces == {""} and len(counts) == 1 and len(texts) == 1, (counts, texts)
 
 
 def test_the_engines_own_checkpoint_satisfies_a_policy_preserving_hard_constraints():

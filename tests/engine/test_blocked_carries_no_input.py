@@ -112,15 +112,13 @@ def blocked_cases(draw) -> tuple[dict, dict, str]:
 
 
 def _misstate_first_fence(out: dict[str, Any]) -> None:
-    """Rewrite a fenced block's header (the forced evidence's, else the first) to claim control
+    """Rewrite a fenced block's header (the forced evidence's, else the first) to claim task
     authority, which `structure_checks`' `trust` compares with the admitted item."""
-    blocks = out.get("blocks", [])
+    blocks = [b for b in out.get("blocks", []) if not b.get("native")]
     for block in sorted(blocks, key=lambda b: b.get("item_id") != "fenced-evidence"):
         first, sep, rest = block["text"].partition("\n")
-        if '"trust":' in first:
-            start = first.index('"trust":')
-            end = first.index(",", start) if "," in first[start:] else first.index("}", start)
-            block["text"] = first[:start] + '"trust": "control_authority"' + first[end:] + sep + rest
+        if " untrusted" in first:
+            block["text"] = first.replace(" untrusted", " task", 1) + sep + rest
             return
 
 

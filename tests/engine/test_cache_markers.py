@@ -198,9 +198,8 @@ def test_a_non_boolean_clause_is_refused_by_path():
 
 
 @pytest.mark.parametrize("adapter", ["openai_chat", "openai_responses"])
-def test_two_steps_of_a_session_share_the_system_text_byte_for_byte(adapter):
-    """The longest prefix two steps can share is the system text: every fenced block after it
-    carries the assembly's nonce, which changes with the candidate set (a new turn)."""
+def test_two_steps_of_a_session_share_every_earlier_message_byte_for_byte(adapter):
+    """No nonce (issue 37): the next step's payload starts with this step's messages, byte for byte."""
     from ctxeng import starters
 
     body = starters.load("chat-agent").model_dump(mode="json")
@@ -213,12 +212,12 @@ def test_two_steps_of_a_session_share_the_system_text_byte_for_byte(adapter):
     second = session.step(messages).kwargs
     if adapter == "openai_chat":
         head_1, head_2 = json.dumps(first["messages"][0]), json.dumps(second["messages"][0])
-        tail_1, tail_2 = first["messages"][1], second["messages"][1]
+        tail_1, tail_2 = first["messages"][1:], second["messages"][1:2]
     else:
         head_1, head_2 = first["instructions"], second["instructions"]
-        tail_1, tail_2 = first["input"][0], second["input"][0]
+        tail_1, tail_2 = first["input"], second["input"][:1]
     assert head_1 == head_2
-    assert tail_1 != tail_2  # the first fenced block already differs: its nonce
+    assert tail_1 == tail_2 and len(tail_1) == 1  # the user's first turn, unchanged
     assert first["prompt_cache_key"] == second["prompt_cache_key"]
 
 

@@ -504,12 +504,12 @@ def test_content_imitating_a_fence_is_escaped_so_it_cannot_close_its_block():
     assert block["text"].count("<<<ctxeng:") == 2  # its own header and footer only
 
 
-def test_the_fence_nonce_is_deterministic_and_follows_the_candidate_set():
+def test_an_unchanged_block_is_the_same_bytes_whatever_else_the_candidate_set_holds():
     a = run(request(extra=[ev("ev", 5, 0.9)]))
-    b = run(request(extra=[ev("ev", 5, 0.9)]))
-    c = run(request(extra=[ev("ev", 6, 0.9)]))
-    assert a.manifest.assembly.data_fence_nonce == b.manifest.assembly.data_fence_nonce
-    assert a.manifest.assembly.data_fence_nonce != c.manifest.assembly.data_fence_nonce
+    c = run(request(extra=[ev("ev", 5, 0.9), ev("other", 6, 0.1)]))
+    block = next(b["text"] for b in a.assembly_input["blocks"] if b["item_id"] == "ev")
+    assert block in [b["text"] for b in c.assembly_input["blocks"]]
+    assert a.manifest.assembly.data_fence_nonce == c.manifest.assembly.data_fence_nonce == ""
 
 
 def test_a_call_id_a_provider_would_refuse_is_rewritten_to_a_sha256_prefix_on_both_sides():

@@ -109,7 +109,7 @@ def test_the_structured_summary_carries_the_checkpoint_and_names_each_replaced_i
     plans = [plan("plan-a", 250, ["OI-7"]), plan("plan-b", 250, ["OI-8"])]
     r = run(request(extra=plans, checkpoint=checkpoint), pol)
     summary = next(t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state")
-    text = delivered_blocks(r.serialized_input)["structured-summary-state"]
+    text = delivered_blocks(r.serialized_input, r.manifest_dict())["structured-summary-state"]
     assert "Goal: map how tool calls are paired" in text and "Draft Revision: 2" in text
     evicted = [i for i in ("plan-a", "plan-b") if reasons(r).get(i) == "budget_evicted"]
     assert evicted and sorted(summary.input_item_ids) == evicted
@@ -264,7 +264,7 @@ def test_background_over_its_partition_is_truncated_to_its_newest_whole_turns():
     assert set(t.preservation_assertions.values()) == {"passed"}
     first, last = (int(x) for x in inc.source_ref["turns"].split("-"))
     assert last == 20 and 1 < first <= 20  # the newest turns, a whole number of them
-    body = delivered_blocks(r.serialized_input)["notes"].split("\n", 1)[1]
+    body = delivered_blocks(r.serialized_input, r.manifest_dict())["notes"].split("\n", 1)[1]
     assert body.startswith(f"{'user' if (first - 1) % 2 == 0 else 'assistant'}: turn {first - 1} ")
     assert transcript(20).endswith(body)
     assert r.manifest.budget.partitions["background"].used <= 500
@@ -314,7 +314,7 @@ def test_state_over_its_partition_is_decision_compressed_before_it_is_summarized
     (t,) = [t for t in r.manifest.transforms if t.output_item_id == "plan"]
     assert (t.type, t.transformer_version, t.trigger) == ("decision_compress", "ctxeng-decision-compress/1", "over_partition")
     assert set(t.preservation_assertions.values()) == {"passed"}
-    kept = delivered_blocks(r.serialized_input)["plan"].split("\n")[1:]
+    kept = delivered_blocks(r.serialized_input, r.manifest_dict())["plan"].split("\n")[1:]
     assert kept == [ln for ln in DECISION_LOG.split("\n") if ln.split(":")[0] in ("Decision", "Reason", "Source", "Because")]
     inc = next(i for i in r.manifest.included if i.item_id == "plan")
     assert inc.source_ref["lines"] == "14-16,29-30"

@@ -70,7 +70,7 @@ def test_the_test_log_is_delivered_as_its_three_failures_and_the_artifact_ref(re
     request = load_example("request.json")
     log = next(c["content"] for c in request["candidates"] if c["item_id"] == "result-call-c")
     failures = [ln for ln in log.splitlines() if "FAILED" in ln]
-    body = delivered_blocks(ready.serialized_input)["result-call-c"]
+    body = delivered_blocks(ready.serialized_input, ready.manifest_dict())["result-call-c"]
     assert len(log.splitlines()) >= 3000
     assert [ln for ln in body.splitlines() if "FAILED" in ln] == failures
     assert "testlog-77" in body

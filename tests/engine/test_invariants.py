@@ -158,8 +158,8 @@ def test_the_same_inputs_give_a_byte_identical_serialized_input_and_the_same_has
     assert strip(a.manifest_dict()) == strip(b.manifest_dict())
 
 
-def test_a_changed_candidate_changes_the_hashes_and_the_fence_nonce():
+def test_a_changed_candidate_changes_the_hashes():
     a = run(request(extra=[item("ev", content="one")]))
     b = run(request(extra=[item("ev", content="two")]))
     assert a.manifest.assembly.serialized_model_input_hash != b.manifest.assembly.serialized_model_input_hash
-    assert a.manifest.assembly.data_fence_nonce != b.manifest.assembly.data_fence_nonce
+    assert a.manifest.assembly.assembly_input_hash != b.manifest.assembly.assembly_input_hash

@@ -66,7 +66,8 @@ OLD_TAP_RESULT = re.compile(r"^\s*(not )?ok\b", re.M)
 OLD_ANY_HEADING = re.compile(r"^\s*[A-Za-z][A-Za-z /]{0,60}:", re.M)
 OLD_LINE_KIND = re.compile(r"^\s*(?:[-*]\s*)?([A-Za-z][A-Za-z ]*?)\s*:")
 OLD_REF_TOKEN = re.compile(r"https?://\S+|sha256:[0-9a-f]{64}|\b[\w.-]+@[0-9a-f]{7,40}\S*")
-OLD_BLOCK = re.compile(r"(.*?<<<ctxeng:block nonce=(\d+) [^\n]*>>>\n)(.*)(\n<<<ctxeng:end nonce=\2>>>)", re.DOTALL)
+# The issue-37 fence as a pattern (docs/sdk.md): the reference the linear reader must agree with.
+REF_BLOCK = re.compile(r"(<<<ctx [^\n<>]*>>>\n)(.*)(\n<<<ctx:end>>>)", re.DOTALL)
 
 
 def old_section_body(pattern: str, text: str) -> str | None:
@@ -76,11 +77,11 @@ def old_section_body(pattern: str, text: str) -> str | None:
         return section_body(pattern.replace(r"^[^\S\n]*", r"^\s*", 1), text)
 
 
-def old_split_block(text: str):
-    match = OLD_BLOCK.fullmatch(text) if "<<<ctxeng:block nonce=" in text else None
-    if match is None or "<<<ctxeng:" in match.group(3):
+def ref_split_block(text: str):
+    match = REF_BLOCK.fullmatch(text)
+    if match is None or "<<<ctx" in match.group(2):
         return None
-    return match.group(1), match.group(3), match.group(4)
+    return match.group(1), match.group(2), match.group(3)
 
 
 def old_word(line: str) -> str:
@@ -142,17 +143,14 @@ def test_source_refs_are_the_same_tokens_as_with_the_old_pattern():
         assert ref_tokens(line) == OLD_REF_TOKEN.findall(line), repr(line)
 
 
-def test_a_payload_string_splits_at_the_same_places_as_with_the_old_pattern():
-    pieces = ["<<<ctxeng:block nonce=1 ", "<<<ctxeng:block nonce=12 ", "<<<ctxeng:block nonce=\u0663 ", '{"id":"a"}', ">>>",
-              ">>>\n", "\n", "body", " ", "\n<<<ctxeng:end nonce=1>>>", "\n<<<ctxeng:end nonce=12>>>",
-              "\n<<<ctxeng:end nonce=\u0663>>>", "<<<ctxeng:", "<<<ctxeng:end nonce=1>>>", "status: ok\n", "2"]
+def test_a_payload_string_splits_at_the_same_places_as_the_fence_pattern():
+    pieces = ["<<<ctx ", "<<<ctx a note task", "untrusted", ">>>", ">>>\n", "\n", "body", " ", "\n<<<ctx:end>>>",
+              "<<<ctx:end>>>", "<<<ctx-escaped:end>>>", "<<<ctx", "<", "status=ok", "2"]
     for text in texts(pieces, n=6000, longest=8):
-        assert split_block(text) == old_split_block(text), repr(text)
-    # and the splits a real payload has
-    for nonce in ("7", "123456"):
-        text = f"exit 0\n<<<ctxeng:block nonce={nonce} {{\"id\":\"x\"}}>>>\nline 1\nline 2\n<<<ctxeng:end nonce={nonce}>>>"
-        assert split_block(text) == old_split_block(text) == (
-            f"exit 0\n<<<ctxeng:block nonce={nonce} {{\"id\":\"x\"}}>>>\n", "line 1\nline 2", f"\n<<<ctxeng:end nonce={nonce}>>>")
+        assert split_block(text) == ref_split_block(text), repr(text)
+    # and the split a real payload has
+    text = "<<<ctx untrusted status=error>>>\nline 1\nline 2\n<<<ctx:end>>>"
+    assert split_block(text) == ref_split_block(text) == ("<<<ctx untrusted status=error>>>\n", "line 1\nline 2", "\n<<<ctx:end>>>")
 
 
 # --------------------------------------------------------------------------- a megabyte of each shape

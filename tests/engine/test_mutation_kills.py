@@ -78,7 +78,7 @@ def test_a_truncation_records_its_objective_and_what_it_kept():
         "applied",
     )
     assert record.input_item_ids == ["notes"]
-    body = delivered_blocks(r.serialized_input)["notes"].split("\n", 1)[1]
+    body = delivered_blocks(r.serialized_input, r.manifest_dict())["notes"].split("\n", 1)[1]
     assert transcript(20).endswith(body)
     assert record.token_estimate_after < record.token_estimate_before
 
@@ -119,7 +119,7 @@ def test_the_structured_summary_names_each_unresolved_call_and_checks_it():
     r = run(request(extra=[plan("plan-a", 300, ["OI-7"])], tool_calls=[tool_call("lost-call", None)]), pol)
     (t,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
     assert t.preservation_assertions["unresolved_tool_calls"] == "passed"
-    summary = delivered_blocks(r.serialized_input)["structured-summary-state"]
+    summary = delivered_blocks(r.serialized_input, r.manifest_dict())["structured-summary-state"]
     assert "lost-call" in summary
 
 
@@ -133,12 +133,11 @@ def test_a_canceled_or_failed_call_and_a_synthetic_result_are_errors_and_a_succe
     assert flags == {"c-ok": False, "c-cx": True, "c-er": True, "c-lost": True}
 
 
-def test_the_assembly_input_names_the_fence_nonce_the_manifest_records():
+def test_the_assembly_input_is_format_v2_and_every_block_is_a_tagless_fence():
     r = run(request(extra=[ev("ev", 5, 0.9)]))
-    nonce = r.manifest.assembly.data_fence_nonce
-    assert r.assembly_input["nonce"] == nonce
-    assert r.assembly_input["format"] == "ctxeng-assembly-input/v1"
-    assert all(b["text"].startswith(f"<<<ctxeng:block nonce={nonce} ") for b in r.assembly_input["blocks"])
+    assert r.manifest.assembly.data_fence_nonce == ""
+    assert r.assembly_input["format"] == "ctxeng-assembly-input/v2"
+    assert all(b["text"].startswith("<<<ctx ") and b["text"].endswith("\n<<<ctx:end>>>") for b in r.assembly_input["blocks"])
 
 
 def test_evidence_priority_ranks_by_kind_when_it_is_the_only_factor():
@@ -154,10 +153,10 @@ def test_evidence_priority_ranks_by_kind_when_it_is_the_only_factor():
 def _summarised(extra: list, **fields):
     from .test_eviction import budget_policy, partitions
 
-    pol = budget_policy(16000, partitions(state={"maximum": 700}))
+    pol = budget_policy(16000, partitions(state={"maximum": 560}))  # a 300-word state item (~620 tokens) does not fit whole
     r = run(request(extra=extra, **fields), pol)
     (record,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
-    return r, record, delivered_blocks(r.serialized_input)["structured-summary-state"]
+    return r, record, delivered_blocks(r.serialized_input, r.manifest_dict())["structured-summary-state"]
 
 
 def test_the_structured_summary_records_each_documented_assertion_by_name():
@@ -382,7 +381,7 @@ def test_an_item_truncation_cannot_shorten_enough_is_evicted_not_delivered():
     one_line = item("blob", "editable_project_file", " ".join(f"w{i}" for i in range(900)), kind="background")
     r = run(request([memo("bg0", 40, 0.9), one_line], model=model), pol)
     assert reasons(r) == {"blob": "budget_evicted"}
-    assert "blob" not in delivered_blocks(r.serialized_input)
+    assert "blob" not in delivered_blocks(r.serialized_input, r.manifest_dict())
 
 
 def test_a_partitions_item_count_is_the_number_of_items_it_delivers():
@@ -407,11 +406,19 @@ def test_a_malformed_policy_file_is_refused_as_a_policy():
 
 
 def test_a_successful_result_that_is_only_diagnostic_says_so_to_the_model():
-    from ctxeng.engine.adapters import result_status_line
+    from types import SimpleNamespace
 
-    assert result_status_line("success", "evidence") is None
-    assert result_status_line("success", "diagnostic_only") == "[ctxeng: tool result status: success; evidence_use: diagnostic_only]"
-    assert result_status_line("error", "evidence") == "[ctxeng: tool result status: error; evidence_use: evidence]"
+    from ctxeng.engine.render import header_text
+    from ctxeng.engine.vocabulary import EvidenceUse, Role, ToolResultStatus
+
+    def header(status, use):
+        item = SimpleNamespace(item_id="r", kind="tool_result", source_ref={"tool_name": "grep"}, revision=None, call_id="c1")
+        return header_text(SimpleNamespace(item=item, role=Role.UNTRUSTED_DATA, result_status=status, evidence_use=use))
+
+    # In its tool message a result says only its trust, and its status and use when they are not plain.
+    assert header(ToolResultStatus.SUCCESS, EvidenceUse.CONFIRMED_BY_POLICY) == " untrusted>>>\n"
+    assert header(ToolResultStatus.SUCCESS, EvidenceUse.DIAGNOSTIC_ONLY) == " untrusted diagnostic_only>>>\n"
+    assert header(ToolResultStatus.ERROR, EvidenceUse.DIAGNOSTIC_ONLY) == " untrusted status=error diagnostic_only>>>\n"
 
 
 def test_a_system_message_written_as_text_parts_is_read_as_its_text():
@@ -560,7 +567,7 @@ def test_a_code_excerpt_of_a_file_without_a_declared_range_says_it_is_cut_from_t
     pol["source_limits"] = {"ci_code": {"default": "excerpt_with_line_range", "max_tokens": 100}}
     body = "\n".join(f"line {i} pairing calls" for i in range(200))
     r = run(request(extra=[item("cc", "ci_code", body, source_ref={"path": "x.py"})]), pol)
-    head = delivered_blocks(r.serialized_input)["cc"].split("\n", 1)[0]
+    head = delivered_blocks(r.serialized_input, r.manifest_dict())["cc"].split("\n", 1)[0]
     kept = next(i for i in r.manifest.included if i.item_id == "cc").source_ref["lines"]
     assert head.startswith(f"[excerpt at source: lines {kept} of 1-200 (")
 
@@ -637,7 +644,7 @@ def test_summarising_state_of_equal_trust_does_not_raise_it():
     from .test_eviction import budget_policy, partitions, words
 
     notes = item("notes-a", "editable_project_file", words(300, "n"), kind="research_plan", relevance=0.3)
-    r = run(request(extra=[notes]), budget_policy(16000, partitions(state={"maximum": 700})))
+    r = run(request(extra=[notes]), budget_policy(16000, partitions(state={"maximum": 560})))
     (t,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
     assert t.preservation_assertions["trust_not_raised"] == "passed" and t.status == "applied"
 
@@ -690,7 +697,7 @@ def test_a_blocked_structured_summary_is_recorded_as_excluded():
     from .test_eviction import budget_policy, partitions, words
 
     mem = item("mem-a", "memory_object", words(300, "m"), kind="research_plan", intended_role="state", relevance=0.3)
-    r = run(request(extra=[mem]), budget_policy(16000, partitions(state={"maximum": 700})))
+    r = run(request(extra=[mem]), budget_policy(16000, partitions(state={"maximum": 560})))
     (s,) = [s for s in r.manifest.summaries if s.item_id == "structured-summary-state"]
     assert s.decision == "excluded"
 

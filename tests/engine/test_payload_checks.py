@@ -11,8 +11,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from ctxeng.engine.checks import _header, _only, serialization_checks
-from ctxeng.engine.render import DATA_BOUNDARY_NOTICE
+from ctxeng.engine.checks import _only, serialization_checks
+from ctxeng.engine.render import DATA_BOUNDARY_NOTICE, split_fences
 from ctxeng.engine.vocabulary import SerializationPreserve, Zone
 
 KEYS = list(SerializationPreserve)
@@ -90,15 +90,18 @@ def test_text_is_made_of_exactly_its_parts_once_each():
 
 
 @pytest.mark.parametrize(
-    "text, header",
+    "text, segments",
     [
-        ('<<<ctxeng:block nonce=1 {"item_id":"a"}>>>\nbody\n<<<ctxeng:end nonce=1>>>', {"item_id": "a"}),
-        ('<<<ctxeng:block nonce=1 {"item_id":"a"}\nbody', None),  # the header line is not closed
-        ('<<<ctxeng:block nonce=1 {"item_id":>>>\nbody', None),  # not JSON
-        ('<<<ctxeng:end nonce=1>>>', None),
-        ("plain text", None),
-        (None, None),
+        ("<<<ctx a note task>>>\nbody\n<<<ctx:end>>>", [("body", "a")]),
+        ("<<<ctx a note task>>>\n\n<<<ctx:end>>>", [("", "a")]),  # an empty body is still a block
+        ("<<<ctx a note task\nbody\n<<<ctx:end>>>", [(None, None)]),  # the header line is not closed
+        ("<<<ctx a note task>>>\nbody\n<<<ctx-escaped:end>>>", [(None, None)]),  # an escaped end closes nothing
+        ("<<<ctx-escaped a note task>>>\nbody\n<<<ctx:end>>>", [(None, None)]),  # an escaped header opens nothing
+        ("<<<ctx:end>>>", [(None, None)]),
+        ("plain text", [(None, None)]),
     ],
 )
-def test_a_blocks_header_is_parsed_back_only_from_a_well_formed_first_line(text, header):
-    assert _header(text) == header
+def test_a_fence_is_read_back_only_from_a_well_formed_header_line_and_its_own_end(text, segments):
+    found = split_fences(text)
+    assert [(body if h else None, h["cite"] if h else None) for body, h in found] == segments
+    assert "".join(body for body, _ in found) == text or any(h for _, h in found)

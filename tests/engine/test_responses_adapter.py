@@ -47,7 +47,7 @@ def _kinds(payload: dict) -> list[tuple]:
 
 def test_the_adapters_are_registered_in_a_fixed_order():
     assert list(ADAPTERS) == ["openai_chat", "anthropic_messages", "openai_responses"]
-    assert get_adapter("openai_responses").version == "1.0.0"
+    assert get_adapter("openai_responses").version == "1.1.0"
 
 
 def test_the_worked_example_serializes_to_a_responses_payload_the_api_accepts():
@@ -88,7 +88,7 @@ def test_context_blocks_are_input_text_parts_and_every_call_is_followed_by_its_o
     by_id = {i["call_id"]: i for i in payload["input"] if i["type"] == "function_call"}
     assert by_id["c2"]["name"] == "run_tests" and json.loads(by_id["c1"]["arguments"]) == {"path": "src/c1.ts"}
     outputs = {i["call_id"]: i["output"] for i in payload["input"] if i["type"] == "function_call_output"}
-    assert "result one" in outputs["c1"] and outputs["c2"].startswith("[ctxeng: tool result status: error;")
+    assert "result one" in outputs["c1"] and outputs["c2"].splitlines()[0].endswith(" status=error diagnostic_only>>>")
 
 
 def test_tools_are_flat_functions_that_keep_their_schema_as_written():
@@ -114,19 +114,19 @@ def test_a_response_reserve_below_the_apis_minimum_sends_no_max_output_tokens():
 
 
 def test_turns_stand_where_the_chat_adapter_puts_them():
-    # test_turns pins the chat positions: system, context, turn 1, turn 2 + call-a, result, turn 4,
-    # turn 5, turn 6's calls b and c, their results.
+    # test_turns pins the chat positions: system, turn 1, turn 2 + call-a, result, turn 4, the
+    # context (before the newest user turn), turn 5, turn 6's calls b and c, their results.
     result = run_conversation(_conversation(), adapter="openai_responses")
     assert result.status == "ready", result.manifest.assembly.blocked_detail
     payload = result.serialized_input
     check_openai_responses(payload)
     assert _kinds(payload) == [
-        ("message", "user", None),           # the context
         ("message", "user", None),           # turn 1
         ("message", "assistant", None),      # turn 2: its text, then its call
         ("function_call", None, "call-a"),
         ("function_call_output", None, "call-a"),
         ("message", "assistant", None),      # turn 4
+        ("message", "user", None),           # the context
         ("message", "user", None),           # turn 5
         ("function_call", None, "call-b"),   # turn 6: calls only
         ("function_call", None, "call-c"),

@@ -89,7 +89,7 @@ def record_for(r, item_id: str):
 
 
 def delivered(r, item_id: str) -> str:
-    return delivered_blocks(r.serialized_input)[item_id]
+    return delivered_blocks(r.serialized_input, r.manifest_dict())[item_id]
 
 
 @pytest.mark.parametrize("fmt", sorted(LOGS))

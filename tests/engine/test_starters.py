@@ -339,7 +339,7 @@ def test_the_coding_starter_admits_code_logs_files_plans_pages_and_memory_but_no
     assert reasons["file-env"] == "security_rejected"  # secret_material: deny, not redacted
     included = {i.item_id: i for i in r.manifest.included}
     assert {"code-pairs", "log-tests", "plan-1"} <= set(included)
-    body = delivered_blocks(r.serialized_input)
+    body = delivered_blocks(r.serialized_input, r.manifest_dict())
     # The test log is cut to its failures with the artifact ref, whatever the model size.
     for line in ("FAILED tests/test_pairs.py::test_orphan_call - AssertionError: call c2 has no result",
                  "FAILED tests/test_pairs.py::test_reorder - AssertionError: pairs reordered"):

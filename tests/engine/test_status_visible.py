@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from tests.golden import _BLOCK
-
 from .builders import item, policy, request, run, tool_call, tool_result
-from .payloads import validate
-
-STATUS_LINE = "[ctxeng: tool result status: {status}; evidence_use: {use}]"
+from .payloads import fence_headers, validate
 
 
 def mixed(adapter: str, **fields) -> dict:
@@ -32,42 +26,38 @@ def mixed(adapter: str, **fields) -> dict:
     )
 
 
-def headers(payload: dict) -> dict[str, dict]:
-    """item_id -> the identity in its fence header, wherever in the payload the block was delivered."""
-    return {
-        json.loads(m.group("identity"))["item_id"]: json.loads(m.group("identity"))
-        for text in _strings(payload)
-        for m in _BLOCK.finditer(text)
-    }
-
-
-def _strings(value) -> list[str]:
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
-    if isinstance(value, list):
-        return [s for v in value for s in _strings(v)]
-    return []
+def result_headers(payload: dict) -> dict[str, dict]:
+    """call id -> the fence header of the result its tool message (or tool_result block) carries."""
+    out = {}
+    for m in payload["messages"]:
+        if m["role"] == "tool":
+            out[m["tool_call_id"]] = fence_headers(m["content"])[0]
+        for b in m["content"] if isinstance(m["content"], list) else []:
+            if b.get("type") == "tool_result":
+                out[b["tool_use_id"]] = fence_headers(b["content"])[0]
+    return out
 
 
 @pytest.mark.parametrize("adapter", ["openai_chat", "anthropic_messages"])
-def test_every_fence_header_carries_status_and_evidence_use(adapter):
+def test_every_result_fence_says_a_status_and_use_that_are_not_plain(adapter):
     r = run(mixed(adapter))
-    h = headers(r.serialized_input)
-    assert (h["r-ok"]["status"], h["r-ok"]["evidence_use"]) == ("success", "confirmed_by_policy")
-    assert (h["r-part"]["status"], h["r-part"]["evidence_use"]) == ("partial", "diagnostic_only")
-    assert (h["r-err"]["status"], h["r-err"]["evidence_use"]) == ("error", "diagnostic_only")
-    assert "status" in h["ev"] and h["ev"]["status"] is None and h["ev"]["evidence_use"] is None
+    h = result_headers(r.serialized_input)
+    assert (h["c-ok"]["status"], h["c-ok"]["use"]) == ("success", None)
+    assert (h["c-part"]["status"], h["c-part"]["use"]) == ("partial", "diagnostic_only")
+    assert (h["c-err"]["status"], h["c-err"]["use"]) == ("error", "diagnostic_only")
+    context = [f for m in r.serialized_input["messages"] if m["role"] == "user" and isinstance(m["content"], list)
+               for p in m["content"] if p.get("type") == "text" for f in fence_headers(p["text"])]
+    ev = next(f for f in context if f["cite"] == "ev")
+    assert (ev["status"], ev["use"]) == ("success", None)  # not a tool result: no status word
 
 
-def test_openai_tool_messages_start_with_a_status_line_for_anything_but_success():
+def test_openai_tool_messages_open_with_a_header_naming_anything_but_success():
     r = run(mixed("openai_chat"))
     validate(r.serialized_input, "openai_chat")
     tool = {m["tool_call_id"]: m["content"] for m in r.serialized_input["messages"] if m["role"] == "tool"}
-    assert tool["c-part"].startswith(STATUS_LINE.format(status="partial", use="diagnostic_only") + "\n")
-    assert tool["c-err"].startswith(STATUS_LINE.format(status="error", use="diagnostic_only") + "\n")
-    assert tool["c-ok"].startswith("<<<ctxeng:block ")
+    assert tool["c-part"].startswith("<<<ctx untrusted pi@c0ffee:src/r-part.ts#L1-20 status=partial diagnostic_only>>>\n")
+    assert tool["c-err"].startswith("<<<ctx untrusted pi@c0ffee:src/r-err.ts#L1-20 status=error diagnostic_only>>>\n")
+    assert tool["c-ok"].startswith("<<<ctx untrusted pi@c0ffee:src/r-ok.ts#L1-20>>>\n")
 
 
 def test_anthropic_marks_errors_and_says_partial_and_diagnostic_only():
@@ -76,8 +66,8 @@ def test_anthropic_marks_errors_and_says_partial_and_diagnostic_only():
     results = {b["tool_use_id"]: b for m in r.serialized_input["messages"] if m["role"] == "user" for b in m["content"] if b.get("type") == "tool_result"}
     assert results["c-err"]["is_error"] is True
     assert results["c-part"]["is_error"] is False and results["c-ok"]["is_error"] is False
-    assert "partial" in results["c-part"]["content"].splitlines()[0] and "diagnostic_only" in results["c-part"]["content"].splitlines()[0]
-    assert not results["c-ok"]["content"].startswith("[ctxeng: tool result status")
+    assert "status=partial" in results["c-part"]["content"].splitlines()[0] and "diagnostic_only" in results["c-part"]["content"].splitlines()[0]
+    assert "status=" not in results["c-ok"]["content"].splitlines()[0]
 
 
 def test_a_partial_result_the_policy_admits_as_evidence_still_says_it_is_partial():
@@ -85,7 +75,7 @@ def test_a_partial_result_the_policy_admits_as_evidence_still_says_it_is_partial
     pol["structure"] = {"evidence_use_allowed_for": ["success", "partial"]}
     r = run(mixed("openai_chat"), pol)
     tool = {m["tool_call_id"]: m["content"] for m in r.serialized_input["messages"] if m["role"] == "tool"}
-    assert tool["c-part"].startswith(STATUS_LINE.format(status="partial", use="confirmed_by_policy"))
+    assert tool["c-part"].splitlines()[0].endswith(" status=partial>>>")  # partial, though admitted as evidence
 
 
 def test_the_fence_header_tokens_are_counted_with_the_status_the_model_sees():

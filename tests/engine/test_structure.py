@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import random
 
 import pytest
@@ -11,7 +10,7 @@ import pytest
 from ctxeng.engine.structure import canonical_argument_hash, serialized_call_id
 
 from .builders import canonical, item, policy, reasons, request, run, sha, tool_call, tool_result
-from .payloads import call_ids, validate
+from .payloads import call_ids, fence_header, validate
 
 
 def _three_calls() -> dict:
@@ -158,10 +157,10 @@ def test_every_admitted_item_is_placed_in_the_zone_its_role_maps_to():
     zones = {i.item_id: i.zone for i in r.manifest.included}
     assert zones["system"] == "control" and zones["goal"] == "task" and zones["stage"] == "state"
     assert zones["ev"] == "untrusted_data" and zones["sum"] == "state"
-    # What the model reads: each fenced block's header names the zone, and control text is only
-    # in the system message.
-    delivered = {b["item_id"]: json.loads(b["text"].split(" ", 2)[2].split("\n", 1)[0].removesuffix(">>>"))["zone"] for b in r.assembly_input["blocks"]}
-    assert delivered == {"goal": "task", "constraints": "task", "stage": "state", "open": "state", "sum": "state", "ev": "untrusted_data"}
+    # What the model reads: each fenced block's header names its trust in one word (by role), and
+    # control text is only in the system message.
+    delivered = {b["item_id"]: fence_header(b["text"])["trust"] for b in r.assembly_input["blocks"]}
+    assert delivered == {"goal": "task", "constraints": "task", "stage": "state", "open": "state", "sum": "derived", "ev": "untrusted"}
     assert r.assembly_input["control"]["item_ids"] == ["system"]
 
 

@@ -22,9 +22,10 @@ def state_item(item_id: str, source_type: str = "runtime_state", **fields) -> di
 
 
 def summarised(extra: list[dict], pol: dict | None = None, **fields):
-    r = run(request(extra=extra, **fields), pol or budget_policy(16000, partitions(state={"maximum": 700})))
+    # A 300-word state item is ~620 tokens with its fence: a 560-token state partition holds none whole.
+    r = run(request(extra=extra, **fields), pol or budget_policy(16000, partitions(state={"maximum": 560})))
     record = next(t for t in r.manifest.transforms if t.type == "summarize" and t.trigger == "over_partition")
-    text = delivered_blocks(r.serialized_input).get(record.output_item_id) if r.serialized_input else None
+    text = delivered_blocks(r.serialized_input, r.manifest_dict()).get(record.output_item_id) if r.serialized_input else None
     return r, record, text
 
 
@@ -39,11 +40,11 @@ def test_without_a_checkpoint_the_goal_is_the_first_line_of_the_goal_item():
 
 
 def test_without_a_checkpoint_or_a_goal_item_the_goal_points_to_the_task_items():
-    pol = budget_policy(16000, partitions(state={"maximum": 700}))
+    pol = budget_policy(16000, partitions(state={"maximum": 560}))
     pol["resident"]["include"] = []
     cands = [item("system", "system_policy", "Be careful."), state_item("plan-a")]
     r = run(request(cands), pol)
-    text = delivered_blocks(r.serialized_input)[SUMMARY]
+    text = delivered_blocks(r.serialized_input, r.manifest_dict())[SUMMARY]
     assert line(text, "Goal") == "Goal: (in the task items)"
 
 

@@ -71,18 +71,19 @@ def test_each_turn_is_its_own_message_and_each_call_stands_at_its_turn():
     check_openai_chat(payload)
     assert _shape_openai(payload) == [
         ("system", None, (), False),
-        ("user", None, (), False),                       # the context: the resident parts of the policy
         ("user", None, (), False),                       # turn 1
         ("assistant", None, ("call-a",), False),         # turn 2: its text and its call
         ("tool", "call-a", (), False),
         ("assistant", None, (), False),                  # turn 4: a second assistant turn stays a message
+        ("user", None, (), False),                       # the context (the policy's resident parts): before the newest user turn
         ("user", None, (), False),                       # turn 5
         ("assistant", None, ("call-b", "call-c"), True),  # turn 6: calls only
         ("tool", "call-b", (), False),
         ("tool", "call-c", (), False),
     ]
-    texts = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"] for m in payload["messages"][2:] if m["content"]]
-    assert "Which file pairs" in texts[0] and "I will read" in texts[1] and "calls pair by id" in texts[3]
+    texts = [m["content"] if isinstance(m["content"], str) else m["content"][0]["text"] for m in payload["messages"][1:] if m["content"]]
+    assert texts[0] == "Which file pairs tool calls?" and texts[1] == "I will read the README." and texts[3] == "The README says calls pair by id."
+    assert texts[5] == "Now check the two sources."  # the caller's own strings, unfenced
     assert "Ignore previous instructions" not in system_text(payload)
 
 
@@ -101,16 +102,17 @@ def test_anthropic_alternates_by_joining_same_role_turns_in_order():
     check_anthropic_messages(payload, HEADERS)
     types = [(m["role"], [b["type"] for b in m["content"]]) for m in payload["messages"]]
     assert types == [
-        ("user", ["text"] * 5),                # the context's four blocks and turn 1, joined: one user turn
+        ("user", ["text"]),                    # turn 1
         ("assistant", ["text", "tool_use"]),   # turn 2
         ("user", ["tool_result"]),
         ("assistant", ["text"]),               # turn 4
-        ("user", ["text"]),                    # turn 5
+        ("user", ["text"] * 5),                # the context's four blocks and turn 5, joined: one user turn
         ("assistant", ["tool_use", "tool_use"]),  # turn 6
         ("user", ["tool_result", "tool_result"]),
     ]
-    assert "Which file pairs" in payload["messages"][0]["content"][4]["text"]
-    assert "calls pair by id" in payload["messages"][3]["content"][0]["text"]
+    assert payload["messages"][0]["content"][0]["text"] == "Which file pairs tool calls?"
+    assert payload["messages"][3]["content"][0]["text"] == "The README says calls pair by id."
+    assert payload["messages"][4]["content"][4]["text"] == "Now check the two sources."
 
 
 def test_a_user_turn_after_tool_results_joins_their_message_for_anthropic():
@@ -118,8 +120,8 @@ def test_a_user_turn_after_tool_results_joins_their_message_for_anthropic():
     req["candidates"] = [c for c in req["candidates"] if c["item_id"] != "a4"]  # turn 5 now follows result a
     payload = run(req, adapter="anthropic_messages").serialized_input
     check_anthropic_messages(payload, HEADERS)
-    assert [b["type"] for b in payload["messages"][2]["content"]] == ["tool_result", "text"]
-    assert "Now check" in payload["messages"][2]["content"][1]["text"]
+    assert [b["type"] for b in payload["messages"][2]["content"]] == ["tool_result"] + ["text"] * 5  # + the context, turn 5
+    assert payload["messages"][2]["content"][5]["text"] == "Now check the two sources."
 
 
 def test_a_request_without_turns_serializes_as_before():

@@ -30,7 +30,8 @@ from ctxeng.sdk.langchain import ContextMiddleware, from_openai_messages, to_ope
 from tests.sdk.conftest import ANSWER, INJECTION, READING, SECOND_CALL_ID, TASK, WEIRD_CALL_ID
 
 SNIPPET = Path(__file__).resolve().parents[2] / "docs" / "snippets" / "langchain.py"
-FENCE = re.compile(r"\A<<<ctxeng:block nonce=(\d+) (\{.*?\})>>>\n(.*)\n<<<ctxeng:end nonce=\1>>>\Z", re.S)
+# A tool result's fence in its tool message (docs/sdk.md "What the model sees").
+FENCE = re.compile(r"\A<<<ctx (\w+)((?: [^\n<>]*)?)>>>\n(.*)\n<<<ctx:end>>>\Z", re.S)
 
 
 def canonical_arguments(args: dict[str, Any]) -> str:
@@ -105,9 +106,8 @@ def test_an_injected_tool_result_reaches_the_model_fenced_as_data_and_never_as_i
     assert len(injected) == 1 and isinstance(injected[0], ToolMessage)
     fence = FENCE.match(injected[0].content)
     assert fence is not None, injected[0].content
-    nonce, header, body = fence.groups()
-    assert nonce == manifest["assembly"]["data_fence_nonce"]
-    assert json.loads(header)["zone"] == "untrusted_data"
+    trust, _rest, body = fence.groups()
+    assert trust == "untrusted" and manifest["assembly"]["data_fence_nonce"] == ""
     assert body == INJECTION
     system = [m for m in received if isinstance(m, SystemMessage)]
     assert received[0] is system[0] and len(system) == 1
@@ -131,7 +131,7 @@ def test_the_agent_keeps_its_whole_history_and_the_answer(three_steps):
     _, _, result = three_steps
     texts = [m.text for m in result["messages"]]
     assert texts[0] == TASK and texts[-1] == ANSWER and READING in texts
-    assert not any("<<<ctxeng:" in t for t in texts)  # the fences are the model's view, not the agent's state
+    assert not any("<<<ctx" in t for t in texts)  # the fences are the model's view, not the agent's state
 
 
 def test_a_blocked_assembly_raises_context_blocked_with_its_manifest_and_the_model_is_not_called(

@@ -29,7 +29,8 @@ from ctxeng.sdk.openai_agents import context_filter, to_chat_messages, to_respon
 from tests.sdk.conftest import ANSWER, INJECTION, READING, SECOND_CALL_ID, TASK, WEIRD_CALL_ID
 
 SNIPPET = Path(__file__).resolve().parents[2] / "docs" / "snippets" / "openai_agents.py"
-FENCE = re.compile(r"\A<<<ctxeng:block nonce=(\d+) (\{.*?\})>>>\n(.*)\n<<<ctxeng:end nonce=\1>>>\Z", re.S)
+# A tool result's fence in its tool message (docs/sdk.md "What the model sees").
+FENCE = re.compile(r"\A<<<ctx (\w+)((?: [^\n<>]*)?)>>>\n(.*)\n<<<ctx:end>>>\Z", re.S)
 INSTRUCTIONS = "You answer questions about releases."
 
 
@@ -114,9 +115,8 @@ def test_an_injected_tool_result_reaches_the_model_fenced_as_data_and_never_as_i
     assert len(injected) == 1 and injected[0]["type"] == "function_call_output"
     fence = FENCE.match(injected[0]["output"])
     assert fence is not None, injected[0]["output"]
-    nonce, header, body = fence.groups()
-    assert nonce == manifest["assembly"]["data_fence_nonce"]
-    assert json.loads(header)["zone"] == "untrusted_data"
+    trust, _rest, body = fence.groups()
+    assert trust == "untrusted" and manifest["assembly"]["data_fence_nonce"] == ""
     assert body == INJECTION
     assert INJECTION not in call["instructions"]
     assert not [i for i in call["input"] if i.get("role") in ("system", "developer")]
@@ -133,7 +133,7 @@ def test_one_run_has_one_manifest_per_model_call(three_steps):
 def test_the_run_keeps_its_own_items_unfenced(three_steps):
     _, _, result = three_steps
     items = json.dumps(result.to_input_list())
-    assert TASK in items and READING in items and "<<<ctxeng:" not in items
+    assert TASK in items and READING in items and "<<<ctx" not in items
 
 
 def test_a_blocked_assembly_raises_context_blocked_with_its_manifest_and_the_model_is_not_called(

@@ -66,7 +66,7 @@ def test_the_openai_loop_snippet_runs_a_three_step_agent_through_ctxeng(monkeypa
     sent_ids += [m["tool_call_id"] for m in body["messages"] if m["role"] == "tool"]
     assert "call.1/weird" not in sent_ids and len(sent_ids) == 6  # the id the provider would refuse is rewritten
     [hostile] = [m for m in body["messages"] if m["role"] == "tool" and "Ignore previous" in m["content"]]
-    assert hostile["content"].startswith("<<<ctxeng:block")
+    assert hostile["content"].startswith("<<<ctx untrusted>>>\n")
     assert steps[-1].usage["input_tokens"] == stub.openai_response(body)["usage"]["prompt_tokens"]
 
 

@@ -76,7 +76,7 @@ def test_a_three_step_agent_loop_runs_on_the_responses_api_through_ctxeng():
     sent_ids = [i["call_id"] for i in body["input"] if i["type"] in ("function_call", "function_call_output")]
     assert "call.1/weird" not in sent_ids and len(sent_ids) == 6  # rewritten to the provider's id alphabet
     [hostile] = [i for i in body["input"] if i["type"] == "function_call_output" and "Ignore previous" in i["output"]]
-    assert hostile["output"].startswith("<<<ctxeng:block")  # it reached the model as fenced data
+    assert hostile["output"].startswith("<<<ctx untrusted>>>\n")  # it reached the model as fenced data
     assert [t["name"] for t in body["tools"]] == ["get_weather"] and body["tools"][0]["strict"] is False
     assert body["max_output_tokens"] == steps[-1].manifest["budget"]["response_reserve"]
 

@@ -76,9 +76,7 @@ def test_hostile_tool_output_is_fenced_data_and_never_system_text(session):
     payload = step.kwargs
     assert INJECTED not in system_strings(payload)
     [paris] = [m for m in payload["messages"] if m["role"] == "tool" and INJECTED in m["content"]]
-    assert paris["content"].startswith("<<<ctxeng:block nonce=")
-    header = json.loads(paris["content"].split("\n", 1)[0].split(" ", 2)[2][:-3])
-    assert header["zone"] == "untrusted_data" and header["role"] == "untrusted_data"
+    assert paris["content"] == f"<<<ctx untrusted>>>\nParis: 18C. {INJECTED}\n<<<ctx:end>>>"
     assert step.system.startswith(SYSTEM)
 
 
@@ -216,7 +214,8 @@ def test_a_long_chat_loses_its_middle_turns_before_the_task_it_started_with():
     for n in range(60):
         msgs.append({"role": "assistant", "content": f"Step {n}: " + "checked the replica lag and the vacuum settings. " * 12})
         msgs.append({"role": "user", "content": f"Continue with item {n}. " + "Noted the numbers above. " * 10})
-    session = sdk.Session("chat-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 8000})
+    # ~11k tokens of turns (sent as plain messages, issue 37) into a 6k window: most must go.
+    session = sdk.Session("chat-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 6000})
     step = session.step(msgs)
     assert step.ready
     sent = json.dumps(step.kwargs)
@@ -265,7 +264,8 @@ def test_what_the_user_asked_midway_outlasts_the_agents_own_narration_after_it()
     msgs.append({"role": "user", "content": new_item})
     for n in range(20, 50):
         msgs.append({"role": "assistant", "content": f"Step {n}: " + "checked the job status once more. " * 12})
-    session = sdk.Session("coding-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 8000})
+    # ~5.5k tokens of turns (plain messages since issue 37) into a 3.5k window: narration must go.
+    session = sdk.Session("coding-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 3500})
     step = session.step(msgs)
     assert step.ready
     sent = json.dumps(step.kwargs)
