@@ -1345,3 +1345,19 @@ def run_step_facts(steps: list[AssemblyJob], previous: AssemblyJob | None) -> di
                 elif decision == Decision.EXCLUDED and was_reason != reason:
                     fact.reason_changed += 1
     return facts
+
+
+def step_neighbours(job: AssemblyJob) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The steps with a manifest just before and after `job` in its run (id, step_id, attempt
+    told apart by number), for the inspector's previous / next step links: one query of the run's
+    (id, step id) pairs in submission order, whatever the run's length."""
+    rows = list(AssemblyJob.objects.filter(run_id=job.run_id, manifest__isnull=False).order_by("created_at", "id")
+                .values_list("id", "step_id"))
+    index = next((n for n, (pk, _) in enumerate(rows) if pk == job.pk), None)
+    if index is None:
+        return None, None
+
+    def named(n: int) -> dict[str, Any] | None:
+        return {"id": rows[n][0], "step_id": rows[n][1], "number": n + 1} if 0 <= n < len(rows) else None
+
+    return named(index - 1), named(index + 1)

@@ -511,6 +511,7 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     context: dict[str, Any] = {"job": job, "manifest": manifest, "focus": selected_id}
     if manifest is None:
         return render(request, "manifests/manifest.html", context)
+    context["previous_step"], context["next_step"] = sel.step_neighbours(job)
     if manifest.sections is not None:
         sealed = manifest.sections
         context.update({
