@@ -37,6 +37,7 @@ from django.db.models import (
     IntegerField,
     JSONField,
     Max,
+    Min,
     Q,
     QuerySet,
     Subquery,
@@ -370,21 +371,66 @@ def request_of(job: AssemblyJob):
 
 
 def item_search(
-    *, tenant_ids: list[int], q: str = "", reason: str = "", decision: str = "excluded"
+    *, tenant_ids: list[int], q: str = "", reason: str = "", decision: str = "excluded", run: str = "",
+    step: str = "", since: date | None = None, until: date | None = None,
 ) -> QuerySet[ManifestItem]:
-    """Item decisions across manifests: exact or partial item_id, or text inside source_ref."""
+    """Item decisions across manifests. `q` matches part of the item id, or text of its source ref
+    (tool, path, URL), its kind or its decision's detail (the words a reviewer remembers: "is at
+    revision 4", "budget"); `run` and `step` name a run and a step id exactly; `since` and `until`
+    bound the day the manifest was sealed (UTC, inclusive)."""
     rows = ManifestItem.objects.filter(entry__tenant_id__in=tenant_ids)
     if decision:
         rows = rows.filter(decision=decision)
     if reason:
         rows = rows.filter(reason=reason)
     if q:
-        rows = rows.filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q))
+        rows = rows.filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q) | Q(detail__icontains=q)
+                           | Q(kind__icontains=q))
+    if run:
+        rows = rows.filter(manifest__job__run__run_id=run)
+    if step:
+        rows = rows.filter(manifest__job__step_id=step)
+    if since:
+        rows = rows.filter(manifest__created_at__date__gte=since)
+    if until:
+        rows = rows.filter(manifest__created_at__date__lte=until)
     return (
         rows.select_related("manifest__job__run", "manifest__job__tenant")
         .defer("manifest__document_packed", "manifest__payload_packed", "manifest__job__request_packed", "manifest__sections")
         .order_by("-manifest__created_at", "id")
     )
+
+
+def item_search_groups(rows: QuerySet[ManifestItem]) -> QuerySet:
+    """`item_search` rows grouped: one group per run, item, decision and reason, with how many
+    steps it holds and when the first and last were sealed; the newest first. One query (paged by
+    the caller); `group_steps` names each group's first and last step."""
+    return (rows.order_by().values("item_id", "decision", "reason", run_pk=F("manifest__job__run_id"))
+            .annotate(steps=Count("id"), first_at=Min("manifest__created_at"), last_at=Max("manifest__created_at"))
+            .order_by("-last_at", "item_id", "decision", "reason"))
+
+
+def group_steps(rows: QuerySet[ManifestItem], groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each group of a page of `item_search_groups` with its run, its first and last step (job id,
+    step id) and the last step's gate and detail: one query over the page's runs and items."""
+    if not groups:
+        return groups
+    found = (rows.order_by().filter(manifest__job__run_id__in={g["run_pk"] for g in groups},
+                                    item_id__in={g["item_id"] for g in groups})
+             .values("item_id", "decision", "reason", "hard_gate", "detail", "source_ref", "kind", "source_type",
+                     run_pk=F("manifest__job__run_id"), run_id=F("manifest__job__run__run_id"),
+                     tenant=F("manifest__job__tenant__slug"), job_id=F("manifest__job_id"),
+                     step_id=F("manifest__job__step_id"), sealed_at=F("manifest__created_at"))
+             .order_by("manifest__created_at", "manifest__job_id"))
+    ends: dict[tuple, dict[str, Any]] = {}
+    for row in found:
+        key = (row["run_pk"], row["item_id"], row["decision"], row["reason"])
+        end = ends.setdefault(key, {"first": row})
+        end["last"] = row
+    for group in groups:
+        end = ends.get((group["run_pk"], group["item_id"], group["decision"], group["reason"])) or {}
+        group["first"], group["last"] = end.get("first"), end.get("last")
+    return groups
 
 
 # --------------------------------------------------------------------------- compare

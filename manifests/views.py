@@ -713,14 +713,34 @@ def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
 @require_GET
 @dashboard_page
 def why(request: HttpRequest) -> HttpResponse:
+    """Why excluded? Item decisions across the user's tenants, searched by item, source ref, kind
+    or detail text (`q`), reason, decision, run, step and the day sealed. Repeated decisions are
+    grouped by default — one row per run, item, decision and reason naming its first and last
+    step ("step-3 … step-46, 44 steps") — `?group=none` lists every step's row."""
     query = _why_query(request)
-    q, reason, decision, problems = query["q"], query["reason"], query["decision"], query.pop("problems")
-    searched = bool(q or reason)
-    rows = sel.item_search(tenant_ids=request.tenancy.tenant_ids, q=q, reason=reason, decision=decision) if searched else []
+    problems = query.pop("problems")
+    grouped = request.GET.get("group", "") != "none"
+    searched = any(query[name] for name in ("q", "reason", "run", "step", "since", "until"))
+    rows = sel.item_search(tenant_ids=request.tenancy.tenant_ids, **_search_args(query)) if searched else None
+    decisions_total = 0
+    if rows is None:
+        page = page_of([], 1)
+    elif grouped:
+        decisions_total = rows.count()
+        page = page_of(sel.item_search_groups(rows), request.GET.get("page"), 50)
+        sel.group_steps(rows, list(page.object_list))
+    else:
+        page = page_of(rows, request.GET.get("page"), 50)
     return render(request, "manifests/why.html", {
-        "q": q, "reason": reason, "decision": decision, "searched": searched, "problems": problems,
-        "page": page_of(rows, request.GET.get("page"), 50), "reasons": sel.REASON_ORDER,
+        **query, "searched": searched, "problems": problems, "grouped": grouped, "page": page,
+        "decisions_total": decisions_total,
+        "reasons": sel.REASON_ORDER, "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids),
     })
+
+
+def _search_args(query: dict[str, Any]) -> dict[str, Any]:
+    """item_search's arguments from /why/'s query (its dates parsed; a bad one was dropped)."""
+    return {**query, "since": _date(query["since"]), "until": _date(query["until"])}
 
 
 def _compare_side(request: HttpRequest, name: str, run_text: str, ref: str) -> dict[str, Any]:
@@ -885,7 +905,9 @@ def _why_query(request: HttpRequest) -> dict[str, Any]:
         problems.append(f"Unknown decision “{decision[:60]}”: showing included and excluded items.")
         decision = ""
     return {"q": request.GET.get("q", "").strip(), "reason": request.GET.get("reason", "").strip(),
-            "decision": decision, "problems": problems}
+            "decision": decision, "run": request.GET.get("run", "").strip(), "step": request.GET.get("step", "").strip(),
+            "since": _date_filter(request.GET.get("since", ""), "from", problems),
+            "until": _date_filter(request.GET.get("until", ""), "to", problems), "problems": problems}
 
 
 @require_GET
@@ -896,10 +918,10 @@ def why_export(request: HttpRequest, fmt: str) -> HttpResponse:
         raise Http404("no such format")
     query = _why_query(request)
     del query["problems"]  # an export names its query in its head; an unknown decision reads as every decision
-    if not (query["q"] or query["reason"]):
-        return HttpResponse("Search first: give q (item id or source ref text) or reason.\n", status=400,
-                            content_type="text/plain; charset=utf-8")
-    found = sel.item_search(tenant_ids=request.tenancy.tenant_ids, **query)
+    if not any(query[name] for name in ("q", "reason", "run", "step", "since", "until")):
+        return HttpResponse("Search first: give q (item id or source ref text), reason, run, step, since or until.\n",
+                            status=400, content_type="text/plain; charset=utf-8")
+    found = sel.item_search(tenant_ids=request.tenancy.tenant_ids, **_search_args(query))
     rows = ({"item_id": row.item_id, "decision": row.decision, "reason": row.reason, "hard_gate": row.hard_gate or None,
              "detail": row.detail or None, "partition": row.partition or None, "tokens": row.tokens, "kind": row.kind,
              "source_type": row.source_type, "source_ref": row.source_ref, "tenant": row.manifest.job.tenant.slug,
@@ -907,8 +929,10 @@ def why_export(request: HttpRequest, fmt: str) -> HttpResponse:
              "assembly": str(row.manifest.job_id), "manifest_status": row.manifest.status,
              "sealed_at": row.manifest.created_at}
             for row in found.iterator(chunk_size=500))
-    return exports.rows_response(fmt, filename=exports.safe_filename("why", query["q"] or query["reason"]),
-                                 columns=WHY_COLUMNS, rows=rows, head={"query": query})
+    named = query["q"] or query["reason"] or query["run"] or query["step"] or "search"
+    head = {name: value for name, value in query.items() if value or name in ("q", "reason", "decision")}
+    return exports.rows_response(fmt, filename=exports.safe_filename("why", named),
+                                 columns=WHY_COLUMNS, rows=rows, head={"query": head})
 
 
 TIMELINE_COLUMNS = ["run_id", "step_id", "attempt", "assembly", "step_status", "submitted_at", "policy_id",

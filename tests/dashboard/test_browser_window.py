@@ -122,7 +122,7 @@ def test_an_assembly_under_a_retired_revision_is_badged(signed_in, live_server, 
     assert page.locator(".retired-revision").count() == 0
     policy_revision_publish(revision=example["draft"], user=example["owner"], note="revision 4")
     page.reload()
-    badges = page.locator(".timeline .retired-revision")
+    badges = page.locator(".step-table .retired-revision")
     assert badges.count() == 3 and all(badge.is_visible() for badge in badges.all())
     assert "retired" in badges.first.get_attribute("title")
     _shot(page, tmp_path, "run-retired-1280.png")
