@@ -145,6 +145,15 @@ def get(mapping: Any, key: Any) -> Any:
 
 
 @register.filter
+def minus(value: Any, other: Any) -> Any:
+    """`value − other` for two numbers ("" when either is not one): free = usable − used."""
+    try:
+        return int(value) - int(other)
+    except (TypeError, ValueError):
+        return ""
+
+
+@register.filter
 def signed(value: Any) -> str:
     try:
         number = int(value)
@@ -268,11 +277,15 @@ def budget_bar(context: dict[str, Any], budget: dict[str, Any], assembly: dict[s
         s["max_x"] = x + 100.0 * int(s["maximum"]) / scale if s["maximum"] is not None else None
         x += s["width"]
     framing_used = int(budget.get("framing_tokens") or 0)
+    # The one token story of a step (as the run page tells it): used = the payload (the items'
+    # tokens and the framing), free = usable − used; the bar's slots only draw where room went.
+    used = int(budget.get("payload_tokens") or 0) or int(budget.get("estimated_used") or 0) + framing_used
     return {
         "budget": budget, "slots": slots, "scale": scale, "usable": usable,
         "framing": {"reserved": framing, "used": framing_used, "width": 100.0 * framing / scale,
                     "used_width": 100.0 * min(framing_used, framing) / scale},
-        "free": {"x": x, "width": max(0.0, 100.0 - x), "tokens": max(0, scale - round(x * scale / 100.0))},
+        "free": {"x": x, "width": max(0.0, 100.0 - x), "tokens": usable - used},
+        "used": used,
         "over_usable": scale > usable,
         "request": context.get("request"),
     }

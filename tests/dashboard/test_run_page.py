@@ -82,3 +82,15 @@ def test_each_step_tells_one_token_story_used_and_free(owner_client, example):
     row = _step_rows(owner_client.get("/runs/run-long/").content.decode())[0]
     assert f">{used} / {budget['usable_input']}<" in row
     assert f'<td class="num">{budget["usable_input"] - used}</td>' in row
+
+
+def test_the_inspector_tells_the_same_token_story_as_the_run_page(owner_client, example):
+    budget = manifest_document(Manifest.objects.get(job=example["ready"]))["budget"]
+    items = sum(part["used"] for part in budget["partitions"].values())
+    used = items + budget["framing_tokens"]
+    body = owner_client.get(f"/assemblies/{example['ready'].id}/").content.decode()
+    story = " ".join(body.split('class="token-story">', 1)[1].split("</span>", 1)[0].split())
+    assert story.startswith(f"used <strong>{used}</strong> ({items} items + {budget['framing_tokens']} framing) of "
+                            f"{budget['usable_input']} usable · free {budget['usable_input'] - used}")
+    legend_free = re.search(r'free <span class="muted" title="usable (\d+) − used (\d+)">(-?\d+)</span>', body).groups()
+    assert legend_free == (str(budget["usable_input"]), str(used), str(budget["usable_input"] - used))
