@@ -440,10 +440,11 @@ def _decisions(sections: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for row in sections.get("included") or []:
         out[row["item_id"]] = {"decision": "included", "reason": row.get("admission_reason"), "partition": row.get("partition"),
-                               "tokens": row.get("tokens")}
+                               "tokens": row.get("tokens"), "kind": row.get("kind"), "source_ref": row.get("source_ref")}
     for row in sections.get("excluded") or []:
         out[row["item_id"]] = {"decision": "excluded", "reason": row.get("reason"), "hard_gate": row.get("hard_gate"),
-                               "detail": row.get("detail"), "partition": row.get("partition"), "tokens": row.get("tokens")}
+                               "detail": row.get("detail"), "partition": row.get("partition"), "tokens": row.get("tokens"),
+                               "kind": row.get("kind"), "source_ref": row.get("source_ref")}
     return out
 
 
@@ -1378,7 +1379,7 @@ def run_step_facts(steps: list[AssemblyJob], previous: AssemblyJob | None) -> di
         "manifest__job_id", "item_id", "decision", "reason")
     for job_id, item_id, decision, reason in rows:
         decisions[job_id][item_id] = (decision, reason)
-    for before, after in zip(chain, chain[1:]):
+    for before, after in zip(chain, chain[1:], strict=False):  # each step with the one before it
         fact, old, new = facts[after.pk], decisions[before.pk], decisions[after.pk]
         fact.compared = True
         fact.added = sum(1 for item_id in new if item_id not in old)

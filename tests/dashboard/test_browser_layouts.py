@@ -161,7 +161,9 @@ def seeds(example) -> list[str]:
     return ["/", f"/assemblies/{job}/transforms/", f"/assemblies/{job}/tool_pairs/", f"/assemblies/{job}/input/",
             f"/assemblies/{job}/item/?item_id=trace-old-1", f"/assemblies/{job}/item/?item_id=result-call-c&part=excerpts",
             f"/assemblies/{job}/item/?item_id=result-call-a&part=payload", f"/assemblies/{job}/included/",
-            f"/compare/?a={job}&b={example['blocked'].id}", "/why/?q=plan"]
+            f"/compare/?a={job}&b={example['blocked'].id}", "/why/?q=plan",
+            # the run page's regions (htmx loads them when scrolled to)
+            "/runs/run-42/matrix/", "/runs/run-42/window/"]
 
 
 def crawl_key(url: str) -> tuple[str, tuple[str, ...]]:

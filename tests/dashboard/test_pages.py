@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import re
-
 import copy
 import html
+import re
 
 import pytest
 

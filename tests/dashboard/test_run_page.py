@@ -45,7 +45,8 @@ def test_each_step_counts_its_decisions_and_what_changed_from_the_step_before(ow
     documents = {key: manifest_document(Manifest.objects.get(job=example[key])) for key in ("ready", "blocked")}
     decided = {key: {**{r["item_id"]: ("included", "") for r in d["included"]},
                      **{r["item_id"]: ("excluded", r["reason"]) for r in d["excluded"]}} for key, d in documents.items()}
-    for number, (job, row) in enumerate(zip(jobs, rows)):
+    assert len(rows) == len(jobs)
+    for number, (job, row) in enumerate(zip(jobs, rows, strict=True)):
         key = ("ready", "blocked")[(number // 3) % 2]
         mine = decided[key]
         assert f'href="/assemblies/{job.id}/?decision=included"' in row
