@@ -95,3 +95,53 @@ def test_the_inspector_tells_the_same_token_story_as_the_run_page(owner_client, 
                             f"{budget['usable_input']} usable · free {budget['usable_input'] - used}")
     legend_free = re.search(r'free <span class="muted" title="usable (\d+) − used (\d+)">(-?\d+)</span>', body).groups()
     assert legend_free == (str(budget["usable_input"]), str(used), str(budget["usable_input"] - used))
+
+
+def _matrix_items(body: str) -> list[str]:
+    table = body.split('class="dense run-grid"', 1)[1].split("</table>", 1)[0]
+    return re.findall(r'<th class="item-col" scope="row"><code>([^<]+)</code>', table)
+
+
+def _decisions_by_step(example) -> list[dict[str, tuple[str, str]]]:
+    """Each step of run-42 (in order): item -> (decision, reason), read off the sealed documents."""
+    steps = []
+    for key in ("ready", "blocked", "hostile"):
+        document = manifest_document(Manifest.objects.get(job=example[key]))
+        steps.append({**{r["item_id"]: ("included", "") for r in document["included"]},
+                      **{r["item_id"]: ("excluded", r["reason"]) for r in document["excluded"]}})
+    return steps
+
+
+def test_the_matrix_searches_filters_by_reason_and_sorts_by_most_excluded(owner_client, example):
+    steps = _decisions_by_step(example)
+    items = sorted(set().union(*steps))
+    excluded = {i: sum(1 for s in steps if s.get(i, ("",))[0] == "excluded") for i in items}
+    by_most = sorted(items, key=lambda i: (-excluded[i], i))
+    body = owner_client.get("/runs/run-42/matrix/", {"sort": "excluded"}).content.decode()
+    assert _matrix_items(body) == by_most[:50]
+    stale = sorted(i for i in items if any(s.get(i) == ("excluded", "stale_revision") for s in steps))
+    body = owner_client.get("/runs/run-42/matrix/", {"reason": "stale_revision"}).content.decode()
+    assert _matrix_items(body) == stale
+    body = owner_client.get("/runs/run-42/matrix/", {"q": "trace-old"}).content.decode()
+    assert _matrix_items(body) == [f"trace-old-{n}" for n in range(1, 6)]
+    # a source ref's text finds its item: the URL of the web overview
+    body = owner_client.get("/runs/run-42/matrix/", {"q": "context7.com"}).content.decode()
+    assert _matrix_items(body) == ["web-context7-overview"]
+    body = owner_client.get("/runs/run-42/matrix/", {"sort": "sideways", "reason": "nope"}).content.decode()
+    assert "Unknown order" in body and "Unknown exclusion reason" in body and _matrix_items(body) == items[:50]
+
+
+def test_the_matrix_shows_twenty_steps_at_a_time(owner_client, example):
+    jobs = long_run([example["ready"], example["blocked"]], steps=45)
+    first = owner_client.get("/runs/run-long/matrix/").content.decode()
+    heads = re.findall(r'<th class="step-head">.*?<a href="/assemblies/([^/]+)/">', first, re.S)
+    assert heads == [str(job.id) for job in jobs[:20]] and "steps 1–20 of 45" in first
+    last = owner_client.get("/runs/run-long/matrix/", {"steps": "41"}).content.decode()
+    heads = re.findall(r'<th class="step-head">.*?<a href="/assemblies/([^/]+)/">', last, re.S)
+    assert heads == [str(job.id) for job in jobs[40:]] and "steps 41–45 of 45" in last
+    assert "later steps" not in last and "earlier steps" in last
+
+
+def test_an_outsider_gets_404_for_the_run_regions(outsider_client, example):
+    for url in ("/runs/run-42/matrix/", "/runs/run-42/window/"):
+        assert outsider_client.get(url).status_code == 404
