@@ -37,7 +37,7 @@ from manifests.models import Immutable
 from . import dashboard_selectors as sel
 from . import services
 from .diffing import diff
-from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
+from .models import ImpactPreview, Policy, PolicyRevision, PreviewStatus, RevisionStatus
 from .selectors import upgrade_records_missing
 
 
@@ -224,8 +224,13 @@ def _impact_page(request: HttpRequest, policy: Policy, rev: PolicyRevision, *, s
                  note_error: str = "") -> HttpResponse:
     published = sel.published_revision(policy)
     parsed, errors = sel.validate_yaml(sel.revision_text(rev), policy_id=policy.policy_id, revision=rev.revision)
+    preview = sel.latest_preview(rev)
+    # A preview counts when it finished on this revision's saved text (not an older text, not the
+    # editor's unsaved one): publishing without one is allowed, and said plainly beside the button.
+    previewed = (preview is not None and preview.status == PreviewStatus.DONE and not preview.unsaved
+                 and preview.digest == rev.digest)
     return render(request, "policies/impact.html", {
-        **_impact_context(request, policy, rev, sel.latest_preview(rev)),
+        **_impact_context(request, policy, rev, preview), "previewed": previewed,
         "published": published, "errors": errors, "note_error": note_error,
         "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
         "can_publish": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,

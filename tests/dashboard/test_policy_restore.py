@@ -78,3 +78,19 @@ def test_the_editor_numbers_its_lines_and_marks_the_errors(owner_client, example
     failed = owner_client.post("/policies/source-research/revisions/4/edit/", {"body": bad, "action": "validate"}).content.decode()
     gutter = re.search(r'<pre class="gutter" aria-hidden="true">(.*?)</pre>', failed, re.S).group(1)
     assert re.findall(r'<span class="error-line">(\d+)</span>', gutter) == ["4"]
+
+
+def test_publishing_without_a_finished_preview_is_warned_beside_the_button(owner_client, example):
+    from policies.models import ImpactPreview, PreviewStatus
+    from policies.services import impact_preview_start
+
+    page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
+    assert "publish-unpreviewed" in page and "Publish revision 4 without a preview" in page
+    preview = impact_preview_start(revision=example["draft"], user=example["owner"], draft=None)
+    status = ImpactPreview.objects.get(pk=preview.pk).status
+    page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
+    assert status == PreviewStatus.DONE  # jobs run in process here: the preview finished on start
+    assert "publish-unpreviewed" not in page and "without a preview" not in page
+    # a saved change to the draft makes that preview stale: the warning is back
+    ImpactPreview.objects.filter(pk=preview.pk).update(digest="sha256:" + "0" * 64)
+    assert "publish-unpreviewed" in owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
