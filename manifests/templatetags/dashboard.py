@@ -60,7 +60,8 @@ def item_label(row: Any) -> str:
     elif ref.get("artifact_id"):
         label = f"{kind or 'artifact'} {ref['artifact_id']}" + (f" r{ref['revision']}" if ref.get("revision") is not None else "")
     elif ref.get("memory_id") or ref.get("summary_id"):
-        label = f"{kind} {ref.get('memory_id') or ref.get('summary_id')}"
+        named = ref.get("memory_id") or ref.get("summary_id")
+        label = f"{kind} {named}" if named != row.get("item_id") else kind.replace("_", " ")
     else:
         named = next((str(v) for v in ref.values() if isinstance(v, str | int) and str(v) != row.get("item_id")), "")
         label = f"{kind} {named}".strip() if named else (kind.replace("_", " ") if kind else "")

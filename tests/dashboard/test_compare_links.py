@@ -28,4 +28,4 @@ def test_items_are_labelled_by_their_file_url_or_artifact(owner_client, example)
         body = owner_client.get(f"/assemblies/{example['ready'].id}/", {"q": item_id}).content.decode()
         assert f'<div class="item-label">{label}</div>' in body, item_id
         selected = owner_client.get(f"/assemblies/{example['ready'].id}/", {"item": item_id}).content.decode()
-        assert f'<p class="item-label big-label">{label}</p>' in selected, item_id
+        assert f'<span class="item-label big-label">{label}</span>' in selected, item_id

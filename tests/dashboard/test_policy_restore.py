@@ -87,9 +87,10 @@ def test_publishing_without_a_finished_preview_is_warned_beside_the_button(owner
     page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
     assert "publish-unpreviewed" in page and "Publish revision 4 without a preview" in page
     preview = impact_preview_start(revision=example["draft"], user=example["owner"], draft=None)
-    status = ImpactPreview.objects.get(pk=preview.pk).status
+    # queued (its job starts when the transaction commits): not a preview yet
+    assert "publish-unpreviewed" in owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
+    ImpactPreview.objects.filter(pk=preview.pk).update(status=PreviewStatus.DONE)
     page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
-    assert status == PreviewStatus.DONE  # jobs run in process here: the preview finished on start
     assert "publish-unpreviewed" not in page and "without a preview" not in page
     # a saved change to the draft makes that preview stale: the warning is back
     ImpactPreview.objects.filter(pk=preview.pk).update(digest="sha256:" + "0" * 64)
