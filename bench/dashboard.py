@@ -10,6 +10,11 @@ transform touched: its record, position in the list, lineage, transforms and pla
 payload); a search (`?q=doc`), the list grouped by zone, the window tab (tokens grouped by source,
 source type, kind and partition) and the list sorted by tokens are reported, not held to 2x: each
 reads every row of the manifest (in a bounded number of queries, held to <= 10 like the page).
+
+The run page (issue 41): a generated 200-step run (tests/dashboard/long_run.py: the worked
+example's sealed manifests copied step by step) and a 20-step one; `/runs/<id>/` is rendered for
+each — its server time (target <= 300 ms), its query count (the same for both) and its bytes
+(<= 150 KB) — and its two regions, the window summary and the item × step matrix, are reported.
 """
 
 from __future__ import annotations
@@ -48,6 +53,19 @@ def run(*, quick: bool = False) -> list[Row]:
         return [Row("5 dashboard", "section", "not run: " + (out.stderr.strip().splitlines() or ["child failed"])[-1][:300], data={"stderr": out.stderr[-3000:]})]
     r = json.loads(out.stdout.strip().splitlines()[-1])
     rows = []
+    runs = r.get("runs")
+    if runs:
+        long, short = runs["200"], runs["20"]
+        page = long["page"]
+        rows.append(Row("5 dashboard", "run page, 200-step run: server time", ms(page["median"]), None, "<= 300 ms",
+                        page["median"] <= 0.3, data={"200": long, "20": short}))
+        rows.append(Row("5 dashboard", "run page, SQL queries, 200 vs 20 steps", f"{page['queries']} vs {short['page']['queries']}",
+                        None, "equal", page["queries"] == short["page"]["queries"]))
+        rows.append(Row("5 dashboard", "run page, HTML bytes, 200-step run", f"{page['bytes'] / 1024:.1f} KB", None, "<= 150 KB",
+                        page["bytes"] <= 150 * 1024))
+        for region in ("window", "matrix"):
+            rows.append(Row("5 dashboard", f"run page region {region}, 200-step run", f"{ms(long[region]['median'])}, "
+                            f"{long[region]['queries']} queries, {long[region]['bytes'] / 1024:.1f} KB", None, "(reported)"))
     for view, label in VIEWS:
         small, large = r["100"][view], r["10000"][view]
         q = large["queries"]
@@ -99,7 +117,24 @@ def _child(quick: bool) -> None:
         out[str(n)] = {view: _measure(client, url, rounds) | {"job_status": job.status} for view, url in (
             ("page", base), ("item", f"{base}?item={selected}"), ("search", f"{base}?q=doc"), ("zone", f"{base}?group=zone"),
             ("window", f"{base}window/"), ("largest", f"{base}?sort=tokens"))}
+    out["runs"] = _runs(user, client, rounds)
     print(json.dumps(out))
+
+
+def _runs(user, client, rounds: int) -> dict:
+    """The run page of a generated 200-step run and of a 20-step one (copies of the example's steps)."""
+    from manifests.models import AssemblyJob
+    from tests.dashboard.long_run import long_run
+
+    sources = list(AssemblyJob.objects.filter(run__run_id="run-42", manifest__isnull=False).order_by("created_at"))
+    found = {}
+    for steps in (20, 200):
+        run_id = f"bench-run-{steps}"
+        long_run(sources, steps=steps, run_id=run_id)
+        base = f"/runs/{run_id}/"
+        found[str(steps)] = {view: _measure(client, url, rounds) for view, url in (
+            ("page", base), ("window", f"{base}window/"), ("matrix", f"{base}matrix/"))}
+    return found
 
 
 def _measure(client, url: str, rounds: int) -> dict:

@@ -35,7 +35,9 @@ from django.db.models import (
     Count,
     F,
     IntegerField,
+    JSONField,
     Max,
+    Min,
     Q,
     QuerySet,
     Subquery,
@@ -46,7 +48,7 @@ from django.db.models import (
 from django.db.models.aggregates import Avg, Sum
 from django.db.models.expressions import ExpressionWrapper, Window
 from django.db.models.fields import FloatField
-from django.db.models.fields.json import KeyTextTransform
+from django.db.models.fields.json import KeyTextTransform, KeyTransform
 from django.db.models.functions import Abs, Cast, NullIf, RowNumber
 
 from ctxeng.accounts.models import Tenant
@@ -147,6 +149,11 @@ def run_get(*, tenant_ids: list[int], run_id: str, prefer_tenant: Tenant | None)
     return next((run for run in runs if prefer_tenant and run.tenant_id == prefer_tenant.id), runs[0])
 
 
+# A run page names each step's policy revision; decoding its body once per step (the select_related
+# row) cost more than the rest of a 200-step run page together.
+_RUN_REVISION_BODY = ("policy_revision__body", "policy_revision__source_text", "policy_revision__publish_note")
+
+
 def run_timeline(run: Run) -> list[AssemblyJob]:
     """A run's attempts in order, with the manifest's budget figures pulled out of the document
     and the provider's reported usage (`usage_input`, `usage_cached`; None when no report), in
@@ -154,11 +161,13 @@ def run_timeline(run: Run) -> list[AssemblyJob]:
     return list(
         light_jobs([run.tenant_id])
         .filter(run=run)
+        .defer(*_RUN_REVISION_BODY)
         .annotate(
             usable_input=F("manifest__usable_input"),
             blocked_reason=_blocked_reason(),
             usage_input=F("manifest__usage__input_tokens"),
             usage_cached=F("manifest__usage__cached_tokens"),
+            payload_tokens=payload_tokens_of(),
         )
         .order_by("created_at", "id")
     )
@@ -364,21 +373,66 @@ def request_of(job: AssemblyJob):
 
 
 def item_search(
-    *, tenant_ids: list[int], q: str = "", reason: str = "", decision: str = "excluded"
+    *, tenant_ids: list[int], q: str = "", reason: str = "", decision: str = "excluded", run: str = "",
+    step: str = "", since: date | None = None, until: date | None = None,
 ) -> QuerySet[ManifestItem]:
-    """Item decisions across manifests: exact or partial item_id, or text inside source_ref."""
+    """Item decisions across manifests. `q` matches part of the item id, or text of its source ref
+    (tool, path, URL), its kind or its decision's detail (the words a reviewer remembers: "is at
+    revision 4", "budget"); `run` and `step` name a run and a step id exactly; `since` and `until`
+    bound the day the manifest was sealed (UTC, inclusive)."""
     rows = ManifestItem.objects.filter(entry__tenant_id__in=tenant_ids)
     if decision:
         rows = rows.filter(decision=decision)
     if reason:
         rows = rows.filter(reason=reason)
     if q:
-        rows = rows.filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q))
+        rows = rows.filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q) | Q(detail__icontains=q)
+                           | Q(kind__icontains=q))
+    if run:
+        rows = rows.filter(manifest__job__run__run_id=run)
+    if step:
+        rows = rows.filter(manifest__job__step_id=step)
+    if since:
+        rows = rows.filter(manifest__created_at__date__gte=since)
+    if until:
+        rows = rows.filter(manifest__created_at__date__lte=until)
     return (
         rows.select_related("manifest__job__run", "manifest__job__tenant")
         .defer("manifest__document_packed", "manifest__payload_packed", "manifest__job__request_packed", "manifest__sections")
         .order_by("-manifest__created_at", "id")
     )
+
+
+def item_search_groups(rows: QuerySet[ManifestItem]) -> QuerySet:
+    """`item_search` rows grouped: one group per run, item, decision and reason, with how many
+    steps it holds and when the first and last were sealed; the newest first. One query (paged by
+    the caller); `group_steps` names each group's first and last step."""
+    return (rows.order_by().values("item_id", "decision", "reason", run_pk=F("manifest__job__run_id"))
+            .annotate(steps=Count("id"), first_at=Min("manifest__created_at"), last_at=Max("manifest__created_at"))
+            .order_by("-last_at", "item_id", "decision", "reason"))
+
+
+def group_steps(rows: QuerySet[ManifestItem], groups: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each group of a page of `item_search_groups` with its run, its first and last step (job id,
+    step id) and the last step's gate and detail: one query over the page's runs and items."""
+    if not groups:
+        return groups
+    found = (rows.order_by().filter(manifest__job__run_id__in={g["run_pk"] for g in groups},
+                                    item_id__in={g["item_id"] for g in groups})
+             .values("item_id", "decision", "reason", "hard_gate", "detail", "source_ref", "kind", "source_type",
+                     run_pk=F("manifest__job__run_id"), run_id=F("manifest__job__run__run_id"),
+                     tenant=F("manifest__job__tenant__slug"), job_id=F("manifest__job_id"),
+                     step_id=F("manifest__job__step_id"), sealed_at=F("manifest__created_at"))
+             .order_by("manifest__created_at", "manifest__job_id"))
+    ends: dict[tuple, dict[str, Any]] = {}
+    for row in found:
+        key = (row["run_pk"], row["item_id"], row["decision"], row["reason"])
+        end = ends.setdefault(key, {"first": row})
+        end["last"] = row
+    for group in groups:
+        end = ends.get((group["run_pk"], group["item_id"], group["decision"], group["reason"])) or {}
+        group["first"], group["last"] = end.get("first"), end.get("last")
+    return groups
 
 
 # --------------------------------------------------------------------------- compare
@@ -388,10 +442,11 @@ def _decisions(sections: dict[str, Any]) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for row in sections.get("included") or []:
         out[row["item_id"]] = {"decision": "included", "reason": row.get("admission_reason"), "partition": row.get("partition"),
-                               "tokens": row.get("tokens")}
+                               "tokens": row.get("tokens"), "kind": row.get("kind"), "source_ref": row.get("source_ref")}
     for row in sections.get("excluded") or []:
         out[row["item_id"]] = {"decision": "excluded", "reason": row.get("reason"), "hard_gate": row.get("hard_gate"),
-                               "detail": row.get("detail"), "partition": row.get("partition"), "tokens": row.get("tokens")}
+                               "detail": row.get("detail"), "partition": row.get("partition"), "tokens": row.get("tokens"),
+                               "kind": row.get("kind"), "source_ref": row.get("source_ref")}
     return out
 
 
@@ -812,23 +867,48 @@ def item_rows_by_id(manifest_id: int, item_ids: set[str]) -> dict[str, dict[str,
 # --------------------------------------------------------------------------- run timeline
 
 
-def run_item_ids(run: Run, *, steps: int, changed_only: bool = False) -> QuerySet:
-    """The distinct item ids of a run's manifests, in item_id order; `changed_only` keeps the items
-    whose decision or reason differs between steps, or that are missing from some step."""
-    rows = ManifestItem.objects.filter(manifest__job__run=run).values("item_id")
+RUN_ITEM_SORTS = {"": "item id", "changed": "changed most", "excluded": "most excluded"}
+
+
+def run_item_ids(run: Run, *, steps: int, changed_only: bool = False, q: str = "", reason: str = "",
+                 sort: str = "") -> QuerySet:
+    """The distinct item ids of a run's manifests (one query, paged by the caller).
+
+    `changed_only` keeps the items whose decision or reason differs between steps, or that are
+    missing from some step; `q` matches the item id or text of the source ref; `reason` keeps the
+    items excluded for it at some step. Sorted by item id, or by how often the item changed (its
+    distinct decisions and reasons, and whether it is missing from a step), or by the number of
+    steps that excluded it (`sort`), the item id breaking ties."""
+    rows = ManifestItem.objects.filter(manifest__job__run=run)
+    if q:
+        rows = rows.filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q))
+    rows = rows.values("item_id").annotate(
+        decisions=Count("decision", distinct=True), reasons=Count("reason", distinct=True),
+        steps=Count("manifest", distinct=True), excluded_steps=Count("id", filter=Q(decision=Decision.EXCLUDED)))
     if changed_only:
-        rows = rows.annotate(decisions=Count("decision", distinct=True), reasons=Count("reason", distinct=True),
-                             steps=Count("manifest", distinct=True)).filter(
-            Q(decisions__gt=1) | Q(reasons__gt=1) | Q(steps__lt=steps))
+        rows = rows.filter(Q(decisions__gt=1) | Q(reasons__gt=1) | Q(steps__lt=steps))
+    if reason:
+        rows = rows.annotate(with_reason=Count("id", filter=Q(decision=Decision.EXCLUDED, reason=reason))).filter(
+            with_reason__gt=0)
+    if sort == "changed":
+        rows = rows.annotate(variety=F("decisions") + F("reasons") + Case(
+            When(steps__lt=steps, then=Value(1)), default=Value(0), output_field=IntegerField())).order_by(
+            "-variety", "-excluded_steps", "item_id")
+    elif sort == "excluded":
+        rows = rows.order_by("-excluded_steps", "item_id")
     else:
-        rows = rows.distinct()
-    return rows.order_by("item_id").values_list("item_id", flat=True)
+        rows = rows.order_by("item_id")
+    return rows.values_list("item_id", flat=True)
 
 
-def run_item_cells(run: Run, item_ids: list[str]) -> dict[tuple[str, str], dict[str, Any]]:
-    """(item_id, job id) -> that step's decision for one page of items (one query)."""
-    rows = ManifestItem.objects.filter(manifest__job__run=run, item_id__in=item_ids).values(
-        "item_id", "decision", "reason", "hard_gate", "partition", "tokens", job_id=F("manifest__job_id"))
+def run_item_cells(run: Run, item_ids: list[str], job_ids: list[Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """(item_id, job id) -> that step's decision for one page of items (and of steps, `job_ids`):
+    one query."""
+    rows = ManifestItem.objects.filter(manifest__job__run=run, item_id__in=item_ids)
+    if job_ids is not None:
+        rows = rows.filter(manifest__job_id__in=job_ids)
+    rows = rows.values("item_id", "decision", "reason", "hard_gate", "partition", "tokens", "kind", "source_type",
+                       "source_ref", job_id=F("manifest__job_id"))
     return {(row["item_id"], str(row["job_id"])): row for row in rows}
 
 
@@ -1233,3 +1313,86 @@ def run_timeline_cells(run: Run) -> QuerySet:
 def manifest_download(manifest_id: int) -> dict[str, Any]:
     """The sealed manifest as the API serves it (with the provider's reported input tokens)."""
     return manifest_as_served(Manifest(pk=manifest_id))
+
+
+# --------------------------------------------------------------------------- the run's step table
+
+
+@dataclass
+class StepFacts:
+    """One step of a run's step table: its decision counts and what changed from the step before."""
+
+    included: int = 0
+    excluded: int = 0
+    reasons: list[tuple[str, int]] = field(default_factory=list)  # exclusion reason, count (REASON_ORDER)
+    added: int = 0  # items that were not candidates at the step before
+    removed: int = 0  # candidates of the step before that are not candidates here
+    flipped: int = 0  # included there and excluded here, or the other way round
+    reason_changed: int = 0  # excluded at both steps, for another reason
+    compared: bool = False  # there was a step before with a manifest
+
+
+def payload_tokens_of() -> Cast:
+    """The sealed budget's payload tokens (items + framing), read in SQL from `Manifest.sections`
+    (a text column holding JSON) so the step table reads no document."""
+    return Cast(KeyTextTransform("payload_tokens", KeyTransform("budget", Cast("manifest__sections", JSONField()))),
+                IntegerField())
+
+
+def run_step_facts(steps: list[AssemblyJob], previous: AssemblyJob | None) -> dict[Any, StepFacts]:
+    """StepFacts of `steps` (a page of a run's steps with a manifest, in order; `previous` is the
+    step with a manifest before the first of them, or None): two queries whatever the page size —
+    the decision counts grouped by step and reason, and each step's (item, decision, reason), set
+    against the step before."""
+    if not steps:
+        return {}
+    ids = [job.pk for job in steps]
+    facts = {job.pk: StepFacts() for job in steps}
+    counts = (ManifestItem.objects.filter(manifest__job_id__in=ids).values("manifest__job_id", "decision", "reason")
+              .annotate(n=Count("id")).order_by())
+    reasons: dict[Any, Counter[str]] = {pk: Counter() for pk in ids}
+    for row in counts:
+        fact = facts[row["manifest__job_id"]]
+        if row["decision"] == Decision.INCLUDED:
+            fact.included += row["n"]
+        else:
+            fact.excluded += row["n"]
+            reasons[row["manifest__job_id"]][row["reason"]] += row["n"]
+    for pk, counter in reasons.items():
+        facts[pk].reasons = [(name, counter[name]) for name in REASON_ORDER if counter.get(name)] + sorted(
+            (name, n) for name, n in counter.items() if name not in REASON_ORDER)
+    chain = ([previous] if previous is not None else []) + list(steps)
+    decisions: dict[Any, dict[str, tuple[str, str]]] = {job.pk: {} for job in chain}
+    rows = ManifestItem.objects.filter(manifest__job_id__in=[job.pk for job in chain]).values_list(
+        "manifest__job_id", "item_id", "decision", "reason")
+    for job_id, item_id, decision, reason in rows:
+        decisions[job_id][item_id] = (decision, reason)
+    for before, after in zip(chain, chain[1:], strict=False):  # each step with the one before it
+        fact, old, new = facts[after.pk], decisions[before.pk], decisions[after.pk]
+        fact.compared = True
+        fact.added = sum(1 for item_id in new if item_id not in old)
+        fact.removed = sum(1 for item_id in old if item_id not in new)
+        for item_id, (decision, reason) in new.items():
+            if item_id in old:
+                was_decision, was_reason = old[item_id]
+                if was_decision != decision:
+                    fact.flipped += 1
+                elif decision == Decision.EXCLUDED and was_reason != reason:
+                    fact.reason_changed += 1
+    return facts
+
+
+def step_neighbours(job: AssemblyJob) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The steps with a manifest just before and after `job` in its run (id, step_id, attempt
+    told apart by number), for the inspector's previous / next step links: one query of the run's
+    (id, step id) pairs in submission order, whatever the run's length."""
+    rows = list(AssemblyJob.objects.filter(run_id=job.run_id, manifest__isnull=False).order_by("created_at", "id")
+                .values_list("id", "step_id"))
+    index = next((n for n, (pk, _) in enumerate(rows) if pk == job.pk), None)
+    if index is None:
+        return None, None
+
+    def named(n: int) -> dict[str, Any] | None:
+        return {"id": rows[n][0], "step_id": rows[n][1], "number": n + 1} if 0 <= n < len(rows) else None
+
+    return named(index - 1), named(index + 1)

@@ -25,7 +25,7 @@ from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 
-from ctxeng.accounts.pages import SESSION_TENANT, act_in, dashboard_page, without_tenant_param
+from ctxeng.accounts.pages import SESSION_TENANT, act_in, dashboard_page, tenant_query, without_tenant_param
 from ctxeng.engine.source_limits import expand_numbers
 from ctxeng.engine.vocabulary import AcquisitionOutcome
 from ctxeng.regions import render_region
@@ -110,44 +110,135 @@ def runs(request: HttpRequest) -> HttpResponse:
     })
 
 
-@require_GET
-@dashboard_page
-def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A run's attempts (each step's provider cache hit ratio, and the run's), and its item
-    timeline: per item, one cell per step (in / out with the reason / absent), a page of items at
-    a time (`?page=`; `?changed=1` keeps items that changed)."""
+STEP_PAGE_SIZE = 50
+MATRIX_STEPS_SHOWN = 20
+
+
+def _run_or_404(request: HttpRequest, run_id: str):
     run = sel.run_get(tenant_ids=request.tenancy.tenant_ids, run_id=run_id, prefer_tenant=request.tenancy.current)
     if run is None:
         raise Http404("run not found")
     act_in(request, run.tenant_id)
+    return run
+
+
+def _token_story(job: AssemblyJob) -> None:
+    """One token story per step: `used` is the payload (the items' tokens and the framing ctxeng
+    adds), `free` is usable − used; a manifest sealed before payload tokens were counted uses its
+    items' estimate."""
+    usable = int(job.usable_input) if job.usable_input not in (None, "") else None
+    used = None
+    if hasattr(job, "manifest"):
+        used = job.payload_tokens if job.payload_tokens is not None else job.manifest.estimated_input_tokens
+    job.usable, job.used = usable, used
+    job.free = usable - used if usable is not None and used is not None else None
+    job.used_percent = min(100, round(100 * used / usable)) if usable and used is not None else 0
+    job.cache_hit = sel.cache_hit_percent(job.usage_cached, job.usage_input)
+    job.duration = (job.finished_at - job.claimed_at).total_seconds() if job.finished_at and job.claimed_at else None
+
+
+@require_GET
+@dashboard_page
+def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
+    """A run as a step table, a page of steps at a time (`?steps_page=`): per attempt its status,
+    tokens used of usable, included and excluded by reason (each a link to that step's inspector
+    filtered to it), what changed from the step before (a link to compare them) and how long it
+    took. Its queries do not grow with the steps or items: the jobs in one query, the page's counts
+    and changes in two more. The window summary and the item × step matrix are regions that load
+    when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
+    run = _run_or_404(request, run_id)
     jobs = sel.run_timeline(run)
     sel.label_attempts(jobs)
+    page = page_of(jobs, request.GET.get("steps_page"), STEP_PAGE_SIZE)
+    shown = list(page.object_list)
     previous = None
-    for job in jobs:
-        job.previous_id = previous
+    for job in jobs[: page.start_index() - 1] if shown else []:
         if hasattr(job, "manifest"):
-            previous = job.id
-        usable = int(job.usable_input) if job.usable_input not in (None, "") else None
-        used = job.manifest.estimated_input_tokens if hasattr(job, "manifest") else None
-        job.usable = usable
-        job.used = used
-        job.used_percent = min(100, round(100 * used / usable)) if usable and used is not None else 0
-        job.cache_hit = sel.cache_hit_percent(job.usage_cached, job.usage_input)
+            previous = job
+    facts = sel.run_step_facts([job for job in shown if hasattr(job, "manifest")], previous)
+    for index, job in enumerate(shown):
+        _token_story(job)
+        job.number = page.start_index() + index
+        job.facts = facts.get(job.pk)
+        job.previous_id = previous.pk if previous is not None else None
+        job.url = reverse("assembly", args=[job.pk])  # each row links its step several times
+        job.policy_url = (f"{reverse('policy', args=[job.policy_revision.policy.policy_id])}{tenant_query(request)}"
+                          f"#rev-{job.policy_revision.revision}")
+        if hasattr(job, "manifest"):
+            previous = job
     steps = [job for job in jobs if hasattr(job, "manifest")]
+    return render(request, "manifests/run.html", {"run": run, "jobs": shown, "page": page, "steps_total": len(steps),
+                                                  "attempts_total": len(jobs), "cache_hits": sel.run_cache_hits(steps),
+                                                  "compare_url": reverse("compare")})
+
+
+def _run_steps_with_manifest(run) -> list[AssemblyJob]:
+    jobs = sel.run_timeline(run)
+    sel.label_attempts(jobs)
+    return [job for job in jobs if hasattr(job, "manifest")]
+
+
+@require_GET
+@dashboard_page
+def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The run's item × step matrix (a region of the run page, or a page): per item, one cell per
+    step (in with its partition, out with its reason, — absent), each a link to that step's
+    inspector on the item. Items a page at a time (`?page=`), steps MATRIX_STEPS_SHOWN at a time
+    (`?steps=`, the first step's number), searched by id or source ref (`?q=`), filtered to an
+    exclusion reason (`?reason=`) or to items that changed (`?changed=1`), sorted by id, by most
+    changes or by most excluded steps (`?sort=`)."""
+    run = _run_or_404(request, run_id)
+    steps = _run_steps_with_manifest(run)
+    problems: list[str] = []
+    reason = request.GET.get("reason", "")
+    if reason and reason not in sel.REASON_ORDER:
+        problems.append(f"Unknown exclusion reason “{reason[:60]}”: the reason filter is off.")
+        reason = ""
+    order = request.GET.get("sort", "")
+    if order not in sel.RUN_ITEM_SORTS:
+        problems.append(f"Unknown order “{order[:60]}”: sorted by item id.")
+        order = ""
+    q = request.GET.get("q", "").strip()[:MAX_QUERY]
     changed_only = request.GET.get("changed") == "1"
-    item_ids = sel.run_item_ids(run, steps=len(steps), changed_only=changed_only) if steps else []
+    try:
+        first = max(1, min(int(request.GET.get("steps", "1")), max(1, len(steps))))
+    except ValueError:
+        first = 1
+    shown = steps[first - 1: first - 1 + MATRIX_STEPS_SHOWN]
+    item_ids = sel.run_item_ids(run, steps=len(steps), changed_only=changed_only, q=q, reason=reason,
+                                sort=order) if steps else []
     page = page_of(item_ids, request.GET.get("page"), RUN_ITEMS_PAGE_SIZE)
-    cells = sel.run_item_cells(run, list(page.object_list)) if steps else {}
-    grid = [{"item_id": item_id, "cells": [{"job": job, "row": cells.get((item_id, str(job.id)))} for job in steps]}
-            for item_id in page.object_list]
-    return render(request, "manifests/run.html", {"run": run, "jobs": jobs, "steps": steps, "grid": grid,
-                                                  "page": page, "changed_only": changed_only,
-                                                  "cache_hits": sel.run_cache_hits(steps),
-                                                  "window": _run_window(request, steps)})
+    cells = sel.run_item_cells(run, list(page.object_list), [job.pk for job in shown]) if steps else {}
+    grid = []
+    for item_id in page.object_list:
+        row_cells = [{"job": job, "row": cells.get((item_id, str(job.id)))} for job in shown]
+        known = next((cell["row"] for cell in row_cells if cell["row"]), None)
+        grid.append({"item_id": item_id, "row": known, "cells": row_cells})
+    context = {"run": run, "steps": shown, "steps_total": len(steps), "first": first, "grid": grid, "page": page,
+               "last_shown": first + len(shown) - 1, "changed_only": changed_only, "q": q, "reason": reason, "sort": order, "reasons": sel.REASON_ORDER,
+               "sorts": sel.RUN_ITEM_SORTS, "problems": problems,
+               "earlier": max(1, first - MATRIX_STEPS_SHOWN) if first > 1 else None,
+               "later": first + MATRIX_STEPS_SHOWN if first - 1 + MATRIX_STEPS_SHOWN < len(steps) else None}
+    return render_region(request, "manifests/partials/run_matrix.html", context, title=f"Items across the steps of run {run.run_id}",
+                         back_url=reverse("run", args=[run.run_id]), back_label=f"run {run.run_id}")
+
+
+@require_GET
+@dashboard_page
+def run_window_region(request: HttpRequest, run_id: str) -> HttpResponse:
+    """The run's window summary (a region of the run page, or a page): each source's (`?window=`
+    source, source_type, kind or partition) included tokens at every step, largest at the last step
+    or grown most (`?window_sort=`)."""
+    run = _run_or_404(request, run_id)
+    steps = _run_steps_with_manifest(run)
+    return render_region(request, "manifests/partials/run_window.html", {"run": run, "steps": steps,
+                                                                           "window": _run_window(request, steps)},
+                         title=f"What is eating the window, run {run.run_id}", back_url=reverse("run", args=[run.run_id]),
+                         back_label=f"run {run.run_id}")
 
 
 def _run_window(request: HttpRequest, steps: list[AssemblyJob]) -> dict[str, Any]:
-    """The run page's window summary: each source's (`?window=` source, source_type, kind or
+    """The run's window summary: each source's (`?window=` source, source_type, kind or
     partition) included tokens at every step, largest at the last step or grown most (`?window_sort=`)."""
     dimension = request.GET.get("window", "source")
     dimension = dimension if dimension in sel.WINDOW_DIMENSIONS else "source"
@@ -426,6 +517,7 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     context: dict[str, Any] = {"job": job, "manifest": manifest, "focus": selected_id}
     if manifest is None:
         return render(request, "manifests/manifest.html", context)
+    context["previous_step"], context["next_step"] = sel.step_neighbours(job)
     if manifest.sections is not None:
         sealed = manifest.sections
         context.update({
@@ -627,14 +719,34 @@ def assembly_input(request: HttpRequest, job_id: str) -> HttpResponse:
 @require_GET
 @dashboard_page
 def why(request: HttpRequest) -> HttpResponse:
+    """Why excluded? Item decisions across the user's tenants, searched by item, source ref, kind
+    or detail text (`q`), reason, decision, run, step and the day sealed. Repeated decisions are
+    grouped by default — one row per run, item, decision and reason naming its first and last
+    step ("step-3 … step-46, 44 steps") — `?group=none` lists every step's row."""
     query = _why_query(request)
-    q, reason, decision, problems = query["q"], query["reason"], query["decision"], query.pop("problems")
-    searched = bool(q or reason)
-    rows = sel.item_search(tenant_ids=request.tenancy.tenant_ids, q=q, reason=reason, decision=decision) if searched else []
+    problems = query.pop("problems")
+    grouped = request.GET.get("group", "") != "none"
+    searched = any(query[name] for name in ("q", "reason", "run", "step", "since", "until"))
+    rows = sel.item_search(tenant_ids=request.tenancy.tenant_ids, **_search_args(query)) if searched else None
+    decisions_total = 0
+    if rows is None:
+        page = page_of([], 1)
+    elif grouped:
+        decisions_total = rows.count()
+        page = page_of(sel.item_search_groups(rows), request.GET.get("page"), 50)
+        sel.group_steps(rows, list(page.object_list))
+    else:
+        page = page_of(rows, request.GET.get("page"), 50)
     return render(request, "manifests/why.html", {
-        "q": q, "reason": reason, "decision": decision, "searched": searched, "problems": problems,
-        "page": page_of(rows, request.GET.get("page"), 50), "reasons": sel.REASON_ORDER,
+        **query, "searched": searched, "problems": problems, "grouped": grouped, "page": page,
+        "decisions_total": decisions_total,
+        "reasons": sel.REASON_ORDER, "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids),
     })
+
+
+def _search_args(query: dict[str, Any]) -> dict[str, Any]:
+    """item_search's arguments from /why/'s query (its dates parsed; a bad one was dropped)."""
+    return {**query, "since": _date(query["since"]), "until": _date(query["until"])}
 
 
 def _compare_side(request: HttpRequest, name: str, run_text: str, ref: str) -> dict[str, Any]:
@@ -799,7 +911,9 @@ def _why_query(request: HttpRequest) -> dict[str, Any]:
         problems.append(f"Unknown decision “{decision[:60]}”: showing included and excluded items.")
         decision = ""
     return {"q": request.GET.get("q", "").strip(), "reason": request.GET.get("reason", "").strip(),
-            "decision": decision, "problems": problems}
+            "decision": decision, "run": request.GET.get("run", "").strip(), "step": request.GET.get("step", "").strip(),
+            "since": _date_filter(request.GET.get("since", ""), "from", problems),
+            "until": _date_filter(request.GET.get("until", ""), "to", problems), "problems": problems}
 
 
 @require_GET
@@ -810,10 +924,10 @@ def why_export(request: HttpRequest, fmt: str) -> HttpResponse:
         raise Http404("no such format")
     query = _why_query(request)
     del query["problems"]  # an export names its query in its head; an unknown decision reads as every decision
-    if not (query["q"] or query["reason"]):
-        return HttpResponse("Search first: give q (item id or source ref text) or reason.\n", status=400,
-                            content_type="text/plain; charset=utf-8")
-    found = sel.item_search(tenant_ids=request.tenancy.tenant_ids, **query)
+    if not any(query[name] for name in ("q", "reason", "run", "step", "since", "until")):
+        return HttpResponse("Search first: give q (item id or source ref text), reason, run, step, since or until.\n",
+                            status=400, content_type="text/plain; charset=utf-8")
+    found = sel.item_search(tenant_ids=request.tenancy.tenant_ids, **_search_args(query))
     rows = ({"item_id": row.item_id, "decision": row.decision, "reason": row.reason, "hard_gate": row.hard_gate or None,
              "detail": row.detail or None, "partition": row.partition or None, "tokens": row.tokens, "kind": row.kind,
              "source_type": row.source_type, "source_ref": row.source_ref, "tenant": row.manifest.job.tenant.slug,
@@ -821,8 +935,10 @@ def why_export(request: HttpRequest, fmt: str) -> HttpResponse:
              "assembly": str(row.manifest.job_id), "manifest_status": row.manifest.status,
              "sealed_at": row.manifest.created_at}
             for row in found.iterator(chunk_size=500))
-    return exports.rows_response(fmt, filename=exports.safe_filename("why", query["q"] or query["reason"]),
-                                 columns=WHY_COLUMNS, rows=rows, head={"query": query})
+    named = query["q"] or query["reason"] or query["run"] or query["step"] or "search"
+    head = {name: value for name, value in query.items() if value or name in ("q", "reason", "decision")}
+    return exports.rows_response(fmt, filename=exports.safe_filename("why", named),
+                                 columns=WHY_COLUMNS, rows=rows, head={"query": head})
 
 
 TIMELINE_COLUMNS = ["run_id", "step_id", "attempt", "assembly", "step_status", "submitted_at", "policy_id",

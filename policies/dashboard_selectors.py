@@ -183,6 +183,22 @@ def validation_warnings(text: str, parsed: Any) -> list[FieldError]:
 _LINE = re.compile(r"line (\d+): ")
 
 
+_MARK = re.compile(r'\s*in "<[^>]*>", line (\d+), column (\d+)(?::\n[^\n]*\n\s*\^)?')
+
+
+def _yaml_mark(text: str, message: str) -> tuple[int | None, str]:
+    """A YAML syntax error's line: the parser's last mark (where it gave up; `line N, column M`,
+    1-based), kept inside the text (a problem at the end of the stream names the line after the
+    last); the message without the marks' `in "<unicode string>"` noise, each place said plainly."""
+    marks = _MARK.findall(message)
+    if not marks:
+        return None, message
+    last_line = max(1, len(text.rstrip("\n").split("\n")))
+    line = min(int(marks[-1][0]), last_line)
+    plain = _MARK.sub(lambda m: f" (line {m.group(1)}, column {m.group(2)})", message)
+    return line, " ".join(plain.split())
+
+
 def field_errors(text: str, messages: list[str]) -> list[FieldError]:
     """`path: message` lines (engine or service) as FieldErrors located in the YAML text."""
     errors = []
@@ -194,6 +210,8 @@ def field_errors(text: str, messages: list[str]) -> list[FieldError]:
         # The YAML loader names the line itself (an alias, an anchor, too deep): no path to look up.
         stated = _LINE.match(message)
         line = int(stated.group(1)) if stated else (line_of(text, located) if located else None)
+        if line is None:
+            line, message = _yaml_mark(text, message)
         errors.append(FieldError(path=path, message=message, line=line))
     return errors
 

@@ -37,7 +37,7 @@ from manifests.models import Immutable
 from . import dashboard_selectors as sel
 from . import services
 from .diffing import diff
-from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
+from .models import ImpactPreview, Policy, PolicyRevision, PreviewStatus, RevisionStatus
 from .selectors import upgrade_records_missing
 
 
@@ -92,19 +92,31 @@ def policy_detail(request: HttpRequest, policy_id: str) -> HttpResponse:
 @require_POST
 @dashboard_page
 def revision_new(request: HttpRequest, policy_id: str) -> HttpResponse:
-    """Start a draft: a copy of the newest revision with the next number."""
+    """Start a draft with the next number: a copy of the newest revision, or of revision N
+    (`from=N`: "restore revision N as a draft", a rollback that is reviewed and published like any
+    other draft)."""
     policy = _policy_or_404(request, policy_id)
     _require_editor(request, policy)
     with transaction.atomic():
         latest = PolicyRevision.objects.filter(policy=policy).order_by("-revision").first()
         if latest is None:
             raise Http404("policy has no revision to start from")
-        body = dict(latest.body)
+        source = latest
+        if request.POST.get("from"):
+            try:
+                number = whole_number(request.POST["from"], name="from", minimum=1, maximum=MAX_INT32)
+            except BadParameter as exc:
+                raise BadRequest(str(exc)) from None
+            source = _revision_or_404(policy, number)
+        body = dict(source.body)
         body["policy"] = {**body.get("policy", {}), "revision": latest.revision + 1}
         body["policy"].pop("digest", None)
         draft = services.policy_revision_create(tenant=policy.tenant, body=body, user=request.user,
                                                 policy_id=policy.policy_id,
-                                                source_text=sel.next_draft_text(latest, latest.revision + 1))
+                                                source_text=sel.next_draft_text(source, latest.revision + 1))
+    if source is not latest:
+        messages.success(request, f"Revision {draft.revision} is a new draft restored from revision {source.revision}: "
+                                  "review it, preview its impact and publish it to roll back.")
     return HttpResponseRedirect(reverse("policy-revision-edit", args=[policy.policy_id, draft.revision]))
 
 
@@ -213,8 +225,13 @@ def _impact_page(request: HttpRequest, policy: Policy, rev: PolicyRevision, *, s
                  note_error: str = "") -> HttpResponse:
     published = sel.published_revision(policy)
     parsed, errors = sel.validate_yaml(sel.revision_text(rev), policy_id=policy.policy_id, revision=rev.revision)
+    preview = sel.latest_preview(rev)
+    # A preview counts when it finished on this revision's saved text (not an older text, not the
+    # editor's unsaved one): publishing without one is allowed, and said plainly beside the button.
+    previewed = (preview is not None and preview.status == PreviewStatus.DONE and not preview.unsaved
+                 and preview.digest == rev.digest)
     return render(request, "policies/impact.html", {
-        **_impact_context(request, policy, rev, sel.latest_preview(rev)),
+        **_impact_context(request, policy, rev, preview), "previewed": previewed,
         "published": published, "errors": errors, "note_error": note_error,
         "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
         "can_publish": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,

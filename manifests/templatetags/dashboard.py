@@ -36,6 +36,38 @@ def item_anchor(item_id: Any) -> str:
     return "item-" + hashlib.sha256(str(item_id).encode()).hexdigest()[:16]
 
 
+LABEL_CHARS = 90
+
+
+@register.filter
+def item_label(row: Any) -> str:
+    """What a reviewer recognises an item by, from its decision row or record (kind, source_type,
+    source_ref): a tool result's tool and call, a file's path and lines (and repository), a URL,
+    an artifact's id and revision, a memory or summary id; else its kind and the source's object
+    id. "" when the ref names nothing beyond the item id itself (the id is shown beside it)."""
+    if not isinstance(row, dict):
+        return ""
+    ref = row.get("source_ref") if isinstance(row.get("source_ref"), dict) else {}
+    kind = str(row.get("kind") or "")
+    if ref.get("tool_name"):
+        label = f"{ref['tool_name']}()" + (f" · call {ref['call_id']}" if ref.get("call_id") else "")
+        label = f"{label} · {ref['query']}" if ref.get("query") else label
+    elif ref.get("path"):
+        lines = f":{ref['lines']}" if ref.get("lines") else ""
+        label = f"{ref['path']}{lines}" + (f" @ {ref['repo']}" if ref.get("repo") else "")
+    elif ref.get("url"):
+        label = str(ref["url"])
+    elif ref.get("artifact_id"):
+        label = f"{kind or 'artifact'} {ref['artifact_id']}" + (f" r{ref['revision']}" if ref.get("revision") is not None else "")
+    elif ref.get("memory_id") or ref.get("summary_id"):
+        named = ref.get("memory_id") or ref.get("summary_id")
+        label = f"{kind} {named}" if named != row.get("item_id") else kind.replace("_", " ")
+    else:
+        named = next((str(v) for v in ref.values() if isinstance(v, str | int) and str(v) != row.get("item_id")), "")
+        label = f"{kind} {named}".strip() if named else (kind.replace("_", " ") if kind else "")
+    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+
+
 @register.filter
 def compact_json(value: Any) -> str:
     if value is None or value == {}:
@@ -111,6 +143,15 @@ def get(mapping: Any, key: Any) -> Any:
     if isinstance(mapping, dict):
         return mapping.get(key)
     return None
+
+
+@register.filter
+def minus(value: Any, other: Any) -> Any:
+    """`value − other` for two numbers ("" when either is not one): free = usable − used."""
+    try:
+        return int(value) - int(other)
+    except (TypeError, ValueError):
+        return ""
 
 
 @register.filter
@@ -237,11 +278,15 @@ def budget_bar(context: dict[str, Any], budget: dict[str, Any], assembly: dict[s
         s["max_x"] = x + 100.0 * int(s["maximum"]) / scale if s["maximum"] is not None else None
         x += s["width"]
     framing_used = int(budget.get("framing_tokens") or 0)
+    # The one token story of a step (as the run page tells it): used = the payload (the items'
+    # tokens and the framing), free = usable − used; the bar's slots only draw where room went.
+    used = int(budget.get("payload_tokens") or 0) or int(budget.get("estimated_used") or 0) + framing_used
     return {
         "budget": budget, "slots": slots, "scale": scale, "usable": usable,
         "framing": {"reserved": framing, "used": framing_used, "width": 100.0 * framing / scale,
                     "used_width": 100.0 * min(framing_used, framing) / scale},
-        "free": {"x": x, "width": max(0.0, 100.0 - x), "tokens": max(0, scale - round(x * scale / 100.0))},
+        "free": {"x": x, "width": max(0.0, 100.0 - x), "tokens": usable - used},
+        "used": used,
         "over_usable": scale > usable,
         "request": context.get("request"),
     }

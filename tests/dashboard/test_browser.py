@@ -210,18 +210,21 @@ def test_the_run_timeline_shows_each_item_across_steps_and_opens_a_steps_inspect
     example, open_page = logged_in
     page = open_page(1440, 900)
     page.goto(f"{live_server.url}/runs/run-42/")
+    page.locator("#item-timeline").scroll_into_view_if_needed()  # the matrix loads when scrolled to
+    page.wait_for_selector("#item-timeline table")
     header = page.locator("#item-timeline thead").inner_text()
     steps = [job.step_id for job in sorted((example["ready"], example["blocked"], example["hostile"]), key=lambda j: j.created_at)]
     assert [step for step in steps if step in header] == steps
     row = page.locator("#item-timeline tbody tr", has_text="plan-42-r4").first
     assert row.inner_text().count("stale_revision") == 3  # out at every step, for the same reason
     shots(page, "run-timeline.png")
-    page.locator("a", has_text="only items that changed").click()
-    page.wait_for_url("**changed=1**")
+    page.check("#item-timeline input[name=changed]")
+    page.locator("#item-timeline button", has_text="Show").click()
+    page.wait_for_selector("#item-timeline h2:has-text('whose decision changed')")
     # Every step here decides alike on the candidates it shares; only a candidate the blocked
     # request leaves out (the open items summary) changes along the run.
     ids = {name: {c["item_id"] for c in example_json(name)["candidates"]} for name in ("request.json", "request-blocked.json")}
-    changed = page.locator("#item-timeline tbody td:first-child").all_inner_texts()
+    changed = page.locator("#item-timeline tbody th.item-col code").all_inner_texts()
     assert changed == sorted(ids["request.json"] ^ ids["request-blocked.json"]) and "open-items" in changed
     row = page.locator("#item-timeline tbody tr", has_text="open-items").first
     assert "—" in row.inner_text()

@@ -117,3 +117,34 @@ def test_a_tenant_admin_adds_a_person_and_issues_a_token_shown_once(open_page, l
     assert "Revoked the API token of dana" in page.locator("ul.messages").inner_text()
     assert "token_revoked" in page.locator("#people-audit").inner_text()
     page.screenshot(path=str(tmp_path / "people.png"), full_page=True)
+
+
+def test_restore_as_draft_creates_a_draft_equal_to_revision_n(open_page, live_server, tmp_path):
+    import yaml
+
+    from policies.models import PolicyRevision
+    from policies.services import policy_revision_publish
+
+    example, open_as = open_page
+    policy_revision_publish(revision=example["draft"], user=example["owner"], note="floor 0.9")
+    page = open_as(1280, 800)
+    page.goto(f"{live_server.url}/policies/source-research/")
+    page.locator("tr#rev-3 button", has_text="restore as draft").click()
+    page.wait_for_url("**/policies/source-research/revisions/5/edit/")
+    assert "restored from revision 3" in page.locator("ul.messages").inner_text()
+    typed = yaml.safe_load(page.input_value("#policy-body"))
+    three = PolicyRevision.objects.get(policy__policy_id="source-research", revision=3)
+    written = yaml.safe_load(three.source_text)  # revision 3 as its editor wrote it
+    assert typed["policy"]["revision"] == 5 and written["policy"]["revision"] == 3
+    typed["policy"]["revision"] = 3
+    assert typed == written
+    five = PolicyRevision.objects.get(policy__policy_id="source-research", revision=5)
+    assert five.status == "draft" and five.body["budget"] == three.body["budget"] and five.body["admission"] == three.body["admission"]
+    # the gutter numbers every line of the text, and follows it as lines are added
+    lines = page.input_value("#policy-body").rstrip("\n").count("\n") + 1
+    assert page.locator(".code-editor .gutter span").count() == lines
+    page.focus("#policy-body")
+    page.keyboard.press("Control+End")
+    page.keyboard.type("# one\n# two\n")
+    assert page.locator(".code-editor .gutter span").count() == lines + 2
+    page.screenshot(path=str(tmp_path / "restored-draft.png"))

@@ -161,7 +161,9 @@ def seeds(example) -> list[str]:
     return ["/", f"/assemblies/{job}/transforms/", f"/assemblies/{job}/tool_pairs/", f"/assemblies/{job}/input/",
             f"/assemblies/{job}/item/?item_id=trace-old-1", f"/assemblies/{job}/item/?item_id=result-call-c&part=excerpts",
             f"/assemblies/{job}/item/?item_id=result-call-a&part=payload", f"/assemblies/{job}/included/",
-            f"/compare/?a={job}&b={example['blocked'].id}", "/why/?q=plan"]
+            f"/compare/?a={job}&b={example['blocked'].id}", "/why/?q=plan",
+            # the run page's regions (htmx loads them when scrolled to)
+            "/runs/run-42/matrix/", "/runs/run-42/window/"]
 
 
 def crawl_key(url: str) -> tuple[str, tuple[str, ...]]:
@@ -228,6 +230,8 @@ def test_the_nav_folds_behind_menu_on_a_phone(signed_in, live_server, tmp_path):
     page.wait_for_url("**/runs/")
     # a table wider than the phone scrolls inside its own box, not the page
     page.goto(f"{live_server.url}/runs/run-42/")
+    page.locator("#item-timeline").scroll_into_view_if_needed()  # the matrix loads when scrolled to
+    page.wait_for_selector("#item-timeline table")
     table = page.locator("#item-timeline table").first
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert table.evaluate("t => { let e = t; while (e && e !== document.body) { const s = getComputedStyle(e);"

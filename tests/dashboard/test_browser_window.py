@@ -83,6 +83,8 @@ def test_two_timeline_columns_picked_open_their_comparison(signed_in, live_serve
     example, open_page = signed_in
     page = open_page(1280, 720)
     page.goto(f"{live_server.url}/runs/run-42/")
+    page.locator("#item-timeline").scroll_into_view_if_needed()  # the matrix loads when scrolled to
+    page.wait_for_selector("#item-timeline table")
     page.check(f"input[name=pick][value='{example['ready'].id}']")
     page.check(f"input[name=pick][value='{example['hostile'].id}']")
     _shot(page, tmp_path, "run-picker-1280.png")
@@ -95,6 +97,8 @@ def test_two_timeline_columns_picked_open_their_comparison(signed_in, live_serve
     _shot(page, tmp_path, "compare-1280.png")
     # one pick only: the compare page says what is missing, with its form
     page.goto(f"{live_server.url}/runs/run-42/")
+    page.locator("#item-timeline").scroll_into_view_if_needed()  # the matrix loads when scrolled to
+    page.wait_for_selector("#item-timeline table")
     page.check(f"input[name=pick][value='{example['ready'].id}']")
     page.get_by_role("button", name="Compare the two picked steps").click()
     page.wait_for_url("**/compare/?pick=**")
@@ -107,6 +111,7 @@ def test_two_timeline_columns_picked_open_their_comparison(signed_in, live_serve
     _shot(narrow, tmp_path, "compare-390.png")
     narrow.goto(f"{live_server.url}/runs/run-42/")
     narrow.locator("#run-window").scroll_into_view_if_needed()
+    narrow.wait_for_selector("#run-window table")
     _shot(narrow, tmp_path, "run-window-390.png")
 
 
@@ -117,7 +122,7 @@ def test_an_assembly_under_a_retired_revision_is_badged(signed_in, live_server, 
     assert page.locator(".retired-revision").count() == 0
     policy_revision_publish(revision=example["draft"], user=example["owner"], note="revision 4")
     page.reload()
-    badges = page.locator(".timeline .retired-revision")
+    badges = page.locator(".step-table .retired-revision")
     assert badges.count() == 3 and all(badge.is_visible() for badge in badges.all())
     assert "retired" in badges.first.get_attribute("title")
     _shot(page, tmp_path, "run-retired-1280.png")

@@ -42,7 +42,7 @@ def test_two_picked_timeline_columns_compare_the_earlier_as_a(owner_client, exam
 
 
 def test_the_run_page_offers_every_step_column_as_a_pick(owner_client, example):
-    body = owner_client.get("/runs/run-42/").content.decode()
+    body = owner_client.get("/runs/run-42/matrix/").content.decode()
     assert '<form id="compare-picker" method="get" action="/compare/"' in body
     picks = re.findall(r'<input type="checkbox" name="pick" value="([^"]+)" form="compare-picker"', body)
     assert sorted(picks) == sorted(str(example[name].id) for name in ("ready", "blocked", "hostile"))
@@ -105,7 +105,7 @@ def test_two_submissions_of_one_step_id_are_told_apart(owner_client, example, tw
     assert _problems(body) == [] and _heads(body) == (str(ready.id), str(twice.id))
     assert "step-19 · attempt 1 of 2 · " in body and "step-19 · attempt 2 of 2 · " in body
     assert "web-context7-overview" in body  # only in A
-    run_page = owner_client.get("/runs/run-42/").content.decode()
+    run_page = owner_client.get("/runs/run-42/matrix/").content.decode()
     heads = re.findall(r'<th class="step-head">.*?</th>', run_page, re.S)
     labels = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", head)).strip() for head in heads]
     assert len(labels) == len(set(labels)) == AssemblyJob.objects.filter(run__run_id="run-42").count()

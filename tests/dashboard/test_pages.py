@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import html
+import re
 
 import pytest
 
@@ -98,10 +99,10 @@ def test_the_runs_list_filters_by_status_policy_and_date(owner_client, example):
 
 def test_a_runs_timeline_shows_each_attempt_with_tokens_and_revision(owner_client, example):
     body = owner_client.get("/runs/run-42/").content.decode()
-    assert body.count('class="attempt ') == 3
-    assert "tokens used of 13000 usable" in body
-    assert "revision 3" in body
-    assert "compare with previous" in body
+    assert body.count('<tr class="step-row ') == 3
+    assert re.search(r">\d+ / 13000<", body)
+    assert ">source-research r3<" in body
+    assert "compare with the step before" in body
 
 
 def test_the_manifest_page_shows_every_section_side_by_side(owner_client, example):

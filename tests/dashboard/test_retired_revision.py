@@ -28,7 +28,7 @@ def published_4(example):
 
 def _attempt(body: str, job) -> str:
     """The run page's attempt row of one job."""
-    return re.search(rf'<li class="attempt [a-z]+">\s*<div class="attempt-head">(?:(?!</li>).)*?/assemblies/{job.id}/.*?</li>',
+    return re.search(rf'<tr class="step-row [a-z]+" id="step-\d+">(?:(?!</tr>).)*?/assemblies/{job.id}/.*?</tr>',
                      body, re.S).group(0)
 
 

@@ -20,12 +20,12 @@ from .conftest import run_job
 
 def _rows(body: str) -> dict[str, str]:
     table = body.split('class="dense run-grid"', 1)[1].split("</table>", 1)[0]
-    rows = re.findall(r"<tr>\s*<td><code>([^<]+)</code></td>(.*?)</tr>", table, re.S)
+    rows = re.findall(r'<tr>\s*<th class="item-col" scope="row"><code>([^<]+)</code>.*?</th>(.*?)</tr>', table, re.S)
     return {item_id: cells for item_id, cells in rows}
 
 
 def test_each_item_has_one_cell_per_step_with_its_decision(owner_client, example):
-    body = owner_client.get("/runs/run-42/").content.decode()
+    body = owner_client.get("/runs/run-42/matrix/").content.decode()
     rows = _rows(body)
     candidates = set()
     for name in ("request.json", "request-blocked.json"):
@@ -39,7 +39,7 @@ def test_each_item_has_one_cell_per_step_with_its_decision(owner_client, example
 
 
 def test_an_item_missing_from_a_step_shows_a_gap_there(owner_client, example):
-    rows = _rows(owner_client.get("/runs/run-42/").content.decode())
+    rows = _rows(owner_client.get("/runs/run-42/matrix/").content.decode())
     blocked_ids = {c["item_id"] for c in example_json("request-blocked.json")["candidates"]}
     missing = [c["item_id"] for c in example_json("request.json")["candidates"] if c["item_id"] not in blocked_ids]
     assert missing
@@ -48,7 +48,7 @@ def test_an_item_missing_from_a_step_shows_a_gap_there(owner_client, example):
 
 
 def test_only_items_that_changed_between_steps(owner_client, example):
-    body = owner_client.get("/runs/run-42/?changed=1").content.decode()
+    body = owner_client.get("/runs/run-42/matrix/?changed=1").content.decode()
     ids = {name: {c["item_id"] for c in example_json(name)["candidates"]} for name in ("request.json", "request-blocked.json")}
     assert sorted(_rows(body)) == sorted(ids["request.json"] ^ ids["request-blocked.json"])
 
@@ -61,7 +61,7 @@ def test_a_decision_that_flips_is_listed_as_changed(owner_client, example):
         if candidate["item_id"] == "web-context7-overview":
             candidate["freshness"] = "expired"
     run_job(example["owner"], request, "flip")
-    rows = _rows(owner_client.get("/runs/run-42/?changed=1").content.decode())
+    rows = _rows(owner_client.get("/runs/run-42/matrix/?changed=1").content.decode())
     assert "web-context7-overview" in rows and "plan-42-r5" in rows
     assert 'class="step-cell excluded"' in rows["web-context7-overview"]
 
@@ -74,10 +74,10 @@ def test_the_timeline_pages_items_in_bounded_queries(owner_client, example, djan
             {**request["candidates"][0], "item_id": f"extra-{step}-{n}"} for n in range(30)]
         run_job(example["owner"], body, f"extra-{step}")
     with django_assert_max_num_queries(10):
-        first = owner_client.get("/runs/run-42/").content.decode()
+        first = owner_client.get("/runs/run-42/matrix/").content.decode()
     assert len(_rows(first)) == 50 and "page 1 of" in first
     with django_assert_max_num_queries(10):
-        second = owner_client.get("/runs/run-42/?page=2").content.decode()
+        second = owner_client.get("/runs/run-42/matrix/?page=2").content.decode()
     assert not set(_rows(first)) & set(_rows(second))
 
 
@@ -88,14 +88,15 @@ def test_an_outsider_gets_404_for_the_run(outsider_client, example):
 # --------------------------------------------------------------------------- provider cache hits per step
 
 def _attempts(body: str) -> dict[str, str]:
-    """step id -> its attempt row's HTML."""
-    timeline = body.split('<ol class="timeline">', 1)[1].split("</ol>", 1)[0]
-    return dict(re.findall(r'<li class="attempt [^"]*">.*?<strong>([^<]+)</strong>(.*?)</li>', timeline, re.S))
+    """step id -> its row of the step table."""
+    table = body.split('class="dense step-table"', 1)[1].split("</table>", 1)[0]
+    return dict(re.findall(r'<tr class="step-row [^"]*" id="step-\d+">.*?<td class="step-cell"><a [^>]*>([^<]+)</a>(.*?)</tr>',
+                           table, re.S))
 
 
 def _cache_hit(row: str) -> tuple[str, str]:
-    """(title, text) of an attempt row's cache-hit span."""
-    title, text = re.search(r'<span class="cache-hit[^"]*" title="([^"]*)">([^<]*)</span>', row).groups()
+    """(title, text) of a step row's cache-hit cell."""
+    title, text = re.search(r'<td class="num cache-hit"><span[^>]* title="([^"]*)">([^<]*)</span>', row).groups()
     return title, " ".join(text.split())
 
 
@@ -117,8 +118,8 @@ def test_each_step_shows_its_cache_hit_ratio_and_the_run_its_overall_ratio(owner
     _report(owner_api, example["hostile"], 800, 600)
     body = owner_client.get("/runs/run-42/").content.decode()
     rows = _attempts(body)
-    assert _cache_hit(rows[example["ready"].step_id]) == ("400 of 1000 reported input tokens cached", "cache hit 40.0%")
-    assert _cache_hit(rows[example["hostile"].step_id]) == ("600 of 800 reported input tokens cached", "cache hit 75.0%")
+    assert _cache_hit(rows[example["ready"].step_id]) == ("400 of 1000 reported input tokens cached", "40.0%")
+    assert _cache_hit(rows[example["hostile"].step_id]) == ("600 of 800 reported input tokens cached", "75.0%")
     # (400 + 600) / (1000 + 800), weighted by tokens: not the mean of 40% and 75%
     assert _run_ratio(body) == ("1000 of 1800 reported input tokens cached", "55.6%")
     assert "over the 2 of 2 ready steps with reported usage" in body
@@ -127,9 +128,9 @@ def test_each_step_shows_its_cache_hit_ratio_and_the_run_its_overall_ratio(owner
 def test_a_step_without_a_usage_report_shows_a_placeholder(owner_client, example, api):
     _report(api(example["owner"]), example["ready"], 1000, 0)
     rows = _attempts(owner_client.get("/runs/run-42/").content.decode())
-    assert _cache_hit(rows[example["ready"].step_id]) == ("0 of 1000 reported input tokens cached", "cache hit 0.0%")
+    assert _cache_hit(rows[example["ready"].step_id]) == ("0 of 1000 reported input tokens cached", "0.0%")
     for job in (example["blocked"], example["hostile"]):
-        assert _cache_hit(rows[job.step_id]) == ("no usage reported", "cache hit —")
+        assert _cache_hit(rows[job.step_id]) == ("no usage reported", "—")
 
 
 def test_a_run_with_no_usage_reported_has_no_overall_ratio(owner_client, example):
@@ -141,7 +142,7 @@ def test_a_run_with_no_usage_reported_has_no_overall_ratio(owner_client, example
 def test_a_report_of_zero_input_tokens_has_no_ratio(owner_client, example, api):
     _report(api(example["owner"]), example["ready"], 0, 0)
     body = owner_client.get("/runs/run-42/").content.decode()
-    assert _cache_hit(_attempts(body)[example["ready"].step_id]) == ("0 input tokens reported", "cache hit —")
+    assert _cache_hit(_attempts(body)[example["ready"].step_id]) == ("0 input tokens reported", "—")
     assert _run_ratio(body) == ("0 input tokens reported", "—")
 
 

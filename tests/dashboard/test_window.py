@@ -63,7 +63,7 @@ def _table(body: str, name: str) -> list[tuple[str, int]]:
 def _listed(body: str) -> list[tuple[str, int | None]]:
     """(item id, tokens) of each row of the inspector's item list, in order."""
     listed = body.split('id="items"', 1)[1].split('id="inspector"', 1)[0]
-    rows = re.findall(r'<td class="item-cell"><a href="[^"]*"><code>([^<]+)</code></a>.*?<td class="num">(?:<span[^>]*>[^<]*</span>)?(\d*)</td>',
+    rows = re.findall(r'<td class="item-cell"><a [^>]*href="[^"]*"[^>]*><code>([^<]+)</code></a>.*?<td class="num">(?:<span[^>]*>[^<]*</span>)?(\d*)</td>',
                       listed, re.S)
     return [(html.unescape(item_id), int(tokens) if tokens else None) for item_id, tokens in rows]
 
@@ -208,7 +208,7 @@ def test_the_run_page_shows_which_sources_grow_step_by_step(owner_client, exampl
     jobs = [run_job(example["owner"], _grown_step(request, step), f"grow-{step}") for step in (1, 3, 5)]
     per_step = [_expected(_document(job), "source").get("repo:growing", 0) for job in jobs]
     assert per_step[0] < per_step[1] < per_step[2]
-    body = owner_client.get("/runs/run-grow/", {"window_sort": "growth"}).content.decode()
+    body = owner_client.get("/runs/run-grow/window/", {"window_sort": "growth"}).content.decode()
     section = body.split('id="run-window"', 1)[1].split("</section>", 1)[0]
     first_row = re.search(r"<tbody>\s*<tr>(.*?)</tr>", section, re.S).group(1)
     assert "repository growing" in first_row

@@ -1,0 +1,99 @@
+"""Accessibility (issue 41): axe-core in headless Chromium on every dashboard page — 0 critical and
+0 serious violations.
+
+axe-core is vendored (static/vendor/axe-core-<version>.min.js, from the npm registry) but no page
+links it: the test evaluates its source in the page through the browser driver (DevTools evaluation
+is not subject to the page's CSP, which allows only the site's own scripts). The pages are those of
+the 390 px crawl (every named route of the URL conf, through the links of the worked example and
+its seeds), plus the login page and the pages only a form reaches (a policy draft's editor with a
+YAML error shown, a run's step matrix and why-excluded filters).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+from django.urls import resolve
+
+from policies.services import impact_preview_start
+
+from .test_browser_layouts import LINKS_JS, crawl_key, dashboard_route_names, seeds
+
+pytestmark = pytest.mark.slow
+
+AXE = next((Path(__file__).resolve().parents[2] / "static" / "vendor").glob("axe-core-*.min.js"))
+# Only what is serious or critical fails the test; the rest (moderate, minor) is reported by axe
+# and kept in the failure message of any run that fails for a serious one.
+BLOCKING = ("critical", "serious")
+RUN_AXE_JS = """
+async () => {
+  const result = await axe.run(document, {resultTypes: ['violations']});
+  return result.violations.map(v => ({id: v.id, impact: v.impact, help: v.help,
+    nodes: v.nodes.slice(0, 3).map(n => n.target.join(' ') + ' — ' + (n.failureSummary || '').split('\\n').slice(0, 2).join(' '))}));
+}
+"""
+
+
+def violations_of(page) -> list[dict]:
+    """axe-core's serious and critical violations on the page as it stands."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.evaluate(AXE.read_text(encoding="utf-8"))
+    return [v for v in page.evaluate(RUN_AXE_JS) if v["impact"] in BLOCKING]
+
+
+def test_the_axe_core_file_is_vendored_and_no_page_links_it(client):
+    text = AXE.read_text(encoding="utf-8")
+    assert text.startswith(f"/*! axe v{AXE.name.removeprefix('axe-core-').removesuffix('.min.js')}")
+    for template in (Path(__file__).resolve().parents[2] / "templates").rglob("*.html"):
+        assert "axe-core" not in template.read_text(encoding="utf-8"), template
+
+
+def test_the_login_page_has_no_serious_violation(live_server, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 800})
+    try:
+        page.goto(f"{live_server.url}/login/")
+        assert violations_of(page) == []
+    finally:
+        page.close()
+
+
+def test_every_dashboard_page_has_no_serious_or_critical_violation(signed_in, live_server):
+    example, open_page = signed_in
+    preview = impact_preview_start(revision=example["draft"], user=example["owner"], draft=None)
+    page = open_page(1280, 800)
+    extra = [f"/policies/source-research/revisions/4/impact/{preview.id}/",
+             "/runs/run-42/matrix/?q=plan&sort=excluded", "/why/?q=plan&reason=stale_revision&group=none"]
+    queue = deque(live_server.url + url for url in [*seeds(example), *extra])
+    seen: set[tuple[str, tuple[str, ...]]] = set()
+    routes: set[str] = set()
+    found: dict[str, list[dict]] = {}
+    while queue and len(seen) < 80:
+        url = queue.popleft()
+        parsed = urlparse(url)
+        if parsed.netloc != urlparse(live_server.url).netloc or parsed.path.startswith(("/api/", "/admin/", "/static/")):
+            continue
+        if crawl_key(url) in seen:
+            continue
+        seen.add(crawl_key(url))
+        response = page.goto(url)
+        if response is None or response.status != 200 or not response.headers.get("content-type", "").startswith("text/html"):
+            continue
+        page.wait_for_load_state("networkidle")
+        routes.add(resolve(parsed.path).url_name)
+        problems = violations_of(page)
+        if problems:
+            found[parsed.path + ("?" + parsed.query if parsed.query else "")] = problems
+        queue.extend(link.split("#")[0] for link in page.evaluate(LINKS_JS))
+    # the editor with a YAML error in its panel (a page state only a form reaches)
+    page.goto(f"{live_server.url}/policies/source-research/revisions/4/edit/")
+    page.fill("#policy-body", "policy:\n  id: source-research\n  revision: 4\nbudget: [unclosed\n")
+    page.click("button[value=validate]")
+    page.wait_for_selector("#validation .field-errors")
+    if problems := violations_of(page):
+        found["editor with a YAML error"] = problems
+    assert found == {}
+    assert dashboard_route_names() - routes == set()
+    assert len(seen) >= 25
