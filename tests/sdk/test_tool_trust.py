@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from ctxeng import sdk, starters
-from ctxeng.engine.checks import _header
+from ctxeng.engine.render import split_fences
 
 STATE_TEXT = "stage: review; approvals: 0"
 
@@ -25,6 +25,14 @@ HISTORY = [
 
 def _result_record(step):
     return next(i for i in step.manifest["included"] + step.manifest["excluded"] if i.get("call_id") == "c1")
+
+
+def _header(text: str) -> dict:
+    """The parsed header of the one fenced block a tool message carries (its trust word: `state`
+    for trusted state, `untrusted` for data)."""
+    (segment,) = split_fences(text)
+    assert segment[1] is not None, text
+    return segment[1]
 
 
 def _tool_message(step):
@@ -45,7 +53,7 @@ def test_a_policy_mapping_a_tools_output_to_trusted_state_admits_it_as_state():
     message = _tool_message(step)
     assert message["tool_call_id"] == "c1" and STATE_TEXT in message["content"]
     header = _header(message["content"])
-    assert (header["trust"], header["zone"]) == ("trusted_state", "state")
+    assert header["trust"] == "state"
 
 
 def test_without_a_mapping_a_tools_output_stays_untrusted_data():
@@ -53,7 +61,7 @@ def test_without_a_mapping_a_tools_output_stays_untrusted_data():
     rec = _result_record(step)
     assert rec in step.manifest["included"]
     assert (rec["source_type"], rec["trust"], rec["zone"]) == ("tool_output", "external_evidence", "untrusted_data")
-    assert _header(_tool_message(step)["content"])["zone"] == "untrusted_data"
+    assert _header(_tool_message(step)["content"])["trust"] == "untrusted"
 
 
 def test_a_policy_without_a_default_for_the_source_type_keeps_the_result_data():
