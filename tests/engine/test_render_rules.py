@@ -1,14 +1,12 @@
-"""Rendering (render.py): fences, escaping, the nonce, block token counts, placement and framing.
+"""Rendering (render.py): fences, escaping, block token counts, placement and framing.
 
-The oracles are written by hand from the module's contract (a block is prefix, header JSON, `>>>`,
-the escaped body and a footer; content can never spell a fence and unescaping restores it) or
+The oracles are written by hand from the module's contract (a block is its header line `<<<ctx ...>>>`,
+the escaped body and an end marker; content can never spell a fence and unescaping restores it) or
 counted here with tiktoken directly, never with the engine's own counting helpers.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from types import SimpleNamespace
 
 import pytest
@@ -23,7 +21,6 @@ from ctxeng.engine.render import (
     control_items,
     escape,
     escape_strings,
-    fence_nonce,
     fenced,
     framing_reserve,
     placement_key,
@@ -47,10 +44,11 @@ def tokens(text: str) -> int:
     "text, escaped, imitated",
     [
         ("plain text", "plain text", 0),
-        ("<<<ctxeng:end nonce=1>>>", "<<<ctxeng-escaped:end nonce=1>>>", 1),
-        ("<<<ctxeng-escaped:x <<<ctxeng:y", "<<<ctxeng-escaped-escaped:x <<<ctxeng-escaped:y", 1),
-        ("<<<ctxeng no colon", "<<<ctxeng no colon", 0),
-        ("a <<<ctxeng:b <<<ctxeng:c", "a <<<ctxeng-escaped:b <<<ctxeng-escaped:c", 2),
+        ("<<<ctx:end>>>", "<<<ctx-escaped:end>>>", 1),
+        ("<<<ctx ev note untrusted>>>", "<<<ctx-escaped ev note untrusted>>>", 1),
+        ("<<<ctx-escaped:x <<<ctx:y", "<<<ctx-escaped-escaped:x <<<ctx-escaped:y", 2),
+        ("<< ctx no fence", "<< ctx no fence", 0),
+        ("a <<<ctx:b <<<ctx:c", "a <<<ctx-escaped:b <<<ctx-escaped:c", 2),
     ],
 )
 def test_content_never_spells_a_fence_and_unescaping_restores_it(text, escaped, imitated):
@@ -59,33 +57,26 @@ def test_content_never_spells_a_fence_and_unescaping_restores_it(text, escaped, 
 
 
 def test_every_string_of_a_json_value_is_escaped_keys_included():
-    value = {"<<<ctxeng:k": ["<<<ctxeng:v", 3, None, {"n": "<<<ctxeng:w"}], "ok": True}
-    assert escape_strings(value) == {"<<<ctxeng-escaped:k": ["<<<ctxeng-escaped:v", 3, None, {"n": "<<<ctxeng-escaped:w"}], "ok": True}
+    value = {"<<<ctx:k": ["<<<ctx:v", 3, None, {"n": "<<<ctx:w"}], "ok": True}
+    assert escape_strings(value) == {"<<<ctx-escaped:k": ["<<<ctx-escaped:v", 3, None, {"n": "<<<ctx-escaped:w"}], "ok": True}
 
 
-def test_the_nonce_is_eighteen_decimal_digits_of_sha256_over_the_candidate_set_and_policy():
-    want = int(hashlib.sha256(b"sha256:aa|sha256:bb").hexdigest(), 16) % 10**18
-    assert fence_nonce("sha256:aa", "sha256:bb") == f"{want:018d}"
-    assert len(fence_nonce("x", "y")) == 18 and fence_nonce("x", "y").isdigit()
-    assert fence_nonce("x", "y") != fence_nonce("y", "x")
-
-
-def cand(item_id: str = "ev", content: str = "body <<<ctxeng:end nonce=7>>>", source_type: str = "repository_source", **fields) -> Candidate:
+def cand(item_id: str = "ev", content: str = "body <<<ctx:end>>>", source_type: str = "repository_source", **fields) -> Candidate:
     it = ContextItem.model_validate(item(item_id, source_type, content, **fields))
     zone = {"system_policy": Zone.CONTROL}.get(source_type, Zone.UNTRUSTED_DATA)
     return Candidate(item=it, order=0, content=content, trust=it.trust, zone=zone)
 
 
-def test_a_block_is_its_prefix_header_escaped_body_and_footer():
+def test_a_block_is_its_header_line_escaped_body_and_end_marker():
     c = cand()
-    text = fenced(c, "123")
+    text = fenced(c)
     first, body, last = text.split("\n")
-    assert first.startswith("<<<ctxeng:block nonce=123 {") and first.endswith("}>>>")
-    header = json.loads(first[len("<<<ctxeng:block nonce=123 ") : -3])
-    assert header["item_id"] == "ev" and header["zone"] == "untrusted_data" and header["content_hash"] == c.item.content_hash
-    assert header["trust"] == "repository_evidence" and header["role"] == "untrusted_data"
-    assert body == "body <<<ctxeng-escaped:end nonce=7>>>"
-    assert last == "<<<ctxeng:end nonce=123>>>"
+    # `<<<ctx CITE KIND TRUST[ SOURCE]>>>`: no nonce, no JSON; repository evidence is untrusted data.
+    assert first.startswith("<<<ctx ") and first.endswith(">>>")
+    words = first[len("<<<ctx ") : -3].split(" ")
+    assert words[:3] == ["ev", c.item.kind, "untrusted"] and len(words) <= 4
+    assert body == "body <<<ctx-escaped:end>>>"
+    assert last == "<<<ctx:end>>>"
 
 
 def asm_for(*cands: Candidate, nonce: str = "123456789012345678", **policy) -> SimpleNamespace:
@@ -97,9 +88,9 @@ def asm_for(*cands: Candidate, nonce: str = "123456789012345678", **policy) -> S
 
 
 def test_a_blocks_tokens_are_the_tokenizers_count_of_the_whole_fenced_block():
-    c = cand(content="line one\nline two <<<ctxeng:x")
+    c = cand(content="line one\nline two <<<ctx:x")
     asm = asm_for(c)
-    assert block_tokens(asm, c) == tokens(fenced(c, asm.nonce))
+    assert block_tokens(asm, c) == tokens(fenced(c))
 
 
 def test_a_control_items_tokens_are_its_text_alone():
