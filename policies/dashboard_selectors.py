@@ -33,7 +33,6 @@ from ctxeng.accounts.models import Tenant
 from ctxeng.engine import InvalidInput, assemble, policy_warnings
 from ctxeng.engine.errors import compose_yaml_text
 from ctxeng.engine.policy import policy_body
-from ctxeng.engine.render import block_footer, block_prefix
 from ctxeng.engine.tokens import default_tokenizer
 from ctxeng.engine.upgrades import failure_gone, recorded_failures
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
@@ -235,14 +234,21 @@ def _replay(job: AssemblyJob, draft) -> Any:
     return assemble(request, draft, artifacts=artifacts)
 
 
+# The nonce-bearing fence manifests recorded before issue 37 were sealed with; today's fences carry
+# no nonce, so the engine no longer has these strings and they are kept here, frozen, for old records.
+_OLD_FENCE = "<<<ctxeng:"
+
+
 def _fence_tokens(nonce: str) -> int:
     tokenizer = default_tokenizer()
-    return tokenizer.count(block_prefix(nonce)) + tokenizer.count(block_footer(nonce))
+    return tokenizer.count(f"{_OLD_FENCE}block nonce={nonce}") + tokenizer.count(f"{_OLD_FENCE}end nonce={nonce}>>>")
 
 
 def _at_recorded_nonce(replayed: dict[str, Any], recorded: dict[str, Any]) -> dict[str, Any]:
     """The replayed manifest's included items and partition use as if fenced with the recorded
-    manifest's nonce (see the module docstring). Control-zone items are not fenced."""
+    manifest's nonce (see the module docstring). Control-zone items are not fenced. Only manifests
+    that both carry a nonce (sealed before fences lost it) can differ so; any other pair is returned
+    as it is."""
     nonce_a = (recorded.get("assembly") or {}).get("data_fence_nonce")
     nonce_b = (replayed.get("assembly") or {}).get("data_fence_nonce")
     if not nonce_a or not nonce_b or nonce_a == nonce_b:

