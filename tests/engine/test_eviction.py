@@ -1,8 +1,9 @@
 """Eviction rules are actions (seed §5, §7): one test per rule, each failing without it.
 
 The partitions here are small and explicit, so each test states the whole budget it relies on:
-`usable = limit - 2000 - 500 - 500`; an item of `words(n)` costs about 2.3 tokens a word plus its
-fence header (about 100 tokens).
+`usable = limit - 2000 - 500 - 500`; an item of `words(n)` costs about 2 tokens a word plus its
+fence (header line and end marker, 11-36 tokens): measured, plan(60 words) 134, plan(300) 614,
+evidence(60) 149, evidence(300) 629; the resident state items stage + open take 35.
 """
 
 from __future__ import annotations
@@ -73,7 +74,8 @@ def plan(item_id: str, n: int, open_ids: list[str]) -> dict:
 
 
 def test_state_items_over_their_partition_are_replaced_by_the_structured_summary():
-    pol = budget_policy(16000, partitions(state={"maximum": 700}))
+    # 35 resident + plan-a 614 > 400; its summary (under 200) fits beside the residents.
+    pol = budget_policy(16000, partitions(state={"maximum": 400}))
     r = run(request(extra=[plan("plan-a", 300, ["OI-7"])]), pol)
     m = r.manifest
     assert m.assembly.status == "ready"
@@ -88,7 +90,7 @@ def test_state_items_over_their_partition_are_replaced_by_the_structured_summary
     summary = next(i for i in m.included if i.item_id == "structured-summary-state")
     assert summary.partition == "state" and summary.trust == "derived_context" and summary.zone == "state"
     assert summary.source_lineage[-1].input_node_ids == ["plan-a"]
-    assert m.budget.partitions["state"].used <= 700
+    assert m.budget.partitions["state"].used <= 400
     (s,) = [s for s in m.summaries if s.item_id == "structured-summary-state"]
     assert s.decision == "included"
 
@@ -124,10 +126,10 @@ def ranked_plan(item_id: str, n: int, relevance: float) -> dict:
 
 
 def test_a_summary_that_does_not_fit_folds_in_the_lowest_ranked_state_items_until_it_fits():
-    # State maximum 850: stage + open items (~240) and the two short plans (~240 each) fit, the long
-    # plan (~700) does not, and its summary (~300) does not fit the ~130 left. Folding plan-a, the
-    # lowest ranked, frees ~240: the summary of both fits; plan-c, ranked above it, stays.
-    pol = budget_policy(16000, partitions(state={"maximum": 850}))
+    # State maximum 425: stage + open items (35) and the two short plans (134 each) fit, the long
+    # plan (614) does not, and its summary (159) does not fit the 122 left. Folding plan-a, the
+    # lowest ranked, frees 134: the summary of both (212) fits in 256; plan-c, ranked above it, stays.
+    pol = budget_policy(16000, partitions(state={"maximum": 425}))
     plans = [ranked_plan("plan-a", 60, 0.2), ranked_plan("plan-c", 60, 0.6), ranked_plan("plan-b", 300, 0.9)]
     r = run(request(extra=plans), pol)
     m = r.manifest
@@ -139,13 +141,14 @@ def test_a_summary_that_does_not_fit_folds_in_the_lowest_ranked_state_items_unti
     assert "folded into the structured summary" in excluded_record(r, "plan-a").detail
     (t,) = [t for t in m.transforms if t.output_item_id == "structured-summary-state"]
     assert sorted(t.input_item_ids) == ["plan-a", "plan-b"] and t.status == "applied"
-    assert m.budget.partitions["state"].used <= 850
+    assert m.budget.partitions["state"].used <= 425
 
 
 def test_when_no_summary_of_the_evictable_state_fits_the_assembly_is_blocked_not_ready():
-    # State maximum 500: stage + open items (resident kinds, never folded) and plan-a take ~480; even
-    # the summary of both plans (~320) cannot fit, so state would be dropped unsummarised: blocked.
-    pol = budget_policy(16000, partitions(state={"maximum": 500}))
+    # State maximum 225: stage + open items (resident kinds, never folded, 35) and plan-a (134) fit;
+    # the summary of plan-b (159) does not fit beside them, and even the summary of both plans (212)
+    # does not fit beside the residents (247 > 225), so state would be dropped unsummarised: blocked.
+    pol = budget_policy(16000, partitions(state={"maximum": 225}))
     r = run(request(extra=[ranked_plan("plan-a", 60, 0.2), ranked_plan("plan-b", 300, 0.9)]), pol)
     m = r.manifest
     assert (m.assembly.status, m.assembly.blocked_reason, m.assembly.missing) == ("blocked", "budget_exhausted", ["state"])
@@ -155,7 +158,7 @@ def test_when_no_summary_of_the_evictable_state_fits_the_assembly_is_blocked_not
 
 
 def test_without_summarize_allowed_over_budget_state_is_only_evicted():
-    pol = budget_policy(16000, partitions(state={"maximum": 700}), allowed=["none", "excerpt"])
+    pol = budget_policy(16000, partitions(state={"maximum": 400}), allowed=["none", "excerpt"])  # 35 + 614 > 400
     r = run(request(extra=[plan("plan-a", 300, ["OI-7"])]), pol)
     rec = excluded_record(r, "plan-a")
     assert rec.reason == "budget_evicted" and rec.replaced_by is None
@@ -164,7 +167,7 @@ def test_without_summarize_allowed_over_budget_state_is_only_evicted():
 
 
 def test_a_trigger_without_over_partition_builds_no_structured_summary():
-    pol = budget_policy(16000, partitions(state={"maximum": 700}), trigger="over_source_limit")
+    pol = budget_policy(16000, partitions(state={"maximum": 400}), trigger="over_source_limit")  # 35 + 614 > 400
     r = run(request(extra=[plan("plan-a", 300, ["OI-7"])]), pol)
     assert excluded_record(r, "plan-a").replaced_by is None
     assert "leaves out over_partition" in excluded_record(r, "plan-a").detail
@@ -174,9 +177,9 @@ def test_a_trigger_without_over_partition_builds_no_structured_summary():
 
 
 def test_evidence_is_dropped_whole_lowest_rank_first():
-    # Pass 1 fills the 300-token minimum with the small, lower-ranked item; the rule then drops it
-    # so the higher-ranked item fits the 1000-token maximum.
-    pol = budget_policy(16000, partitions(direct_evidence={"minimum": 300, "maximum": 1000}))
+    # Pass 1 fills the 300-token minimum with the small, lower-ranked item (149); the rule then drops
+    # it so the higher-ranked item (629) fits the 700-token maximum (629 + 149 > 700).
+    pol = budget_policy(16000, partitions(direct_evidence={"minimum": 300, "maximum": 700}))
     high = item("ev-high", content=words(300, "h"), relevance=0.9)
     low = item("ev-low", content=words(60, "l"), relevance=0.2)
     r = run(request(extra=[high, low]), pol)
@@ -223,7 +226,8 @@ def test_an_evicted_pair_is_left_out_whole_under_omit_call():
 
 
 def test_when_not_even_the_synthetic_result_fits_the_call_is_left_out():
-    pol = budget_policy(16000, partitions(recent_tool_pairs={"maximum": 330}))
+    # c1's pair takes 199; c2's synthetic result and its call (60) do not fit the 31 left.
+    pol = budget_policy(16000, partitions(recent_tool_pairs={"maximum": 230}))
     r = run(pair_request(), pol)
     validate(r.serialized_input, "openai_chat")
     calls, results = call_ids(r.serialized_input)
