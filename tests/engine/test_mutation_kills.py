@@ -13,7 +13,7 @@ import pytest
 from tests.golden import delivered_blocks
 
 from .builders import item, reasons, request, run, sha, tool_call, tool_result
-from .test_decisions_pinned import block_order, ev, included, memo, open_policy, tight
+from .test_decisions_pinned import FRAMING, block_order, ev, included, memo, open_policy, tight
 from .test_eviction import DECISION_LOG, transcript
 
 TRUNCATE = {"allowed": ["none", "truncate_item"], "preserve": ["goal", "open_items", "source_refs"]}
@@ -54,13 +54,15 @@ def test_a_truncation_gets_only_the_usable_budget_left_after_other_partitions_un
 
 
 def test_a_displaced_items_tokens_are_given_back_to_the_budget():
-    # Pass 1 fills evidence's minimum with s1 and s2; `big` displaces s2 (lowest rank first). What s2
-    # gave back is then room for the background transcript, cut to its newest turns.
+    # Pass 1 fills evidence's minimum (450) with s1 (68) and s2 (348), not `big` (486); `big` displaces
+    # s2 (lowest rank first). What s2 gave back is then room for the background transcript, cut to
+    # its newest turns: 800 - 486 - 68 = 246 holds its newest turn (164 fenced), while 800 - 902,
+    # had s2's tokens not been given back, holds nothing.
     parts = {
-        "direct_evidence": {"minimum": 700, "eviction": "reduce_candidates", "kinds": ["evidence"]},
+        "direct_evidence": {"minimum": 450, "eviction": "reduce_candidates", "kinds": ["evidence"]},
         "background": {"eviction": "first", "kinds": ["background"]},
     }
-    pol, model = tight(1300, parts, transforms=TRUNCATE)
+    pol, model = tight(FRAMING + 800, parts, transforms=TRUNCATE)
     r = run(request([ev("big", 230, 0.9), ev("s1", 20, 0.5), ev("s2", 140, 0.4), notes(0.05)], model=model), pol)
     assert reasons(r) == {"s2": "budget_evicted"}
     assert included(r) == {"big", "s1", "notes"}
@@ -115,7 +117,7 @@ def test_a_truncation_that_drops_the_newest_turn_fails_newest_turn_kept(monkeypa
 def test_the_structured_summary_names_each_unresolved_call_and_checks_it():
     from .test_eviction import budget_policy, partitions, plan
 
-    pol = budget_policy(16000, partitions(state={"maximum": 700}))
+    pol = budget_policy(16000, partitions(state={"maximum": 400}))  # 35 resident + plan-a 614 > 400
     r = run(request(extra=[plan("plan-a", 300, ["OI-7"])], tool_calls=[tool_call("lost-call", None)]), pol)
     (t,) = [t for t in r.manifest.transforms if t.output_item_id == "structured-summary-state"]
     assert t.preservation_assertions["unresolved_tool_calls"] == "passed"
