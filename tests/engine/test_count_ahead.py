@@ -70,8 +70,10 @@ def test_counting_ahead_changes_nothing_the_assembly_decides_or_records(steps, s
 
 
 def test_no_count_started_ahead_outlives_its_assembly(monkeypatch):
-    # 500 smaller items: the walk guesses at many more items than it goes on to count.
-    body = workload.make_request(n_items=500, total_bytes=1_500_000, n_tool_pairs=8, seed=21)
+    # 500 smaller items (2.4 kB on average): the walk guesses at many more items than it goes on to
+    # count. (At 1.5 MB, before the fences shrank, this walk counted ahead; with today's 11-36-token
+    # fences the bounds settle every unit of that request, so nothing is guessed at there.)
+    body = workload.make_request(n_items=500, total_bytes=1_200_000, n_tool_pairs=8, seed=21)
     monkeypatch.setattr(budget, "AHEAD_FIRST", 1024)
     tokenizer = Recording()
     guessed = _sealed(body, tokenizer)
@@ -98,7 +100,9 @@ def test_a_count_let_go_before_it_ran_is_counted_when_asked_for():
 def test_small_items_are_counted_when_asked_not_ahead(monkeypatch):
     """A pool task costs more than counting an item of a few hundred bytes: only items of
     AHEAD_ITEM_CHARS or more are counted ahead (10,000 small items ran slower with all of them)."""
-    body = workload.make_request(n_items=2_000, total_bytes=800_000, n_tool_pairs=8, seed=77, example=False)
+    # 600 bytes an item on average, well under AHEAD_ITEM_CHARS (at 800 kB the compact fences let
+    # the bounds settle the walk before it counted AHEAD_AFTER items one by one).
+    body = workload.make_request(n_items=2_000, total_bytes=1_200_000, n_tool_pairs=8, seed=77, example=False)
     default = budget.AHEAD_ITEM_CHARS
     monkeypatch.setattr(budget, "AHEAD_ITEM_CHARS", 0)
     every_size = Recording()
