@@ -213,8 +213,10 @@ def test_a_long_chat_loses_its_middle_turns_before_the_task_it_started_with():
     msgs = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task}]
     for n in range(60):
         msgs.append({"role": "assistant", "content": f"Step {n}: " + "checked the replica lag and the vacuum settings. " * 12})
-        msgs.append({"role": "user", "content": f"Continue with item {n}. " + "Noted the numbers above. " * 10})
-    # ~11k tokens of turns (sent as plain messages, issue 37) into a 6k window: most must go.
+        msgs.append({"role": "user", "content": f"Continue with item {n}. " + "Noted the numbers above. " * 30})
+    # ~16k tokens of turns (sent as plain messages, issue 37) into a 6k window: most must go. Later
+    # user turns rank above the agent's (issue 38), so the user's turns alone (~9.5k) are made too
+    # many for the window: the middle of what the user said must go too, and still not the task.
     session = sdk.Session("chat-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 6000})
     step = session.step(msgs)
     assert step.ready
@@ -222,7 +224,8 @@ def test_a_long_chat_loses_its_middle_turns_before_the_task_it_started_with():
     excluded = {e["item_id"] for e in step.manifest["excluded"]}
     assert "migrate the billing service" in sent                  # the task survives
     assert "Continue with item 59." in sent                       # and so does the newest turn
-    assert "Continue with item 3." not in sent and len(excluded) > 40  # the middle went
+    assert "Continue with item 3." not in sent and len(excluded) > 60  # the middle went
+    assert "Step 3:" not in sent and "Step 58:" not in sent        # the agent's narration before the user's
 
 
 def test_the_newest_test_log_keeps_its_failures_while_older_tool_output_goes_first():
@@ -233,7 +236,10 @@ def test_the_newest_test_log_keeps_its_failures_while_older_tool_output_goes_fir
             lines[n] = line
         return "\n".join(lines), failures
 
-    first_log, first_failures = pytest_log(1, (40, 900))
+    # The replaced run failed widely: even trimmed to its failure lines it is bigger than the room
+    # a dropped grep result (~170 tokens) can leave, so it cannot slip into leftover room (a walk
+    # keeps going past an item that does not fit) and whether it stays is decided by its rank alone.
+    first_log, first_failures = pytest_log(1, tuple(range(40, 1400, 30)))
     newest_log, newest_failures = pytest_log(2, (77, 1200))
     msgs = [{"role": "system", "content": "You fix failing tests."}, {"role": "user", "content": "Make CI green."}]
 
@@ -246,7 +252,8 @@ def test_the_newest_test_log_keeps_its_failures_while_older_tool_output_goes_fir
     call("call_t2", "run_tests", newest_log)
     for n in range(60):  # the agent reads on: every later result is newer than the newest log
         call(f"call_g{n}", "grep", f"src/api/module_{n}.py:{n}: " + "token refresh handler matched here. " * 25)
-    session = sdk.Session("coding-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 16000},
+    # 60 grep results of ~170 tokens each (fence included): more than a 10k window holds.
+    session = sdk.Session("coding-agent", model={"name": "gpt-4o", "provider": "openai", "context_limit": 10000},
                           tool_sources={"run_tests": "test_log"})
     step = session.step(msgs)
     assert step.ready
