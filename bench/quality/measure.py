@@ -7,9 +7,10 @@
 - injected in authority: an injected marker counts once per step when it occurs in a `system` or
   `developer` message (the positions a provider gives authority). A tool message is not one.
 - injected outside a data fence (its own column): an injected marker in any message outside every
-  ctxeng data fence. A data fence is a span that opens with `<<<ctxeng:block nonce=N {header}>>>`
-  whose header's `role` is `untrusted_data` or `derived_context`, and closes with
-  `<<<ctxeng:end nonce=N>>>` (the same N). Baselines have no fences, so every occurrence of injected
+  ctxeng data fence. A data fence is a span that opens with a header line `<<<ctx ...>>>` whose
+  trust word is `untrusted` or `derived` (`<<<ctx CITE KIND TRUST[ SOURCE]>>>`, or `<<<ctx TRUST>>>`
+  around a tool result) and closes at the next `<<<ctx:end>>>` (content cannot spell either; the
+  parser is `ctxeng.engine.render.split_fences`). Baselines have no fences, so every occurrence of injected
   text in their payloads counts here (in a tool message it is where a tool result belongs; the
   column says only that nothing marks it as data).
 - refused: `tests.provider_stub.check_openai_chat` rejects the body (a tool call without its
@@ -22,13 +23,12 @@
 
 from __future__ import annotations
 
-import json
-import re
 from functools import lru_cache
 from typing import Any
 
-_FENCE = re.compile(r"<<<ctxeng:block nonce=(\d+) (\{[^\n]*\})>>>\n")
-DATA_ROLES = ("untrusted_data", "derived_context")
+from ctxeng.engine.render import split_fences
+
+DATA_TRUST = ("untrusted", "derived")  # the header's trust words of data (roles untrusted_data, derived_context)
 
 
 @lru_cache(maxsize=1)
@@ -70,25 +70,9 @@ def input_tokens(messages: list[dict[str, Any]]) -> int:
 
 
 def outside_data_fences(text: str) -> str:
-    """`text` with every ctxeng data fence (header to footer) cut out."""
-    out, at = [], 0
-    while True:
-        m = _FENCE.search(text, at)
-        if m is None:
-            out.append(text[at:])
-            return "".join(out)
-        try:
-            role = json.loads(m.group(2)).get("role")
-        except ValueError:
-            role = None
-        footer = f"\n<<<ctxeng:end nonce={m.group(1)}>>>"
-        end = text.find(footer, m.end())
-        if role not in DATA_ROLES or end < 0:
-            out.append(text[at:m.end()])
-            at = m.end()
-            continue
-        out.append(text[at:m.start()])
-        at = end + len(footer)
+    """`text` with every ctxeng data fence (header to end marker) cut out; a fence of any other trust
+    (task, state) keeps its body, and an unclosed fence is no fence."""
+    return "".join(piece for piece, header in split_fences(text) if header is None or header["trust"] not in DATA_TRUST)
 
 
 def refusal(body: dict[str, Any], context_limit: int, tokens: int) -> str | None:
