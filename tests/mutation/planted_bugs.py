@@ -189,7 +189,7 @@ PLANTS: tuple[Plant, ...] = (
     Plant(
         "call_tokens_not_counted",
         "ctxeng/engine/working.py",
-        "        return self.call_base_tokens + (self.status_line_tokens if self.resolved else 0)\n",
+        "        return self.call_base_tokens\n",
         "        return 0\n",
         "tokens add up: a tool pair's call is counted with its result",
     ),
