@@ -225,9 +225,9 @@ PLANTS: tuple[Plant, ...] = (
     Plant(
         "fence_prefix_and_footer_not_counted",
         "ctxeng/engine/render.py",
-        "    return fence_tokens(asm) if cand.role != Role.CONTROL and splits_fences(asm) else 0\n",
+        "    return fence_tokens(asm) if not is_plain(cand) and splits_fences(asm) else 0\n",
         "    return 0\n",
-        "tokens add up: each fenced block's nonce line and footer are counted",
+        "tokens add up: each fenced block's opening `<<<ctx` and end marker are counted",
     ),
     Plant(
         "tool_pairs_serialized_in_completion_order",
