@@ -6,7 +6,7 @@ compares it with facts it did not produce there: each block's fence header is pa
 compared with the admitted item (trust, role, revision, source_ref, content hash) and each tool
 pair with the request's calls; the provider payload is walked message by message. Each clause the
 policy lists gets `passed` or `failed` in the manifest header (`structure_checks`,
-`serialization_checks`); any `failed` blocks the assembly (`structure_check_failed`), so no payload
+`serialization_checks`); any `failed` blocks the assembly (`transform_blocked`, cause `structure_check_failed`), so no payload
 that breaks a preserved property ever leaves the engine.
 
 - source_lineage: every admitted non-control item has exactly one block whose header names its

@@ -925,7 +925,7 @@ class BudgetPolicy(Frozen):
                 raise ValueError("partitions: at least one partition required")
         else:
             # Checked at the largest context the policy allows; a smaller model's assembly that the
-            # budget cannot hold is blocked (budget_exhausted, required_partition_missing).
+            # budget cannot hold is blocked (required_partition_missing, cause budget_exhausted).
             problem = self.resolved(self.model_context_limit)._problem()  # type: ignore[arg-type]
             if problem is not None:
                 raise ValueError(problem + (f" (at model_context_limit {self.model_context_limit})" if self.relative else ""))

@@ -59,7 +59,7 @@ def test_adding_none_to_transforms_allowed_adds_no_mechanism(body):
 def manifest(status: str, failed: dict[str, list[str]] | None = None, passed: dict[str, list[str]] | None = None) -> dict:
     transforms = [{"output_item_id": i, "preservation_assertions": {n: "failed" for n in names}} for i, names in (failed or {}).items()]
     transforms += [{"output_item_id": i, "preservation_assertions": {n: "passed" for n in names}} for i, names in (passed or {}).items()]
-    return {"assembly": {"status": status, "blocked_reason": "budget_exhausted" if status == "blocked" else None}, "transforms": transforms}
+    return {"assembly": {"status": status, "blocked_reason": "required_partition_missing" if status == "blocked" else None}, "transforms": transforms}
 
 
 @pytest.mark.parametrize(
