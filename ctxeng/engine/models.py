@@ -1363,6 +1363,27 @@ class ExcludedRecord(Frozen):
     producer_check: ProducerCheck | None = Field(default=None, description="trust.producers for the item's source type (null: manifests before the clause)")
 
 
+class JudgedStatement(Frozen):
+    """One absence statement of a summary, judged on its own text (`findings.judge_statements`)."""
+
+    statement: str
+    scope: list[str] | None = Field(description="the search scope it names, entries sorted; null: none")
+    judged_as: Literal["negative_finding", "existence_claim"]
+    result: Literal["passed", "failed"]
+    problem: str | None = None
+
+
+class NegativeFindingsCheck(Frozen):
+    """How `conflicts_and_negative_findings` was judged (seed §6): the summary's own absence
+    statements, each on its text whether or not its inputs are visible; then the negative findings
+    of every input the engine could read, each kept with its scope or not."""
+
+    statements: list[JudgedStatement] = Field(default_factory=list)
+    inputs_compared: list[str] = Field(default_factory=list, description="inputs whose negative findings were read and looked for in the summary")
+    inputs_not_visible: list[str] = Field(default_factory=list, description="inputs the engine cannot read (earlier turns): their findings could not be compared")
+    lost: list[str] = Field(default_factory=list, description="negative findings of the compared inputs the summary does not keep with their scope")
+
+
 class TransformRecord(Frozen):
     record_id: str
     type: TransformType
@@ -1383,6 +1404,9 @@ class TransformRecord(Frozen):
     before_excerpt: str = ""
     after_excerpt: str = ""
     trigger: str | None = Field(default=None, description="what made it run: over_source_limit, over_partition, or supplied (a supplied summary verified)")
+    negative_findings: NegativeFindingsCheck | None = Field(
+        default=None, description="a summary under transforms.preserve conflicts_and_negative_findings: which statements were judged, and how"
+    )
 
 
 class ToolPairRecord(Frozen):

@@ -7,11 +7,9 @@ none is read back from a manifest the engine produced.
 
 from __future__ import annotations
 
-import copy
-
 from ctxeng.engine.vocabulary import BlockedReason
 
-from .builders import SCOPE, excluded_record, item, policy, request, run, sha, with_budget
+from .builders import excluded_record, item, policy, request, run, sha
 
 PI_REF = {"repo": "pi", "commit": "c0ffee", "path": "src/ev.ts", "lines": "1-20"}
 
@@ -104,4 +102,72 @@ def test_a_lineage_node_outside_the_request_changes_nothing():
     assert "ev-excerpt" in r.manifest.included_ids()
 
 
-_ = (copy, SCOPE, with_budget)
+
+# --------------------------------------------------------------------------- 2. negative findings of earlier turns
+
+TURNS = {"input_item_ids": ["turn-17", "turn-18", "turn-19"], "input_range": {"start_item_id": "turn-17", "end_item_id": "turn-19"}}
+
+
+def checkpoint_summary(conflicts: str, **fields) -> dict:
+    """A summary of earlier turns (not candidates: the seed's checkpoint case), keeping the goal and
+    open items, with `conflicts` as its negative-findings section."""
+    text = f"Goal: find retry logic\nOpen Items: OI-1\nConflicts and Negative Findings: {conflicts}"
+    base = dict(TURNS, source_refs=[{**PI_REF}], preserves={"open_item_ids": ["OI-1"]}, producer="research-agent/v2")
+    base.update(fields)
+    return item("sum", "model_summary", text, **base)
+
+
+def findings_policy() -> dict:
+    pol = policy()
+    pol["transforms"]["preserve"] = ["goal", "open_items", "conflicts_and_negative_findings"]
+    return pol
+
+
+def judged(result) -> list[tuple[str, str, str]]:
+    (record,) = [t for t in result.manifest.transforms if t.output_item_id == "sum"]
+    return [(j.statement, j.judged_as, j.result) for j in record.negative_findings.statements]
+
+
+def test_an_unscoped_negative_finding_of_earlier_turns_is_transform_blocked():
+    r = run(request(extra=[checkpoint_summary("no retry logic was found in continue")]), findings_policy())
+    ex = excluded_record(r, "sum")
+    assert ex.reason == "transform_blocked" and ex.failed_assertions == ["conflicts_and_negative_findings"]
+    assert judged(r) == [("no retry logic was found in continue", "negative_finding", "failed")]
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
+    assert record.negative_findings.inputs_not_visible == ["turn-17", "turn-18", "turn-19"]
+
+
+def test_not_found_turned_into_does_not_exist_is_transform_blocked_without_inputs():
+    r = run(request(extra=[checkpoint_summary("retry logic does not exist in continue")]), findings_policy())
+    assert excluded_record(r, "sum").reason == "transform_blocked"
+    assert judged(r) == [("retry logic does not exist in continue", "existence_claim", "failed")]
+
+
+def test_a_scoped_negative_finding_of_earlier_turns_passes_and_is_recorded_as_judged():
+    finding = "no retry logic found in continue (searched: gui/src, core/)"
+    r = run(request(extra=[checkpoint_summary(finding)]), findings_policy())
+    assert "sum" in r.manifest.included_ids()
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
+    assert record.preservation_assertions["conflicts_and_negative_findings"] == "passed"
+    assert record.negative_findings.statements[0].scope == ["core/", "gui/src"]
+    assert judged(r) == [(finding, "negative_finding", "passed")]
+
+
+def test_an_existence_claim_fails_even_when_the_inputs_are_candidates():
+    notes = item("notes-1", content="- no retry logic found in continue (searched: gui/src)")
+    s = checkpoint_summary("no retry logic found in continue (searched: gui/src); retry logic does not exist in core",
+                           input_item_ids=["notes-1"], input_range=None, source_refs=[{**PI_REF, "path": "src/notes-1.ts"}])
+    r = run(request(extra=[notes, s]), findings_policy())
+    assert excluded_record(r, "sum").reason == "transform_blocked"
+    assert judged(r) == [
+        ("no retry logic found in continue (searched: gui/src)", "negative_finding", "passed"),
+        ("retry logic does not exist in core", "existence_claim", "failed"),
+    ]
+
+
+def test_the_runtimes_checkpoint_with_an_unscoped_finding_is_blocked_like_a_supplied_summary():
+    checkpoint = {"goal": "find retry logic", "current_stage": "drafting", "open_item_ids": ["OI-1"],
+                  "conflicts_and_negative_findings": ["no retry logic was found in continue"], **TURNS}
+    r = run(request(checkpoint=checkpoint), findings_policy())
+    ex = excluded_record(r, "checkpoint-summary")
+    assert ex.reason == "transform_blocked" and "conflicts_and_negative_findings" in ex.failed_assertions
