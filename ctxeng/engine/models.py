@@ -303,6 +303,10 @@ class RuntimeState(Frozen):
 
     open_item_ids: list[Id] | None = None
     article_draft_revision: Int | str | None = None
+    publish_destination: str | None = Field(
+        default=None, max_length=MAX_NAME,
+        description="where this step publishes; a review decision counts for `stages.<stage>.approved_by` only when it binds this destination",
+    )
 
 
 class AssemblyRequest(Frozen):
@@ -1101,9 +1105,35 @@ class UpgradeRecord(Frozen):
         return _no_repeats(v)
 
 
+# Item kinds that are approvals (seed §3, §7: an independent object, not a file the agent wrote):
+# a stage requiring one must say who may give it (`stages.<stage>.approved_by`).
+APPROVAL_KINDS = ("review_decision",)
+# Trust classes an approval source may not carry: data anyone in the project (the agent included)
+# can write, or what was derived from such data.
+NOT_APPROVAL_TRUST = (Trust.PROJECT_EDITABLE, Trust.DERIVED_CONTEXT, Trust.GOVERNED_MEMORY_CANDIDATE,
+                      Trust.REPOSITORY_EVIDENCE, Trust.EXTERNAL_EVIDENCE)
+
+
+class ApprovalSource(Frozen):
+    """`stages.<stage>.approved_by.<kind>`: who may give an approval the stage requires."""
+
+    source_types: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
+        min_length=1, description="source types an approval may come from; each with a trust default that is not data (trust.default_by_source)"
+    )
+    producers: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
+        min_length=1, description="the principals that may give it; never the agent (scope.principal_policy, the request's principal)"
+    )
+
+
 class StagePolicy(Frozen):
     """`stages.<stage>`: what the stage needs and what it does not read (seed §3). Values are item
     kinds or source types (`review_decision`, `publish_receipt`)."""
+
+    approved_by: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], ApprovalSource] = Field(
+        default_factory=dict,
+        description="for each approval kind in `require`: the approval source the policy names; a review from any other "
+        "source, from the agent, or not binding the draft revision, content hash and publish destination does not count",
+    )
 
     require: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
         default_factory=list, description="an admitted item of each is required: none -> blocked required_partition_missing"
@@ -1145,6 +1175,32 @@ class ContextPolicy(Frozen):
     stages: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], StagePolicy] = Field(
         default_factory=dict, description="per request.stage: artifact kinds it requires, kinds not relevant at it"
     )
+
+    @model_validator(mode="after")
+    def _approvals_are_independent(self) -> ContextPolicy:
+        """Seed §3, §7: a required approval comes from a source the policy names, never from the
+        agent or from data it can write."""
+        for stage, rules in self.stages.items():
+            for i, kind in enumerate(rules.require):
+                if kind in APPROVAL_KINDS and kind not in rules.approved_by:
+                    raise ValueError(
+                        f"stages.{stage}.require[{i}]: {kind!r} is an approval; name who may give it in "
+                        f"stages.{stage}.approved_by.{kind} (source_types, producers): an approval is an independent object"
+                    )
+            for kind, source in rules.approved_by.items():
+                if kind not in rules.require:
+                    raise ValueError(f"stages.{stage}.approved_by.{kind}: {kind!r} is not in stages.{stage}.require, so nothing acts on it")
+                for j, source_type in enumerate(source.source_types):
+                    trust = self.trust.default_by_source.get(source_type)
+                    if trust is None or trust in NOT_APPROVAL_TRUST:
+                        raise ValueError(
+                            f"stages.{stage}.approved_by.{kind}.source_types[{j}]: {source_type!r} has trust "
+                            f"{trust.value if trust else 'none (untrusted data)'}; an approval source must not be data the agent can write or derive"
+                        )
+                for j, producer in enumerate(source.producers):
+                    if producer == self.scope.principal_policy:
+                        raise ValueError(f"stages.{stage}.approved_by.{kind}.producers[{j}]: {producer!r} is the agent this policy governs; it cannot approve itself")
+        return self
 
     @model_validator(mode="after")
     def _stage_kinds_consistent(self) -> ContextPolicy:

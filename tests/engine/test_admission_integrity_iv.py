@@ -171,3 +171,86 @@ def test_the_runtimes_checkpoint_with_an_unscoped_finding_is_blocked_like_a_supp
     r = run(request(checkpoint=checkpoint), findings_policy())
     ex = excluded_record(r, "checkpoint-summary")
     assert ex.reason == "transform_blocked" and "conflicts_and_negative_findings" in ex.failed_assertions
+
+
+# --------------------------------------------------------------------------- 3. approval is an independent object
+
+DESTINATION = "blog/context-hygiene"
+APPROVED_BY = {"review_decision": {"source_types": ["runtime_state"], "producers": ["review-desk/v1"]}}
+
+
+def publishing_policy(**stage) -> dict:
+    return policy(stages={"publishing": {"require": ["review_decision"], "approved_by": APPROVED_BY, **stage}})
+
+
+def draft() -> dict:
+    return item("draft", "runtime_state", "draft 2", kind="article_draft", revision=2)
+
+
+def review(source_type: str = "runtime_state", producer: str = "review-desk/v1", **binding) -> dict:
+    ref = {"object_id": "review-1", "path": "reviews/r1.md", "draft_revision": 2, "draft_content_hash": sha("draft 2"),
+           "destination": DESTINATION, **binding}
+    return item("review", source_type, "Approved for publication.", kind="review_decision", producer=producer, source_ref=ref)
+
+
+def publishing(*extra: dict, destination: str | None = DESTINATION):
+    state = {"publish_destination": destination} if destination is not None else None
+    return run(request(extra=[draft(), *extra], stage="publishing", runtime_state=state), publishing_policy())
+
+
+def test_a_review_from_the_named_approver_binding_draft_hash_and_destination_lets_the_step_publish():
+    assert publishing(review()).manifest.assembly.status == "ready"
+
+
+def test_a_project_editable_file_labelled_review_decision_does_not_approve():
+    r = publishing(review("editable_project_file", producer="agent/v1"))
+    a = r.manifest.assembly
+    assert (a.status, a.blocked_reason, a.missing) == ("blocked", "required_partition_missing", ["review_decision"])
+    assert "source type 'editable_project_file' is not an approval source" in a.blocked_detail[0]
+
+
+def test_a_runtime_review_the_agent_produced_does_not_approve():
+    pol = policy(stages={"publishing": {"require": ["review_decision"],
+                                        "approved_by": {"review_decision": {"source_types": ["runtime_state"], "producers": ["agent/v1", "review-desk/v1"]}}}})
+    r = run(request(extra=[draft(), review(producer="agent/v1")], stage="publishing", runtime_state={"publish_destination": DESTINATION}), pol)
+    assert r.manifest.assembly.status == "blocked"
+    assert "produced by the agent itself" in r.manifest.assembly.blocked_detail[0]
+
+
+def test_a_review_for_another_destination_or_none_does_not_approve():
+    other = publishing(review(destination="newsletter/weekly"))
+    assert other.manifest.assembly.status == "blocked"
+    assert "'newsletter/weekly'" in other.manifest.assembly.blocked_detail[0]
+    unbound = publishing(review(destination=None))
+    assert unbound.manifest.assembly.status == "blocked" and "binds no destination" in unbound.manifest.assembly.blocked_detail[0]
+    unstated = publishing(review(), destination=None)
+    assert unstated.manifest.assembly.status == "blocked" and "publish destination" in unstated.manifest.assembly.blocked_detail[0]
+
+
+def test_a_review_of_another_draft_content_does_not_approve():
+    r = publishing(review(draft_content_hash=sha("draft 2, before the last edit")))
+    assert r.manifest.assembly.status == "blocked"
+
+
+def test_a_policy_requiring_a_review_must_name_an_independent_approver():
+    import pytest
+
+    from ctxeng.engine import InvalidInput, parse_policy
+
+    cases = [
+        ({"require": ["review_decision"]}, "stages.publishing.require[0]"),
+        ({"require": ["review_decision"], "approved_by": {"review_decision": {"source_types": ["editable_project_file"], "producers": ["desk"]}}},
+         "stages.publishing.approved_by.review_decision.source_types[0]"),
+        ({"require": ["review_decision"], "approved_by": {"review_decision": {"source_types": ["model_summary"], "producers": ["desk"]}}},
+         "stages.publishing.approved_by.review_decision.source_types[0]"),
+        ({"require": [], "approved_by": APPROVED_BY}, "stages.publishing.approved_by.review_decision"),
+    ]
+    for stage, path in cases:
+        with pytest.raises(InvalidInput) as err:
+            parse_policy(policy(stages={"publishing": stage}))
+        assert path in str(err.value), (stage, str(err.value))
+    agent = policy(scope={"principal_policy": "agent/v1"},
+                   stages={"publishing": {"require": ["review_decision"], "approved_by": {"review_decision": {"source_types": ["runtime_state"], "producers": ["agent/v1"]}}}})
+    with pytest.raises(InvalidInput) as err:
+        parse_policy(agent)
+    assert "stages.publishing.approved_by.review_decision.producers[0]" in str(err.value)
