@@ -339,3 +339,15 @@ def seal(
         cache=cache,
         stages=[StageRecord(seq=s.seq, stage=s.stage, items_in=s.items_in, items_out=s.items_out, note=s.note) for s in asm.stages],
     )
+
+
+def with_actual_usage(document: dict[str, Any], input_tokens: int) -> dict[str, Any]:
+    """A copy of a sealed manifest (as JSON) showing the provider's actual input tokens beside the
+    estimate (`budget.actual_input_tokens`), as the service serves it once usage is reported (seed
+    §5, §10: filled in after the call). The sealed document is not changed: usage is an appended
+    record, so every hash of the assembly (and a digest of the sealed document) stays what it was."""
+    if (document.get("assembly") or {}).get("status") != "ready":
+        raise ValueError("assembly: a blocked assembly produced no model input, so no call has usage to report")
+    if isinstance(input_tokens, bool) or not isinstance(input_tokens, int) or input_tokens < 0:
+        raise ValueError(f"input_tokens: {input_tokens!r} is not a count of tokens (a whole number, 0 or more)")
+    return {**document, "budget": {**document["budget"], "actual_input_tokens": input_tokens}}

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.models import ContextPolicy
+from ..engine.seal import with_actual_usage
 from . import _messages
 from ._builders import Item
 from ._models import ADAPTER_BY_PROVIDER, model_spec
@@ -42,6 +43,9 @@ class Step:
     def __init__(self, *, manifest: dict[str, Any], payload: dict[str, Any] | None, fmt: str,
                  job_id: str | None = None, dashboard_url: str | None = None,
                  reporter: Callable[[dict[str, int]], dict[str, Any]] | None = None) -> None:
+        # The sealed manifest stays as sealed; `manifest` is what the caller reads, with the
+        # provider's actual input tokens once `report_usage` recorded them (engine.seal.with_actual_usage).
+        self.sealed_manifest = manifest
         self.manifest = manifest
         self._job_id = job_id
         self.payload = payload
@@ -115,7 +119,10 @@ class Step:
         estimate = self.manifest["budget"].get("payload_tokens")
         self.usage = {**usage, "estimated_input_tokens": estimate}
         if self._reporter is not None:
-            return self._reporter(usage)
+            reported = self._reporter(usage)
+            self.manifest = with_actual_usage(self.sealed_manifest, usage["input_tokens"])
+            return reported
+        self.manifest = with_actual_usage(self.sealed_manifest, usage["input_tokens"])
         if self._traceparent is not None:
             from .. import telemetry
 
