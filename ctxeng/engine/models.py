@@ -1079,15 +1079,40 @@ class ExpiryPolicy(Frozen):
     )
 
 
+FAILURE_PATTERN = r"^(blocked: (required_partition_missing|transform_blocked)( \([a-z_]+\))?|[^:\s][^:]*: (excluded [a-z_]+|[a-z_]+ failed))$"
+
+
+class RevocationCondition(Frozen):
+    """`upgrades[].revoke_when` (seed §8: an upgrade carries the condition for taking it back out):
+    met when at least `at_least` of the newest `of_last` assemblies under the policy show the
+    failure `shows` (a failure line as `ctxeng.engine.upgrades.failure_lines` reads it from a
+    manifest). The product evaluates it from manifests and shows met / not met."""
+
+    shows: str = Field(pattern=FAILURE_PATTERN, max_length=MAX_NAME * 2,
+                       description="a failure line: `blocked: <reason>`, `blocked: <reason> (<cause>)`, `<item>: <assertion> failed`, `<item>: excluded <reason>`; `*` for any item")
+    at_least: int = Field(ge=1, le=10_000)
+    of_last: int = Field(ge=1, le=10_000, description="how many of the policy's newest assemblies are read")
+
+    @model_validator(mode="after")
+    def _window(self) -> RevocationCondition:
+        if self.at_least > self.of_last:
+            raise ValueError(f"at_least: {self.at_least} is more than of_last {self.of_last}: the condition could never be met")
+        return self
+
+
 class UpgradeRecord(Frozen):
     """One entry of `upgrades` (seed §8): why a mechanism was added, and when to take it back out."""
 
     mechanism: str = Field(description="the mechanism path it adds: `transforms.allowed.decision_compress`, `budget.partitions.state.eviction` (ctxeng.engine.upgrades)")
-    addresses: list[str] = Field(min_length=1, description="ids of the assemblies whose confirmed failures it addresses (the service checks they are the tenant's)")
+    addresses: list[str] = Field(min_length=1, description="ids of the assemblies whose confirmed failures it addresses (the service checks they are the tenant's and that each shows the failure `shows`)")
     failure: str = Field(description="the failure it solves")
+    shows: str = Field(pattern=FAILURE_PATTERN, max_length=MAX_NAME * 2,
+                       description="the failure as each addressed manifest records it: `blocked: <reason>`, `blocked: <reason> (<cause>)`, "
+                       "`<item>: <assertion> failed`, `<item>: excluded <reason>`; `*` for any item")
     new_failure_modes: str = Field(description="the errors it may bring")
     cost: str = Field(description="its running cost")
-    revocation: str = Field(description="when to roll it back")
+    revocation: str = Field(description="when to roll it back, in words")
+    revoke_when: RevocationCondition = Field(description="when to roll it back, as a condition the product evaluates from manifests")
 
     @field_validator("mechanism", "failure", "new_failure_modes", "cost", "revocation")
     @classmethod

@@ -52,11 +52,29 @@ def mechanisms(policy: ContextPolicy) -> dict[str, tuple[str, str]]:
     for name, part in policy.budget.partitions.items():
         path = f"budget.partitions.{name}.eviction"
         out[path] = (path, _text(part.eviction))
+    # Rerank and relevance floors, caches keyed by prefix, sub-agent sources with standing: each
+    # is a mechanism of seed §8 like the clauses above.
+    for i, factor in enumerate(policy.admission.ranking):
+        out[f"admission.ranking.{_text(factor)}"] = (f"admission.ranking[{i}]", _text(factor))
+    if policy.admission.min_relevance > 0:
+        out["admission.min_relevance"] = ("admission.min_relevance", repr(float(policy.admission.min_relevance)))
+    if policy.cache.prompt_cache_key:
+        out["cache.prompt_cache_key"] = ("cache.prompt_cache_key", "true")
+    for source_type in SUB_AGENT_SOURCE_TYPES:
+        trust = policy.trust.default_by_source.get(source_type)
+        if trust is not None:
+            out[f"trust.default_by_source.{source_type}"] = (f"trust.default_by_source.{source_type}", _text(trust))
     return out
 
 
+# Other agents' deliverables: without a trust default they are untrusted data; a default gives them
+# standing in the working set (seed §8: "sub-agent" isolation is an upgrade, not a default).
+SUB_AGENT_SOURCE_TYPES = ("agent_output",)
+
+
 def added_mechanisms(previous: ContextPolicy, new: ContextPolicy) -> dict[str, tuple[str, str]]:
-    """The mechanisms of `new` that `previous` lacks (or, for an eviction rule, states otherwise)."""
+    """The mechanisms of `new` that `previous` lacks (or, for an eviction rule or a relevance floor,
+    states otherwise)."""
     before = mechanisms(previous)
     return {path: (field, value) for path, (field, value) in mechanisms(new).items() if before.get(path, (None, None))[1] != value}
 
@@ -111,3 +129,50 @@ def failure_gone(recorded: dict, replayed: dict) -> bool | None:
     }
     # An assertion the replay did not check again (its item went out earlier) is not solved.
     return all(checked_again.get(f, "failed") != "failed" for f in before)
+
+
+# --------------------------------------------------------------------------- evidence and revocation
+#
+# A record's `shows` names the failure it answers as a manifest records it; each addressed assembly
+# must show it (evidence of *that* failure, not any assembly of the tenant). `revoke_when` names a
+# failure (usually one of the new failure modes) and how often it may show in the policy's newest
+# assemblies before the mechanism is taken back out: evaluated from manifests, shown met / not met.
+
+
+def failure_lines(manifest: dict) -> list[str]:
+    """Every failure a manifest (as JSON) records, one line each: `blocked: <reason>` and, for each
+    cause heading a detail line, `blocked: <reason> (<cause>)`; `<item>: <assertion> failed` for each
+    failed preservation assertion; `<item>: excluded <reason>` for each excluded item."""
+    from .vocabulary import BlockedCause
+
+    assembly = manifest.get("assembly") or {}
+    out: list[str] = []
+    if assembly.get("status") == "blocked":
+        reason = assembly.get("blocked_reason")
+        out.append(f"blocked: {reason}")
+        causes = {c.value for c in BlockedCause}
+        for line in assembly.get("blocked_detail") or []:
+            head = str(line).split(":", 1)[0]
+            if head in causes and f"blocked: {reason} ({head})" not in out:
+                out.append(f"blocked: {reason} ({head})")
+    out += recorded_failures({"transforms": manifest.get("transforms") or []})
+    out += [f"{e.get('item_id')}: excluded {e.get('reason')}" for e in manifest.get("excluded") or []]
+    return out
+
+
+def shows(manifest: dict, pattern: str) -> bool:
+    """Does `manifest` record the failure `pattern` (`*` before the colon: any item)?"""
+    lines = failure_lines(manifest)
+    if pattern.startswith("*: "):
+        return any(line.split(": ", 1)[1] == pattern[3:] for line in lines if not line.startswith("blocked: "))
+    return pattern in lines
+
+
+def revocation_status(condition, manifests: list[dict]) -> dict:
+    """`revoke_when` over the policy's newest manifests (newest first; only `of_last` are read):
+    `{"met": bool, "showing": n, "read": m, "of_last": k, "at_least": j}`. Not met when fewer than
+    `at_least` were read: a condition is never met on no evidence."""
+    read = manifests[: condition.of_last]
+    showing = sum(1 for m in read if shows(m, condition.shows))
+    return {"met": showing >= condition.at_least, "showing": showing, "read": len(read),
+            "of_last": condition.of_last, "at_least": condition.at_least}

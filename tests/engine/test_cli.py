@@ -164,7 +164,8 @@ def test_validate_policy_with_previous_refuses_each_added_mechanism_without_an_u
     # Without --previous there is nothing to compare with: the file alone is valid.
     assert ctxeng("validate-policy", str(new)).returncode == 0
     # One record for each: valid.
-    record = {"addresses": ["asm-1"], "failure": "f", "new_failure_modes": "n", "cost": "c", "revocation": "r"}
+    record = {"addresses": ["asm-1"], "failure": "f", "shows": "blocked: required_partition_missing", "new_failure_modes": "n",
+              "cost": "c", "revocation": "r", "revoke_when": {"shows": "*: excluded ranking_lost", "at_least": 1, "of_last": 5}}
     body["upgrades"] = [
         {"mechanism": "cache.stable_prefix_sources.user_request", **record},
         {"mechanism": "budget.partitions.state.eviction", **record},
@@ -187,7 +188,8 @@ def test_an_upgrade_record_must_name_a_mechanism_of_its_policy(example, tmp_path
     assert out.returncode == 2
     assert "invalid: upgrades[0].addresses: List should have at least 1 item" in out.stderr
     assert "invalid: upgrades[0].failure: must not be blank" in out.stderr
-    body["upgrades"] = [{"mechanism": "transforms.allowed.compress", "addresses": ["a"], "failure": "f", "new_failure_modes": "n", "cost": "c", "revocation": "r", "owner": "x"}]
+    body["upgrades"] = [{"mechanism": "transforms.allowed.compress", "addresses": ["a"], "failure": "f", "shows": "a: goal failed", "new_failure_modes": "n",
+                         "cost": "c", "revocation": "r", "revoke_when": {"shows": "a: goal failed", "at_least": 1, "of_last": 1}, "owner": "x"}]
     path.write_text(yaml.safe_dump(body))
     out = ctxeng("validate-policy", str(path))
     assert "invalid: upgrades[0].owner: unknown field" in out.stderr
