@@ -577,7 +577,20 @@ class SecurityPolicy(Frozen):
 
 
 class ResidentPolicy(Frozen):
-    include: list[str] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=list, description="kinds resident at every step: an assembly without an admitted one is blocked")
+    # Left out of the dump while empty, so a policy written before this clause keeps its digest.
+    when_present: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
+        default_factory=list, exclude_if=lambda v: not v,
+        description="kinds resident whenever the request carries one (pinned ahead of ranking, loaded resident, never lost "
+        "to a relevance floor); unlike include, a step without one is not blocked (seed §3, §5: the protected constraint zone)",
+    )
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> ResidentPolicy:
+        for i, kind in enumerate(self.when_present):
+            if kind in self.include:
+                raise ValueError(f"when_present[{i}]: {kind!r} is already in include (resident at every step)")
+        return self
 
 
 class RetrievalPolicy(Frozen):

@@ -7,9 +7,14 @@ none is read back from a manifest the engine produced.
 
 from __future__ import annotations
 
+import pytest
+
+from ctxeng import starters
+from ctxeng.engine import InvalidInput, assemble, parse_policy, parse_request
 from ctxeng.engine.vocabulary import BlockedReason
 
-from .builders import excluded_record, item, policy, request, run, sha
+from .builders import CREATED_AT, excluded_record, item, policy, request, run, sha
+from .test_starters import candidate, conversation, request_for, research_resident
 
 PI_REF = {"repo": "pi", "commit": "c0ffee", "path": "src/ev.ts", "lines": "1-20"}
 
@@ -233,10 +238,6 @@ def test_a_review_of_another_draft_content_does_not_approve():
 
 
 def test_a_policy_requiring_a_review_must_name_an_independent_approver():
-    import pytest
-
-    from ctxeng.engine import InvalidInput, parse_policy
-
     cases = [
         ({"require": ["review_decision"]}, "stages.publishing.require[0]"),
         ({"require": ["review_decision"], "approved_by": {"review_decision": {"source_types": ["editable_project_file"], "producers": ["desk"]}}},
@@ -254,3 +255,59 @@ def test_a_policy_requiring_a_review_must_name_an_independent_approver():
     with pytest.raises(InvalidInput) as err:
         parse_policy(agent)
     assert "stages.publishing.approved_by.review_decision.producers[0]" in str(err.value)
+
+
+# --------------------------------------------------------------------------- 4. starters are the seed's own case
+
+
+def starter_run(name: str, candidates: list[dict], **fields):
+    return assemble(parse_request(request_for(name, 16000, candidates, [], **fields)), starters.load(name), created_at=CREATED_AT)
+
+
+def research_step(*extra: dict, stage: str, **fields):
+    turn = candidate("user-1", "user_message", "user_request", "task_intent", {"object_id": "user-1"}, "Publish the article.", trust="task_authority")
+    draft = candidate("draft", "article_draft", "runtime_state", "state", {"object_id": "draft-42"}, "draft 2", trust="trusted_state", revision=2)
+    return starter_run("research-agent", [*research_resident(), turn, draft, *extra], stage=stage, **fields)
+
+
+def desk_review(producer: str = "review-desk", source_type: str = "review_service") -> dict:
+    return candidate("review", "review_decision", source_type, "state",
+                     {"object_id": "review-42", "draft_revision": 2, "draft_content_hash": sha("draft 2"), "destination": DESTINATION},
+                     "Approved.", trust="trusted_state", producer=producer)
+
+
+def test_the_research_starter_does_not_publish_without_a_review_from_the_review_desk():
+    state = {"publish_destination": DESTINATION}
+    bare = research_step(stage="publishing", runtime_state=state).manifest.assembly
+    assert (bare.status, bare.blocked_reason, bare.missing) == ("blocked", "required_partition_missing", ["review_decision"])
+    assert research_step(desk_review(), stage="publishing", runtime_state=state).status == "ready"
+    # the agent's own runtime state, labelled review_decision, is no approval
+    own = research_step(desk_review(producer="ctxeng.sdk", source_type="runtime_state"), stage="publishing", runtime_state=state)
+    assert own.manifest.assembly.status == "blocked"
+
+
+def test_the_research_starter_does_not_read_the_publish_receipt_while_drafting():
+    receipt = candidate("receipt", "publish_receipt", "runtime_state", "state", {"object_id": "receipt-42"},
+                        "Published at https://example.org/a", trust="trusted_state")
+    r = research_step(receipt, stage="drafting")
+    ex = excluded_record(r, "receipt")
+    assert ex.reason == "ranking_lost" and "not relevant at stage drafting" in ex.detail
+
+
+@pytest.mark.parametrize("name", ["chat-agent", "coding-agent"])
+def test_chat_and_coding_starters_keep_goal_and_hard_constraints_resident_in_the_protected_zone(name):
+    candidates, calls, _ = conversation()
+    goal = candidate("goal", "goal", "user_request", "task_intent", {"object_id": "goal"}, "Keep the answers short.", trust="task_authority", relevance=0.0)
+    rules = candidate("rules", "hard_constraints", "user_request", "task_intent", {"object_id": "rules"}, "Never quote prices.", trust="task_authority", relevance=0.0)
+    r = assemble(parse_request(request_for(name, 16000, [*candidates, goal, rules], calls)), starters.load(name), created_at=CREATED_AT)
+    assert r.status == "ready", r.manifest.assembly.blocked_detail
+    placed = {i.item_id: (i.load_mode, i.partition) for i in r.manifest.included}
+    assert placed["goal"] == ("resident", "control") and placed["rules"] == ("resident", "control")
+    # a step without them is not blocked: they are resident when present, not required
+    assert assemble(parse_request(request_for(name, 16000, candidates, calls)), starters.load(name), created_at=CREATED_AT).status == "ready"
+
+
+@pytest.mark.parametrize("name", ["chat-agent", "coding-agent", "research-agent"])
+def test_every_starter_preserves_goal_constraints_and_negative_findings_through_a_summary(name):
+    preserve = {k.value for k in starters.load(name).transforms.preserve}
+    assert {"goal", "constraints", "conflicts_and_negative_findings"} <= preserve
