@@ -2,20 +2,27 @@
 of the failure it solves.
 
 Contract: a policy's *mechanisms* are its values of the clauses that add ways of loading or
-changing context — each value of `transforms.allowed` (but `none`), `retrieval.default_sources`,
-`retrieval.diagnostic_sources`, `retrieval.governed_candidate_sources`, `disclosure.indexes`,
-`cache.stable_prefix_sources`, named `<clause>.<value>` (`transforms.allowed.decision_compress`),
-and each partition's eviction rule, named `budget.partitions.<name>.eviction`.
+changing context — every mechanism seed §8 names: each value of `transforms.allowed` (but `none`:
+summaries, compaction, truncation), `retrieval.default_sources`, `retrieval.diagnostic_sources`
+(traces), `retrieval.governed_candidate_sources` (memory), `disclosure.indexes`,
+`cache.stable_prefix_sources`, `admission.ranking` (rerank factors), named `<clause>.<value>`
+(`transforms.allowed.decision_compress`); each partition's eviction rule,
+`budget.partitions.<name>.eviction`; a relevance floor, `admission.min_relevance` (when above 0);
+`cache.prompt_cache_key` (when on); and a trust default giving other agents' output standing,
+`trust.default_by_source.agent_output` (sub-agent sources).
 
 A revision *adds* a mechanism relative to the revision it replaces when it has a mechanism path the
-other has not, or a partition whose eviction rule differs. Each added mechanism needs an entry of
+other has not, or one whose value differs (an eviction rule, a relevance floor). Each added mechanism needs an entry of
 the new revision's `upgrades` naming its path (`UpgradeRecord`: the assemblies whose confirmed
 failures it addresses, the failure, the new failure modes it brings, its running cost and when to
 revoke it). `missing_records` says which are missing, one `path: message` line per mechanism, at
 the clause's own field path (`transforms.allowed[2]: ...`). Removing a mechanism needs no record.
 
 `ContextPolicy` refuses an entry whose `mechanism` is not one of the policy's own mechanisms (a
-typo, or a record left behind when its mechanism was revoked). Pure: the service's publish, the
+typo, or a record left behind when its mechanism was revoked). An entry names the failure it
+answers as manifests record it (`shows`, read by `failure_lines`): the service accepts only
+addresses whose manifests show it. Its `revoke_when` is evaluated from manifests
+(`revocation_status`) and shown met / not met. Pure: the service's publish, the
 policy editor and `python -m ctxeng validate-policy NEW --previous OLD` all call `missing_records`;
 the impact preview judges an addressed assembly with `failure_gone` (below).
 """
