@@ -71,4 +71,3 @@ def upgrade_records_missing(*, revision: PolicyRevision, policy: ContextPolicy) 
     if published is None or published.pk == revision.pk:
         return []
     return missing_records(parse_policy(published.body), policy)
-
