@@ -382,8 +382,9 @@ def preview_get(revision: PolicyRevision, preview_id: Any) -> ImpactPreview | No
 
 def upgrade_revocations(*, revision: PolicyRevision) -> list[dict]:
     """For each `upgrades` record of `revision`, its `revoke_when` evaluated over the newest sealed
-    manifests assembled under that revision (seed §8: the condition for taking a mechanism back out
-    is the product's to evaluate and show): `{"mechanism", "condition", "met", "showing", "read"}`."""
+    manifests assembled under the policy, whatever their revision (seed §8: the condition for taking
+    a mechanism back out is the product's to evaluate and show; on a draft it says where the
+    condition stands today): `{"mechanism", "condition", "met", "showing", "read"}`."""
     from manifests.models import Manifest
     from manifests.selectors import manifest_document
 
@@ -394,7 +395,7 @@ def upgrade_revocations(*, revision: PolicyRevision) -> list[dict]:
     if not records:
         return []
     newest = max(r.revoke_when.of_last for r in records)
-    manifests = list(Manifest.objects.filter(job__policy_revision=revision).order_by("-created_at", "-pk")[:newest])
+    manifests = list(Manifest.objects.filter(job__policy_revision__policy=revision.policy).order_by("-created_at", "-pk")[:newest])
     documents = [manifest_document(m, sections=("assembly", "transforms", "excluded")) for m in manifests]
     return [{"mechanism": r.mechanism, "condition": r.revoke_when.model_dump(), **revocation_status(r.revoke_when, documents)}
             for r in records]

@@ -1097,8 +1097,8 @@ FAILURE_PATTERN = r"^(blocked: (required_partition_missing|transform_blocked)( \
 
 class RevocationCondition(Frozen):
     """`upgrades[].revoke_when` (seed §8: an upgrade carries the condition for taking it back out):
-    met when at least `at_least` of the newest `of_last` assemblies under the policy show the
-    failure `shows` (a failure line as `ctxeng.engine.upgrades.failure_lines` reads it from a
+    met when at least `at_least` of the newest `of_last` assemblies under the policy (any
+    revision) show the failure `shows` (a failure line as `ctxeng.engine.upgrades.failure_lines` reads it from a
     manifest). The product evaluates it from manifests and shows met / not met."""
 
     shows: str = Field(pattern=FAILURE_PATTERN, max_length=MAX_NAME * 2,

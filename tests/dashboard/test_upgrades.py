@@ -182,18 +182,16 @@ def test_an_addressed_assembly_must_show_the_failure_the_record_names(owner_api,
     assert owner_api.put(f"{API}4/", {"body": right}, format="json").status_code == 200
 
 
-def test_the_revision_page_evaluates_each_revocation_condition_from_the_revisions_manifests(owner_client, example):
-    """Revision 3 (published) carries the record here; its three assemblies: ready, blocked, hostile.
-    'blocked: required_partition_missing' shows in 1 of them; at_least 2 of 5: not met; at_least 1: met."""
-    from policies.models import PolicyRevision as Revision
-
-    published = example["published"]
+def test_the_revision_page_evaluates_each_revocation_condition_from_the_policys_manifests(owner_client, example):
+    """The policy's three assemblies: ready, blocked, hostile. 'blocked: required_partition_missing'
+    shows in 1 of them: at_least 2 of the newest 5 is not met, at_least 1 is met."""
+    blocked = assembly_id(example["blocked"])
     for at_least, verdict in ((2, "not met"), (1, "met")):
-        body = copy.deepcopy(published.body)
-        body["cache"]["stable_prefix_sources"].append("user_request")
-        body["upgrades"] = [{**record(assembly_id(example["blocked"]), shows="blocked: required_partition_missing"),
-                             "revoke_when": {"shows": "blocked: required_partition_missing", "at_least": at_least, "of_last": 5}}]
-        Revision.objects.filter(pk=published.pk).update(body=body)  # the stored body, as if published so
-        page = owner_client.get("/policies/source-research/revisions/3/impact/").content.decode()
+        entry = {**record(blocked, shows="blocked: required_partition_missing"),
+                 "revoke_when": {"shows": "blocked: required_partition_missing", "at_least": at_least, "of_last": 5}}
+        policy_revision_update(revision=example["draft"], body=adds_a_prefix_source(example["draft"].body, upgrades=[entry]), user=example["owner"])
+        page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
         section = page.split('id="upgrades"')[1].split("</section>")[0]
-        assert f">{verdict}</span>" in section and "(1 of 3 read)" in section
+        assert section.count("(1 of 3 read)") == 2  # the floor's own record reads the same three
+        prefix = section.split(MECHANISM)[1]
+        assert f">{verdict}</span>" in prefix.split("</article>")[0]
