@@ -185,13 +185,12 @@ def test_an_addressed_assembly_must_show_the_failure_the_record_names(owner_api,
 def test_the_revision_page_evaluates_each_revocation_condition_from_the_policys_manifests(owner_client, example):
     """The policy's three assemblies: ready, blocked, hostile. 'blocked: required_partition_missing'
     shows in 1 of them: at_least 2 of the newest 5 is not met, at_least 1 is met."""
-    blocked = assembly_id(example["blocked"])
+    blocked, original = assembly_id(example["blocked"]), copy.deepcopy(example["draft"].body)
     for at_least, verdict in ((2, "not met"), (1, "met")):
         entry = {**record(blocked, shows="blocked: required_partition_missing"),
                  "revoke_when": {"shows": "blocked: required_partition_missing", "at_least": at_least, "of_last": 5}}
-        policy_revision_update(revision=example["draft"], body=adds_a_prefix_source(example["draft"].body, upgrades=[entry]), user=example["owner"])
+        policy_revision_update(revision=example["draft"], body=adds_a_prefix_source(original, upgrades=[entry]), user=example["owner"])
         page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
         section = page.split('id="upgrades"')[1].split("</section>")[0]
-        assert section.count("(1 of 3 read)") == 2  # the floor's own record reads the same three
-        prefix = section.split(MECHANISM)[1]
-        assert f">{verdict}</span>" in prefix.split("</article>")[0]
+        article = section.split(MECHANISM)[1].split("</article>")[0]
+        assert f">{verdict}</span>" in article and "(1 of 3 read)" in article
