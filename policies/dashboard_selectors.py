@@ -30,12 +30,12 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 
 from ctxeng.accounts.models import Tenant
-from ctxeng.engine import InvalidInput, assemble, policy_warnings
+from ctxeng.engine import InvalidInput, assemble, parse_policy, policy_warnings
 from ctxeng.engine.errors import compose_yaml_text
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.render import block_footer, block_prefix
 from ctxeng.engine.tokens import default_tokenizer
-from ctxeng.engine.upgrades import failure_gone, recorded_failures
+from ctxeng.engine.upgrades import failure_gone, recorded_failures, revocation_status
 from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
 from manifests.models import AssemblyJob
 from manifests.selectors import request_as_assembled
@@ -396,3 +396,24 @@ def preview_get(revision: PolicyRevision, preview_id: Any) -> ImpactPreview | No
         return ImpactPreview.objects.filter(revision=revision, id=preview_id).select_related("requested_by").first()
     except ValidationError:  # not a UUID
         return None
+
+
+def upgrade_revocations(*, revision: PolicyRevision) -> list[dict]:
+    """For each `upgrades` record of `revision`, its `revoke_when` evaluated over the newest sealed
+    manifests assembled under the policy, whatever their revision (seed §8: the condition for taking
+    a mechanism back out is the product's to evaluate and show; on a draft it says where the
+    condition stands today): `{"mechanism", "condition", "met", "showing", "read"}`."""
+    from manifests.models import Manifest
+    from manifests.selectors import manifest_document
+
+    try:
+        records = parse_policy(revision.body).upgrades
+    except InvalidInput:  # a stored body that no longer parses: its own page says why
+        return []
+    if not records:
+        return []
+    newest = max(r.revoke_when.of_last for r in records)
+    manifests = list(Manifest.objects.filter(job__policy_revision__policy=revision.policy).order_by("-created_at", "-pk")[:newest])
+    documents = [manifest_document(m, sections=("assembly", "transforms", "excluded")) for m in manifests]
+    return [{"mechanism": r.mechanism, "condition": r.revoke_when.model_dump(), **revocation_status(r.revoke_when, documents)}
+            for r in records]

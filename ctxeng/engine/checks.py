@@ -7,7 +7,7 @@ compared with the admitted item (trust, role, revision, source_ref), each body h
 item's declared content hash, and each tool
 pair with the request's calls; the provider payload is walked message by message. Each clause the
 policy lists gets `passed` or `failed` in the manifest header (`structure_checks`,
-`serialization_checks`); any `failed` blocks the assembly (`structure_check_failed`), so no payload
+`serialization_checks`); any `failed` blocks the assembly (`transform_blocked`, cause `structure_check_failed`), so no payload
 that breaks a preserved property ever leaves the engine.
 
 - source_lineage: every admitted non-control item is sent exactly once, as text whose sha256 is the

@@ -69,7 +69,7 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
     ("`model.context_limit`", f"{MAX_INT32:,} (2^31 − 1), and at least the policy's response_reserve + "
      "protocol_overhead + safety_margin at that size",
      "400 `model.context_limit: N leaves no input under policy P/R: ...` at submit (exactly the reserves: "
-     "accepted, blocked `budget_exhausted`)"),
+     "accepted, blocked `required_partition_missing`: budget_exhausted)"),
     ("every integer and number of a request or a policy", "a JSON number: `true` is not 1, `\"3\"` not 3",
      "400 `model.context_limit: Input should be a valid integer`"),
     ("every id (`run_id`, `step_id`, `item_id`, `call_id`, `artifact_id`, policy and principal ids, every "

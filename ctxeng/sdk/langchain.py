@@ -151,7 +151,7 @@ def step_metadata(step: Any) -> dict[str, Any]:
         "status": step.status,
         "blocked_reason": step.blocked_reason,
         "serialized_model_input_hash": header.get("serialized_model_input_hash"),
-        "manifest_digest": sha256_json(step.manifest),
+        "manifest_digest": sha256_json(step.sealed_manifest),
         "manifest_url": step.dashboard_url,
     }
 

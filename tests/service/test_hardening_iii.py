@@ -164,7 +164,8 @@ def test_a_model_exactly_the_size_of_the_reserves_is_accepted_and_blocked_with_i
     assert response.status_code == 202
     job = agent_api.get(f"{URL}{response.json()['id']}/?include=manifest").json()
     assert job["status"] == "blocked" and job["error"] is None
-    assert job["manifest"]["assembly"]["blocked_reason"] == "budget_exhausted"
+    assert job["manifest"]["assembly"]["blocked_reason"] == "required_partition_missing"
+    assert job["manifest"]["assembly"]["blocked_detail"][0].startswith("budget_exhausted: ")
     assert job["manifest"]["budget"]["usable_input"] == 0
 
 
