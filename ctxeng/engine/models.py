@@ -1128,8 +1128,8 @@ class RevocationCondition(Frozen):
 
     shows: str = Field(pattern=FAILURE_PATTERN, max_length=MAX_NAME * 2,
                        description="a failure line: `blocked: <reason>`, `blocked: <reason> (<cause>)`, `<item>: <assertion> failed`, `<item>: excluded <reason>`; `*` for any item")
-    at_least: int = Field(ge=1, le=10_000)
-    of_last: int = Field(ge=1, le=10_000, description="how many of the policy's newest assemblies are read")
+    at_least: Int = Field(ge=1, le=10_000)
+    of_last: Int = Field(ge=1, le=10_000, description="how many of the policy's newest assemblies are read")
 
     @model_validator(mode="after")
     def _window(self) -> RevocationCondition:
