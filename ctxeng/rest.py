@@ -253,7 +253,7 @@ def errors_response(status_code: int, errors: list[str]) -> Response:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    from manifests.models import Immutable
+    from ctxeng.errors import Immutable
 
     if isinstance(exc, InputTooLarge):
         return errors_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, exc.errors)

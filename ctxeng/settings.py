@@ -395,8 +395,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 
 # --------------------------------------------------------------------------- examples
 
-CTXENG_EXAMPLES_DIR = Path(os.environ.get("CTXENG_EXAMPLES_DIR", str(BASE_DIR.parent / "shared" / "examples")))
 CTXENG_VENDORED_EXAMPLES_DIR = BASE_DIR / "docs" / "examples"
+CTXENG_EXAMPLES_DIR = Path(os.environ.get("CTXENG_EXAMPLES_DIR") or CTXENG_VENDORED_EXAMPLES_DIR)
 
 LOGGING = {
     "version": 1,
