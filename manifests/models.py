@@ -31,7 +31,7 @@ from django.db import models
 from django.db.models import Q
 
 from ctxeng.engine.limits import MAX_ID, MAX_ITEM_ID, MAX_NAME
-from ctxeng.errors import Immutable
+from ctxeng.server.errors import Immutable
 
 __all__ = ["Immutable"]  # kept importable from here: the sealed records below raise it
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from ctxeng.errors import Immutable
+from ctxeng.server.errors import Immutable
 
 
 class AuditAction(models.TextChoices):

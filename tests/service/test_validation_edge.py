@@ -511,7 +511,7 @@ def test_drf_request_data_has_the_same_bounds_as_read_json():
     from rest_framework.settings import api_settings
     from rest_framework.views import APIView
 
-    from ctxeng.rest import ApiError, BoundedJSONParser
+    from ctxeng.server.rest import ApiError, BoundedJSONParser
 
     assert APIView.parser_classes == api_settings.DEFAULT_PARSER_CLASSES == [BoundedJSONParser]
     with pytest.raises(ApiError) as raised:
