@@ -37,7 +37,7 @@ from ctxeng.engine.render import block_footer, block_prefix
 from ctxeng.engine.tokens import default_tokenizer
 from ctxeng.engine.upgrades import failure_gone, recorded_failures, revocation_status
 
-from .assemblies import records
+from . import assemblies
 from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
 
 IMPACT_SAMPLE = 20
@@ -220,7 +220,7 @@ def field_errors(text: str, messages: list[str]) -> list[FieldError]:
 def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[Any]:
     return list(
         # A purged request has no content left to replay.
-        records().light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy, manifest__isnull=False,
+        assemblies.records().light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy, manifest__isnull=False,
                                               manifest__content_purged_at__isnull=True)
         .order_by("-created_at")[:limit]
     )
@@ -229,7 +229,7 @@ def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[A
 def _replay(job: Any, draft) -> Any:
     """The job's request under `draft`, the way a worker would assemble it now: the tenant's artifact
     store for re-injected items and the lifecycle events the records imply."""
-    request, artifacts = records().request_as_assembled(job=job, request=records().request_of(job), policy=draft)
+    request, artifacts = assemblies.records().request_as_assembled(job=job, request=assemblies.records().request_of(job), policy=draft)
     return assemble(request, draft, artifacts=artifacts)
 
 
@@ -279,7 +279,7 @@ def addressed_jobs(policy: Policy, draft) -> list[tuple[str, list[str], Any]]:
     if not mechanisms:
         return []
     jobs: dict[str, Any] = {}
-    for job in (records().light_jobs([policy.tenant_id]).filter(manifest__assembly_id__in=list(mechanisms),
+    for job in (assemblies.records().light_jobs([policy.tenant_id]).filter(manifest__assembly_id__in=list(mechanisms),
                                                       manifest__content_purged_at__isnull=True)
                 .order_by("-created_at")):
         jobs.setdefault(job.manifest.assembly_id, job)
@@ -304,7 +304,7 @@ def impact_row(job: Any, draft, *, addressed: dict[str, Any] | None = None) -> d
     head = {"id": str(job.id), "run_id": job.run.run_id, "step_id": job.step_id,
             "revision": job.policy_revision.revision}
     sections = ("assembly", "budget", "included", "excluded") + (("transforms",) if addressed is not None else ())
-    recorded = records().manifest_sections(job.manifest.pk, sections)
+    recorded = assemblies.records().manifest_sections(job.manifest.pk, sections)
     try:
         result = _replay(job, draft)
     except Exception as exc:  # noqa: BLE001 - one unreplayable request must not hide the others
@@ -321,7 +321,7 @@ def impact_row(job: Any, draft, *, addressed: dict[str, Any] | None = None) -> d
             "recorded_failures": recorded_failures(recorded),
             "replayed_failures": recorded_failures(replayed),
         }
-    full = records().compare_sections(recorded, _at_recorded_nonce(replayed, recorded))
+    full = assemblies.records().compare_sections(recorded, _at_recorded_nonce(replayed, recorded))
     partitions = [p for p in full["partitions"] if _partition_changed(p)]
     comparison = {
         "flips": full["flips"][:IMPACT_FLIPS_SHOWN], "flip_count": len(full["flips"]),
@@ -408,7 +408,7 @@ def upgrade_revocations(*, revision: PolicyRevision) -> list[dict]:
     if not records:
         return []
     newest = max(r.revoke_when.of_last for r in records)
-    documents = records().newest_documents(policy=revision.policy, count=newest,
+    documents = assemblies.records().newest_documents(policy=revision.policy, count=newest,
                                            sections=("assembly", "transforms", "excluded"))
     return [{"mechanism": r.mechanism, "condition": r.revoke_when.model_dump(), **revocation_status(r.revoke_when, documents)}
             for r in records]

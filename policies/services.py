@@ -38,7 +38,7 @@ from ctxeng.engine.policy import policy_body
 from ctxeng.engine.upgrades import failure_lines, shows
 from ctxeng.server.errors import Conflict, ServiceError
 
-from .assemblies import records
+from . import assemblies
 from .models import (
     ACTIVE_PREVIEW_STATUSES,
     ImpactPreview,
@@ -94,7 +94,7 @@ def policy_upgrade_addresses_check(*, tenant: Tenant, policy: ContextPolicy) -> 
     wanted = {a for record in policy.upgrades for a in record.addresses}
     if not wanted:
         return
-    found = records().documents_of(tenant=tenant, assembly_ids=wanted, sections=("assembly", "transforms", "excluded"))
+    found = assemblies.records().documents_of(tenant=tenant, assembly_ids=wanted, sections=("assembly", "transforms", "excluded"))
     errors = []
     for i, record in enumerate(policy.upgrades):
         for j, a in enumerate(record.addresses):
