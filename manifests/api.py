@@ -35,8 +35,15 @@ from ctxeng.accounts.models import Role
 from ctxeng.accounts.selectors import roles_in, tenant_for_role
 from ctxeng.engine import AssemblyRequest, ContextAssemblyManifest
 from ctxeng.engine.limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, id_problem
-from ctxeng.errors import Conflict, Forbidden
-from ctxeng.rest import PAGINATION_PARAMETERS, ApiError, BoundedPagination, id_param, read_json, read_model
+from ctxeng.server.errors import Conflict, Forbidden
+from ctxeng.server.rest import (
+    PAGINATION_PARAMETERS,
+    ApiError,
+    BoundedPagination,
+    id_param,
+    read_json,
+    read_model,
+)
 from ctxeng.telemetry import traceparent_header
 from policies.models import RevisionStatus
 

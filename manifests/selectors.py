@@ -33,7 +33,7 @@ from ctxeng.engine.estimators import calibrate, estimate_for
 from ctxeng.engine.lifecycle import named_artifact
 from ctxeng.engine.models import Calibration, LifecycleEventRecord, ModelSpec
 from ctxeng.engine.vocabulary import LifecycleEvent
-from ctxeng.errors import NotFound
+from ctxeng.server.errors import NotFound
 
 from .models import FINAL_STATUSES, Artifact, AssemblyJob, Manifest, ManifestItem, UsageReport
 

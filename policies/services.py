@@ -36,8 +36,9 @@ from ctxeng.engine.errors import load_yaml_text
 from ctxeng.engine.models import ContextPolicy
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.upgrades import failure_lines, shows
-from ctxeng.errors import Conflict, ServiceError
+from ctxeng.server.errors import Conflict, ServiceError
 
+from . import assemblies
 from .models import (
     ACTIVE_PREVIEW_STATUSES,
     ImpactPreview,
@@ -90,14 +91,10 @@ def policy_upgrade_addresses_check(*, tenant: Tenant, policy: ContextPolicy) -> 
     """Each `upgrades[i].addresses[j]` must be the assembly id of a manifest of `tenant` that shows
     the failure `upgrades[i].shows` (seed §8: an upgrade answers confirmed failures, and its evidence
     shows that failure); InvalidInput naming each one that is not."""
-    from manifests.models import Manifest
-
     wanted = {a for record in policy.upgrades for a in record.addresses}
     if not wanted:
         return
-    from manifests.selectors import manifest_document
-
-    found = {m.assembly_id: m for m in Manifest.objects.filter(job__tenant=tenant, assembly_id__in=wanted)}
+    found = assemblies.records().documents_of(tenant=tenant, assembly_ids=wanted, sections=("assembly", "transforms", "excluded"))
     errors = []
     for i, record in enumerate(policy.upgrades):
         for j, a in enumerate(record.addresses):
@@ -105,7 +102,7 @@ def policy_upgrade_addresses_check(*, tenant: Tenant, policy: ContextPolicy) -> 
                 errors.append(f"upgrades[{i}].addresses[{j}]: {a!r} is not an assembly of tenant {tenant.slug!r}")
                 continue
             # Evidence of *the* failure (seed §8), not any assembly: the manifest must record it.
-            document = manifest_document(found[a], sections=("assembly", "transforms", "excluded"))
+            document = found[a]
             if not shows(document, record.shows):
                 recorded = failure_lines(document)
                 errors.append(

@@ -29,10 +29,9 @@ from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.limits import MAX_INT32
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.upgrades import missing_records
-from ctxeng.errors import ServiceError
-from ctxeng.params import BadParameter, whole_number
-from ctxeng.regions import render_region
-from manifests.models import Immutable
+from ctxeng.server.errors import Immutable, ServiceError
+from ctxeng.server.params import BadParameter, whole_number
+from ctxeng.server.regions import render_region
 
 from . import dashboard_selectors as sel
 from . import services

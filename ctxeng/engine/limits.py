@@ -1,6 +1,6 @@
 """Every size limit of the request formats, in one place.
 
-The engine's pydantic models (`models.py`), the REST edge (`ctxeng/rest.py`) and the Django
+The engine's pydantic models (`models.py`), the REST edge (`ctxeng/server/rest.py`) and the Django
 models' column sizes (`manifests/models.py`, `policies/models.py`) all read these constants, so a
 value the database or the engine cannot hold is refused when it is submitted (400 naming the
 field), never accepted and failed later. A test walks every model column and every request field
@@ -120,7 +120,7 @@ JsonObject = Annotated[dict[str, Any], AfterValidator(_bounded_depth)]
 # invisible format characters (Cf: U+FEFF, U+200B, bidi overrides ...), surrogates (Cs) and the
 # line and paragraph separators (Zl, Zp: U+2028, U+2029). An id is shown in pages, logs and URLs:
 # such a character is invisible there, breaks a line, or is refused by the URL edge
-# (`ctxeng.middleware`), so an id holding one could be submitted but never viewed or closed.
+# (`ctxeng.server.middleware`), so an id holding one could be submitted but never viewed or closed.
 UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # "." and ".." are path segments every HTTP client collapses: `/runs/../` never reaches the run.

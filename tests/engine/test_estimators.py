@@ -167,7 +167,7 @@ def test_a_tokenizer_the_caller_gives_is_recorded_and_exact_only_when_it_is_the_
 
 
 def test_counts_of_two_encodings_live_under_two_shared_cache_prefixes():
-    from ctxeng.token_cache import RedisTokenCache
+    from ctxeng.server.token_cache import RedisTokenCache
 
     class Client:
         def __init__(self):

@@ -492,15 +492,15 @@ def test_json_with_a_charset_or_a_json_suffix_media_type_is_accepted(env):
     assert _raw_post(env.agent, URL, raw, content_type="application/json; charset=utf-8").status_code == 202
 
 
-def test_the_readme_limits_table_is_the_one_in_ctxeng_engine_limits():
+def test_the_documented_limits_table_is_the_one_in_ctxeng_engine_limits():
     from pathlib import Path
 
     from ctxeng.engine.limits import limits_table_rows
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Limits", 1)[1].split("\n### ", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "production.md").read_text()
+    section = page.split("## Limits", 1)[1].split("\n## ", 1)[0]
     missing = [row for row in limits_table_rows() if row not in section.splitlines()]
-    assert not missing, "README 'Limits' is out of date; paste ctxeng.engine.limits.limits_table_rows()"
+    assert not missing, "docs/production.md 'Limits' is out of date; paste ctxeng.engine.limits.limits_table_rows()"
 
 
 def test_drf_request_data_has_the_same_bounds_as_read_json():
@@ -511,7 +511,7 @@ def test_drf_request_data_has_the_same_bounds_as_read_json():
     from rest_framework.settings import api_settings
     from rest_framework.views import APIView
 
-    from ctxeng.rest import ApiError, BoundedJSONParser
+    from ctxeng.server.rest import ApiError, BoundedJSONParser
 
     assert APIView.parser_classes == api_settings.DEFAULT_PARSER_CLASSES == [BoundedJSONParser]
     with pytest.raises(ApiError) as raised:

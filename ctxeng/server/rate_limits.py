@@ -8,9 +8,9 @@ requests never both see room for one.
 - `windows_take([(key, limit, seconds), ...])`: count one event in every window, or in none when
   one of them already holds `limit` events of the last `seconds`; None when counted, else the
   seconds until there is room in all of them (Retry-After). All or none, so an event one window
-  refuses never uses up another's room (the login throttle, ctxeng.login_throttle: an attempt the
+  refuses never uses up another's room (the login throttle, ctxeng.server.login_throttle: an attempt the
   overall rate refuses does not count against its address).
-- `SLIDING_WINDOW`: the one-window script of the agent token throttle (ctxeng.rest).
+- `SLIDING_WINDOW`: the one-window script of the agent token throttle (ctxeng.server.rest).
 - `parse_rate("10/min")`: (10, 60), the notation of the CTXENG_THROTTLE_* and CTXENG_LOGIN_*
   settings; "" is no limit (None).
 
@@ -34,7 +34,7 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _local_lock = threading.Lock()
 
 # KEYS[1]: the window; ARGV: now, window seconds, limit, a unique member for this event. Drops the
-# times older than the window, then counts and (under the limit) adds, atomically (ctxeng.rest).
+# times older than the window, then counts and (under the limit) adds, atomically (ctxeng.server.rest).
 SLIDING_WINDOW = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
