@@ -100,7 +100,8 @@ class Principal(Frozen):
 
 
 class ModelSpec(Frozen):
-    provider: str = Field(min_length=1)
+    # The providers the adapters, the estimators (Azure's are OpenAI's models) and the SDK know.
+    provider: Literal["openai", "anthropic", "azure", "azure_openai", "azure-openai"]
     name: str = Field(min_length=1)
     context_limit: Int = Field(gt=0, le=MAX_INT32, description="tokens (at most 2^31 - 1)")
     api_version: str | None = None

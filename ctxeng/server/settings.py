@@ -296,6 +296,16 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = CTXENG_MAX_REQUEST_BYTES
 # Requests per token-authenticated user ("600/min", "20/s"; empty: no limit), counted in the
 # "throttle" cache: Redis when REDIS_URL is set (shared by every web process), else this process.
 CTXENG_THROTTLE_AGENT = envrate("CTXENG_THROTTLE_AGENT", "600/min")
+# Long-polls (`GET assemblies/{id}/?wait=S`) held at once, across every web process (counted in
+# the "throttle" cache: Redis with REDIS_URL, else this process) and per tenant: each holds a sync
+# gunicorn worker, so the total stays below the workers (the README's layout runs 4: 3 leaves one
+# for /healthz and everything else). Beyond either, the job is answered at once as it is, with
+# Retry-After (manifests.api). 0: every wait is answered at once.
+CTXENG_LONGPOLL_MAX_TOTAL = envint("CTXENG_LONGPOLL_MAX_TOTAL", "3")
+CTXENG_LONGPOLL_MAX_PER_TENANT = envint("CTXENG_LONGPOLL_MAX_PER_TENANT", "2")
+for _name in ("CTXENG_LONGPOLL_MAX_TOTAL", "CTXENG_LONGPOLL_MAX_PER_TENANT"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name}: expected a number of long-polls >= 0, got {globals()[_name]}")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": (
