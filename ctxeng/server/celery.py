@@ -1,4 +1,4 @@
-"""The Celery app: `celery -A ctxeng worker` (Celery finds it through `ctxeng.server.celery`).
+"""The Celery app: `celery -A ctxeng worker` (Celery finds it through the entry point `ctxeng.celery`).
 
 Celery finds this module from the package name, so `ctxeng/__init__.py` stays free of Django and
 Celery imports and `import ctxeng.engine` loads neither. Configuration comes from Django settings
