@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install check-system run test test-engine lint bench bench-quality mutate mutate-sample schema screenshots clean
+.PHONY: install install-server check-system run test test-engine lint docs bench bench-quality mutate mutate-sample schema screenshots clean
 
 # System packages (scripts/check-system): present, installed with apt-get when root, or a stop
 # naming the command. `make test` needs redis-server (a private broker per test worker; not with
@@ -14,18 +14,29 @@ TEST_NEEDS := venv chromium nginx $(if $(CTXENG_TEST_REDIS_URL),,redis-server)
 check-system:
 	@PY="$(PY)" sh scripts/check-system $(TEST_NEEDS)
 
+# `make run` installs only what serving needs (the `server` extra); `make test` adds the test
+# tools, the framework adapters, the docs generator and the OTLP/gRPC exporter.
+SERVER_STAMP := $(VENV)/.installed-server-stamp
+$(SERVER_STAMP): pyproject.toml
+	@PY="$(PY)" sh scripts/check-system venv
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[server]'
+	@touch $(SERVER_STAMP)
+
 $(STAMP): pyproject.toml
 	@PY="$(PY)" sh scripts/check-system venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,otel-grpc]'
-	@touch $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,otel-grpc,docs]'
+	@touch $(STAMP) $(SERVER_STAMP)
 
 install: $(STAMP)
+install-server: $(SERVER_STAMP)
 
 # `make run PORT=8123` serves on another port.
 PORT ?= 8000
-run: install
+run: install-server
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py load_example
 	$(BIN)/python manage.py runserver 127.0.0.1:$(PORT)
@@ -39,7 +50,9 @@ run: install
 # otherwise compile the project and rewrite the test modules again, ~4 s of CPU apiece.
 # TEST_WORKERS=1 runs serially.
 TEST_WORKERS ?= $(shell $(PY) -c 'import os; print(2 * (os.cpu_count() or 1))' 2>/dev/null || echo auto)
+# The import contracts of pyproject.toml ([tool.importlinter]) first: a layer broken fails at once.
 test: check-system install
+	$(BIN)/lint-imports --no-cache
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 test-engine: install
@@ -47,6 +60,11 @@ test-engine: install
 
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache
+
+# The documentation site (mkdocs.yml) in site/, strict: a broken link fails. Open site/index.html.
+docs: install
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: install bench-quality
 	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,bench]'

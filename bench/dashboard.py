@@ -38,7 +38,7 @@ def run(*, quick: bool = False) -> list[Row]:
         env = python_env()
         env.pop("REDIS_URL", None)
         env.update(
-            DJANGO_SETTINGS_MODULE="ctxeng.settings",
+            DJANGO_SETTINGS_MODULE="ctxeng.server.settings",
             DATABASE_URL=f"sqlite:///{tmp}/bench.sqlite3",
             # Debug settings serve static files unhashed (no collectstatic step); templates and
             # queries are the same as in production.

@@ -9,7 +9,7 @@ interleaved rounds with the floor (see `bench.timing`):
   same way (a fresh interpreter that imports tiktoken, reads, parses, hashes and counts);
 - the agent's next step in the same process (count cache warm from the previous step; 3% of the
   candidates re-fetched with new content, a new step id and so a new fence nonce);
-- the next step in *another* process whose only cache is Redis (`ctxeng.token_cache`), filled by
+- the next step in *another* process whose only cache is Redis (`ctxeng.server.token_cache`), filled by
   this process's assembly of the previous step.
 
 Not timed: over a 10-step run (`workload.step_run`), the share of the input tokens that was the
@@ -235,7 +235,7 @@ def cache_prefix_rows(request: dict, policy) -> list[Row]:
 def _cross_process(request, policy, data: bytes, rounds: int) -> Row:
     """Step N assembled here with Redis attached; step N+1 assembled in a fresh process whose only cache is Redis."""
     try:
-        from ctxeng.token_cache import RedisTokenCache
+        from ctxeng.server.token_cache import RedisTokenCache
     except ImportError as exc:
         return Row("1 engine", "next step, another process (Redis cache)", f"not run: {exc}")
     try:
@@ -265,7 +265,7 @@ def _cross_process(request, policy, data: bytes, rounds: int) -> Row:
 
 def _redis_child(url: str, rounds: int) -> None:
     from ctxeng.engine import parse_policy
-    from ctxeng.token_cache import RedisTokenCache
+    from ctxeng.server.token_cache import RedisTokenCache
 
     request = workload.make_request()
     policy = parse_policy(workload.make_policy())

@@ -45,7 +45,7 @@ MODES = {
 
 def _env(db: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in python_env().items() if not k.startswith(("DJANGO_", "CTXENG_")) and k not in ("REDIS_URL",)}
-    env.update(DJANGO_SETTINGS_MODULE="ctxeng.settings", DATABASE_URL=f"sqlite:///{db}", DJANGO_DEBUG="false",
+    env.update(DJANGO_SETTINGS_MODULE="ctxeng.server.settings", DATABASE_URL=f"sqlite:///{db}", DJANGO_DEBUG="false",
                DJANGO_SECRET_KEY="bench-" + "k" * 60, DJANGO_ALLOWED_HOSTS="127.0.0.1,localhost",
                DJANGO_SECURE_SSL_REDIRECT="false", DJANGO_SECURE_COOKIES="false", CTXENG_THROTTLE_AGENT="",
                PYTHONUNBUFFERED="1")
@@ -68,7 +68,7 @@ def _token(env: dict[str, str]) -> str:
 def _gunicorn(env: dict[str, str], workers: int, log: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "ctxeng.wsgi", "--workers", str(workers), "--timeout", "60",
+        [sys.executable, "-m", "gunicorn", "ctxeng.server.wsgi", "--workers", str(workers), "--timeout", "60",
          "--bind", f"127.0.0.1:{port}", "--control-socket", str(log.with_suffix(".ctl"))],
         cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

@@ -54,7 +54,7 @@ def run(*, quick: bool = False) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="ctxeng-bench-svc-") as tmp, redis_server() as url:
         env = python_env()
         env.update(
-            DJANGO_SETTINGS_MODULE="ctxeng.settings",
+            DJANGO_SETTINGS_MODULE="ctxeng.server.settings",
             DATABASE_URL=f"sqlite:///{tmp}/bench.sqlite3",
             REDIS_URL=url,
             CTXENG_HEARTBEAT_SECONDS="1",

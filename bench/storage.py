@@ -44,7 +44,7 @@ def _child_run(part: str, arg: str, timeout: int) -> dict:
         env = python_env()
         env.pop("REDIS_URL", None)  # jobs in process
         env.pop("CTXENG_CONTENT_STORE", None)  # content in the database (the default), so it is measured
-        env.update(DJANGO_SETTINGS_MODULE="ctxeng.settings", DATABASE_URL=f"sqlite:///{tmp}/bench.sqlite3", DJANGO_DEBUG="0",
+        env.update(DJANGO_SETTINGS_MODULE="ctxeng.server.settings", DATABASE_URL=f"sqlite:///{tmp}/bench.sqlite3", DJANGO_DEBUG="0",
                    DJANGO_SECRET_KEY="bench-only-not-secret-" + "x" * 40)
         out = subprocess.run([python(), "-m", "bench.storage", "child", part, arg], cwd=ROOT, env=env,
                              capture_output=True, text=True, timeout=timeout)

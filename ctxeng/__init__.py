@@ -4,4 +4,4 @@
 app, REST API and dashboard) lives in this package and in the `policies` and `manifests` apps.
 """
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"

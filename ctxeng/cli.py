@@ -2,6 +2,7 @@
 
     python -m ctxeng assemble --policy P.yaml --request R.json [--artifacts DIR] [--manifest-out M.json] [--input-out I.json]
     python -m ctxeng validate-policy P.yaml [--previous OLD.yaml]
+    python -m ctxeng usage M.json --input-tokens N [--cached-tokens N] [--output-tokens N] [--manifest-out M2.json]
     python -m ctxeng schema {request,policy,manifest}
     python -m ctxeng policy list
     python -m ctxeng policy init NAME [--id ID] [--revision N] > policy.yaml
@@ -18,6 +19,12 @@ a protocol it cannot export refuses the command (exit 2). Unset, nothing of Open
 `validate-policy --previous OLD.yaml` applies the publish rule of seed §8 offline
 (ctxeng.engine.upgrades): one `invalid:` line per mechanism added since OLD without an `upgrades`
 entry naming it, exit 2.
+
+`usage` records the provider's reported usage for the call made with an assembled manifest's
+input: it prints the manifest with `budget.actual_input_tokens` beside the estimate, as the service
+serves it once usage is reported, and on stderr the estimate, the actual count and their ratio. The
+sealed document is not changed (its hashes, and a digest of it, stay): usage is an appended record.
+A blocked manifest has no usage (exit 2).
 
 `policy init` prints a starter policy (ctxeng.starters: chat-agent, coding-agent, research-agent)
 as commented YAML, with `--id` and `--revision` replacing its own `policy.id` and `policy.revision`.
@@ -156,6 +163,35 @@ def cmd_assemble(args: argparse.Namespace) -> int:
     return EXIT_BLOCKED if m.assembly.blocked_reason else EXIT_READY
 
 
+def cmd_usage(args: argparse.Namespace) -> int:
+    from .engine.errors import InvalidInput, validate
+    from .engine.models import ContextAssemblyManifest
+    from .engine.seal import with_actual_usage
+
+    try:
+        document = json.loads(_read(args.manifest, "manifest"))
+        validate(ContextAssemblyManifest, document, what="manifest")
+    except json.JSONDecodeError as exc:
+        raise _Invalid([f"manifest: not JSON ({exc.msg} at line {exc.lineno})"]) from None
+    except InvalidInput as exc:
+        raise _Invalid([f"manifest: {e}" for e in exc.errors]) from None
+    for name in ("input_tokens", "cached_tokens", "output_tokens"):
+        if (getattr(args, name) or 0) < 0:
+            raise _Invalid([f"--{name.replace('_', '-')}: must be 0 or more"])
+    if args.cached_tokens > args.input_tokens:
+        raise _Invalid(["--cached-tokens: more than --input-tokens (the cached tokens are part of the input)"])
+    try:
+        shown = with_actual_usage(document, args.input_tokens)
+    except ValueError as exc:
+        raise _Invalid([str(exc)]) from None
+    _write_json(args.manifest_out, shown)
+    estimate = shown["budget"].get("payload_tokens")
+    ratio = f"{args.input_tokens / estimate:.3f}" if estimate else "n/a"
+    print(f"usage: estimated {estimate}, actual {args.input_tokens} input tokens (ratio {ratio}); "
+          f"cached {args.cached_tokens}, output {args.output_tokens}", file=sys.stderr)
+    return EXIT_READY
+
+
 def _traces_checked() -> bool:
     """Whether the OTel variables ask for traces; a protocol that cannot be honoured refuses the
     command before it assembles (exit 2), rather than send spans where no collector listens."""
@@ -252,6 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("policy")
     v.add_argument("--previous", metavar="OLD", help="the revision it replaces: each mechanism added since needs an upgrades entry (seed §8)")
     v.set_defaults(func=cmd_validate_policy)
+    u = sub.add_parser("usage", help="show a manifest with the provider's actual input tokens beside the estimate")
+    u.add_argument("manifest", help="a manifest written by `assemble` ('-' for stdin)")
+    u.add_argument("--input-tokens", type=int, required=True, help="the provider's reported input (prompt) tokens")
+    u.add_argument("--cached-tokens", type=int, default=0, help="of them, read from the provider's cache")
+    u.add_argument("--output-tokens", type=int, default=0, help="the provider's reported output tokens")
+    u.add_argument("--manifest-out", help="write the manifest here instead of stdout")
+    u.set_defaults(func=cmd_usage)
     s = sub.add_parser("schema", help="print the JSON Schema of a wire format")
     s.add_argument("name", choices=SCHEMAS)
     s.set_defaults(func=cmd_schema)

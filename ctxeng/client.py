@@ -21,7 +21,9 @@ child span of the agent's own span when the server exports OpenTelemetry traces.
 
 `assemble(wait=True)` takes two requests when the job is final within 30 s: the submit, and one
 long-poll of the job (`GET assemblies/{id}/?wait=30&include=manifest,input`) that returns as
-soon as the job is final, carrying the manifest and the provider input.
+soon as the job is final, carrying the manifest and the provider input. When the server's
+long-poll caps are reached it answers the job at once with `Retry-After`; `assemble` waits that
+long (within its timeout) before polling again, rather than polling in a loop.
 
 Retries (`Client(max_retries=4, backoff_base=0.5, backoff_cap=30.0)`):
 
@@ -309,6 +311,7 @@ class Client:
         idempotent: bool,
         timeout: float | None = None,
         stop_at: float | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> tuple[int, Any]:
         """One API call, retried as the module docstring says; `idempotent` allows retrying a
         connection error (the request may have reached the server). No retry waits past `stop_at`
@@ -316,7 +319,7 @@ class Client:
         attempt = 0
         while True:
             try:
-                return self._send(method, path, body, headers, timeout or self.request_timeout)
+                return self._send(method, path, body, headers, timeout or self.request_timeout, meta)
             except (RateLimited, ServiceUnavailable) as exc:
                 retry_after = exc.retry_after
                 if attempt >= self.max_retries or (retry_after is not None and retry_after > self.backoff_cap):
@@ -337,9 +340,11 @@ class Client:
         """Full jitter: a uniform wait up to the capped exponential step."""
         return random.uniform(0, min(self.backoff_cap, self.backoff_base * 2**attempt))
 
-    def _send(self, method: str, path: str, body: Any, headers: dict[str, str] | None, timeout: float) -> tuple[int, Any]:
+    def _send(self, method: str, path: str, body: Any, headers: dict[str, str] | None, timeout: float,
+              meta: dict[str, Any] | None = None) -> tuple[int, Any]:
         """One request (and the same-origin GET redirects it meets) within one deadline; the JSON
-        object of a success, or the typed error of anything else."""
+        object of a success, or the typed error of anything else. `meta` (when given) gets the
+        success's `retry_after` (seconds or None)."""
         deadline = time.monotonic() + timeout
         url = path if path.startswith(("http://", "https://")) else f"{self.base_url}{path}"
         data = None if body is None else json.dumps(body).encode("utf-8")
@@ -353,7 +358,10 @@ class Client:
                                     "stays with it")
             status, response_headers, raw = self._exchange(method, url, data, sent, deadline)
             if status not in REDIRECTS:
-                return status, _interpret(status, response_headers, raw, url)
+                answer = status, _interpret(status, response_headers, raw, url)
+                if meta is not None:
+                    meta["retry_after"] = retry_after_seconds(response_headers.get("Retry-After"))
+                return answer
             location = response_headers.get("Location")
             target = urllib.parse.urljoin(url, location) if location else None
             if method != "GET" or target is None or _origin(target) != self._origin:
@@ -438,7 +446,8 @@ class Client:
         ends; `include` ("manifest", "input") adds those documents to a final job."""
         return self._job(job_id, wait=wait, include=include)
 
-    def _job(self, job_id: str, *, wait: float, include: tuple[str, ...], stop_at: float | None = None) -> dict[str, Any]:
+    def _job(self, job_id: str, *, wait: float, include: tuple[str, ...], stop_at: float | None = None,
+             meta: dict[str, Any] | None = None) -> dict[str, Any]:
         query = {}
         wait = round(min(wait, MAX_WAIT), 1)
         if wait > 0:
@@ -446,7 +455,8 @@ class Client:
         if include:
             query["include"] = ",".join(include)
         path = f"/api/v1/assemblies/{urllib.parse.quote(job_id, safe='')}/" + (f"?{urllib.parse.urlencode(query)}" if query else "")
-        return self._call("GET", path, idempotent=True, timeout=self.request_timeout + wait, stop_at=stop_at)[1]
+        return self._call("GET", path, idempotent=True, timeout=self.request_timeout + wait, stop_at=stop_at,
+                          meta=meta)[1]
 
     def manifest(self, job_id: str) -> dict[str, Any]:
         return self._call("GET", f"/api/v1/assemblies/{job_id}/manifest/", idempotent=True)[1]
@@ -483,13 +493,16 @@ class Client:
         while True:
             if time.monotonic() >= deadline:
                 raise Timeout(f"assembly {job_id} not final after {timeout} s", errors=["timeout"])
+            meta: dict[str, Any] = {}
             job = self._job(job_id, wait=max(deadline - time.monotonic(), 0), include=("manifest", "input"),
-                            stop_at=deadline)
+                            stop_at=deadline, meta=meta)
             status = _field_of(job, "status", f"assembly {job_id}")
             if status in FINAL:
                 break
             if time.monotonic() >= deadline:
                 raise Timeout(f"assembly {job_id} still {status} after {timeout} s", errors=[status])
+            if meta.get("retry_after") is not None:  # the server's long-poll caps: answered at once, not waited
+                time.sleep(min(meta["retry_after"], max(deadline - time.monotonic(), 0)))
         if job["status"] == "failed":
             raise AssemblyFailed(f"assembly {job_id} failed: {job.get('error')}", errors=[job.get("error") or "failed"])
         manifest = job.pop("manifest", None)

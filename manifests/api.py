@@ -9,7 +9,9 @@ engine's ContextAssemblyManifest).
 final or S seconds (at most MAX_WAIT_SECONDS; longer is clamped) have passed, and `include` adds
 the manifest and the provider input to a final job, so a client submits and waits in two
 requests. A waiting request holds a web worker (a thread or process) for up to the wait, but no
-database transaction (`selectors.job_get_when_final`).
+database transaction (`selectors.job_get_when_final`); so at most CTXENG_LONGPOLL_MAX_TOTAL wait at
+once overall and CTXENG_LONGPOLL_MAX_PER_TENANT per tenant (`selectors.job_long_poll`), and beyond
+either the job is answered at once as it is, with `Retry-After` (never an error).
 """
 
 from __future__ import annotations
@@ -35,8 +37,15 @@ from ctxeng.accounts.models import Role
 from ctxeng.accounts.selectors import roles_in, tenant_for_role
 from ctxeng.engine import AssemblyRequest, ContextAssemblyManifest
 from ctxeng.engine.limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, id_problem
-from ctxeng.errors import Conflict, Forbidden
-from ctxeng.rest import PAGINATION_PARAMETERS, ApiError, BoundedPagination, id_param, read_json, read_model
+from ctxeng.server.errors import Conflict, Forbidden
+from ctxeng.server.rest import (
+    PAGINATION_PARAMETERS,
+    ApiError,
+    BoundedPagination,
+    id_param,
+    read_json,
+    read_model,
+)
 from ctxeng.telemetry import traceparent_header
 from policies.models import RevisionStatus
 
@@ -278,7 +287,8 @@ JOB_ID = OpenApiParameter("job_id", OpenApiTypes.UUID, OpenApiParameter.PATH, de
 WAIT = OpenApiParameter(
     "wait", {"type": "number", "minimum": 0}, description=(
         f"long-poll: answer once the job is final or after this many seconds (at most {MAX_WAIT_SECONDS}; "
-        "a longer wait is clamped; 0 or absent: at once)"))
+        "a longer wait is clamped; 0 or absent: at once). When the server's long-poll caps are reached "
+        "(overall or the tenant's), the job is answered at once as it is, with `Retry-After`"))
 INCLUDE = OpenApiParameter(
     "include", {"type": "array", "items": {"type": "string", "enum": list(INCLUDABLE)}}, explode=False,
     description="documents to add to a final job: `manifest` (as GET manifest/ serves it) and `input` "
@@ -363,7 +373,7 @@ class AssemblyDetailApi(APIView):
     def get(self, request: Request, job_id: str) -> Response:
         wait = _wait_seconds(request.query_params.get("wait"))
         include = _included(request.query_params.getlist("include"))
-        job = selectors.job_get_when_final(request.user, job_id, wait=wait)
+        job, retry_after = selectors.job_long_poll(request.user, job_id, wait=wait)
         body = job_json(job)
         manifest = selectors.job_manifest(job) if include and job.is_final else None
         if "manifest" in include:
@@ -371,7 +381,8 @@ class AssemblyDetailApi(APIView):
         if "input" in include:
             readable = manifest is not None and manifest.content_purged_at is None
             body["input"] = selectors.manifest_payload(manifest) if readable else None
-        return Response(body)
+        # The long-poll caps were reached: the job as it is, at once, and when to ask again.
+        return Response(body, headers={"Retry-After": str(retry_after)} if retry_after is not None else None)
 
 
 class AssemblyManifestApi(APIView):

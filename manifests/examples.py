@@ -1,7 +1,7 @@
 """Finding the worked example files (policy, requests, expected decisions).
 
-They live in `CTXENG_EXAMPLES_DIR/research-agent/` (default `../shared/examples`, beside the
-repository); when that is absent, the copy vendored at `docs/examples/research-agent/` is used.
+They live in `docs/examples/research-agent/` (vendored; tests check it against the specification's
+SHA256SUMS). `CTXENG_EXAMPLES_DIR` names another folder of examples, looked in first.
 """
 
 from __future__ import annotations

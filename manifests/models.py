@@ -31,10 +31,9 @@ from django.db import models
 from django.db.models import Q
 
 from ctxeng.engine.limits import MAX_ID, MAX_ITEM_ID, MAX_NAME
+from ctxeng.server.errors import Immutable
 
-
-class Immutable(Exception):
-    """Raised when code tries to change a sealed manifest, a stored artifact or a published revision."""
+__all__ = ["Immutable"]  # kept importable from here: the sealed records below raise it
 
 
 class Run(models.Model):

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from ctxeng.accounts.models import Tenant
 from ctxeng.content.models import Content
-from ctxeng.errors import QuotaExceeded
+from ctxeng.server.errors import QuotaExceeded
 
 from .models import Artifact, AssemblyJob, Run
 

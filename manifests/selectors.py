@@ -33,7 +33,8 @@ from ctxeng.engine.estimators import calibrate, estimate_for
 from ctxeng.engine.lifecycle import named_artifact
 from ctxeng.engine.models import Calibration, LifecycleEventRecord, ModelSpec
 from ctxeng.engine.vocabulary import LifecycleEvent
-from ctxeng.errors import NotFound
+from ctxeng.server.errors import NotFound
+from ctxeng.server.rate_limits import slots_release, slots_take
 
 from .models import FINAL_STATUSES, Artifact, AssemblyJob, Manifest, ManifestItem, UsageReport
 
@@ -80,6 +81,11 @@ def job_get_when_final(
     job = job_get(user, job_id)
     if job.is_final or wait <= 0 or connection.in_atomic_block:
         return job
+    return _wait_until_final(user, job, wait=wait, first_pause=first_pause, longest_pause=longest_pause)
+
+
+def _wait_until_final(user: AbstractBaseUser, job: AssemblyJob, *, wait: float, first_pause: float = 0.02,
+                      longest_pause: float = 0.25) -> AssemblyJob:
     deadline = time.monotonic() + wait
     pause = first_pause
     while (left := deadline - time.monotonic()) > 0:
@@ -87,7 +93,40 @@ def job_get_when_final(
         pause = min(pause * 2, longest_pause)
         if AssemblyJob.objects.filter(pk=job.pk, status__in=FINAL_STATUSES).exists():
             break
-    return job_get(user, job_id)  # as it is now (running, perhaps, when it was queued)
+    return job_get(user, job.id)  # as it is now (running, perhaps, when it was queued)
+
+
+# A long-poll's slot outlives its wait by this much at most: a worker killed mid-wait (gunicorn's
+# --timeout is 60 s) leaves no `finally` to give it back, so it expires on its own.
+LONGPOLL_SLOT_GRACE_SECONDS = 30
+# Retry-After of a long-poll answered at once because the caps were reached: soon enough for a job
+# that becomes final meanwhile, and a capped client's polls stay one request per this many seconds.
+LONGPOLL_RETRY_AFTER_SECONDS = 2
+
+
+def longpoll_counters(tenant_id: int) -> list[tuple[str, int]]:
+    """The slot counters a long-poll of a job of this tenant holds: overall and its tenant's."""
+    return [("longpoll:total", settings.CTXENG_LONGPOLL_MAX_TOTAL),
+            (f"longpoll:tenant:{tenant_id}", settings.CTXENG_LONGPOLL_MAX_PER_TENANT)]
+
+
+def job_long_poll(user: AbstractBaseUser, job_id: str | uuid.UUID, *, wait: float) -> tuple[AssemblyJob, int | None]:
+    """`job_get_when_final` within the long-poll caps: (the job, None) after waiting as it says,
+    or, when CTXENG_LONGPOLL_MAX_TOTAL or the job's tenant's CTXENG_LONGPOLL_MAX_PER_TENANT
+    long-polls are held already (or the slot counter cannot be reached), (the job as it is now,
+    the seconds to retry after) at once, without waiting: each waiting request holds a sync web
+    worker, and unbounded they starved every tenant and /healthz (issue 40, finding 2)."""
+    job = job_get(user, job_id)
+    if job.is_final or wait <= 0 or connection.in_atomic_block:
+        return job, None
+    counters = longpoll_counters(job.tenant_id)
+    holder = slots_take(counters, wait + LONGPOLL_SLOT_GRACE_SECONDS)
+    if holder is None:
+        return job, LONGPOLL_RETRY_AFTER_SECONDS
+    try:
+        return _wait_until_final(user, job, wait=wait), None
+    finally:
+        slots_release(counters, holder)
 
 
 def job_manifest(job: AssemblyJob) -> Manifest | None:

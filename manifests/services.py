@@ -53,7 +53,7 @@ from ctxeng.engine import (
 from ctxeng.engine.adapters import get_adapter
 from ctxeng.engine.budget import reserves_exceed_context
 from ctxeng.engine.hashing import sha256_json, sha256_text
-from ctxeng.errors import BadReference, Conflict, Forbidden, NotFound, OutcomeUnknown
+from ctxeng.server.errors import BadReference, Conflict, Forbidden, NotFound, OutcomeUnknown
 from policies.models import PolicyRevision
 from policies.selectors import revision_for_assembly
 

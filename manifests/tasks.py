@@ -13,7 +13,7 @@ import time
 
 from django.conf import settings
 
-from ctxeng.celery import app
+from ctxeng.server.celery import app
 
 from .models import AssemblyJob
 from .services import assembly_job_assemble, assembly_job_claim, assembly_job_heartbeat

@@ -28,7 +28,7 @@ from django.views.decorators.http import require_GET, require_POST
 from ctxeng.accounts.pages import SESSION_TENANT, act_in, dashboard_page, tenant_query, without_tenant_param
 from ctxeng.engine.source_limits import expand_numbers
 from ctxeng.engine.vocabulary import AcquisitionOutcome
-from ctxeng.regions import render_region
+from ctxeng.server.regions import render_region
 
 from . import dashboard_selectors as sel
 from . import exports
@@ -968,3 +968,17 @@ def run_timeline_export(request: HttpRequest, run_id: str, fmt: str) -> HttpResp
 
     return exports.rows_response(fmt, filename=exports.safe_filename(run.run_id, "timeline"), columns=TIMELINE_COLUMNS,
                                  rows=rows(), head={"run_id": run.run_id, "tenant": run.tenant.slug})
+
+
+@require_GET
+@dashboard_page
+def home(request: HttpRequest) -> HttpResponse:
+    """The dashboard's home page: the tenant's recent runs and blocked assemblies."""
+    tenant = request.tenancy.current
+    context = {"recent_runs": [], "blocked": []}
+    if tenant is not None:
+        context = {
+            "recent_runs": list(sel.runs_list(tenant=tenant)[:10]),
+            "blocked": sel.recent_jobs(tenant=tenant, status=JobStatus.BLOCKED, limit=10),
+        }
+    return render(request, "ctxeng/home.html", context)

@@ -23,8 +23,8 @@ from ctxeng.accounts.selectors import roles_in, tenant_for_role, tenants_for
 from ctxeng.engine import ContextPolicy
 from ctxeng.engine.errors import validate
 from ctxeng.engine.limits import MAX_INT32, MAX_NAME, MAX_NOTE
-from ctxeng.errors import BadReference, Forbidden
-from ctxeng.rest import query_int, read_json, read_model
+from ctxeng.server.errors import BadReference, Forbidden
+from ctxeng.server.rest import query_int, read_json, read_model
 
 from . import selectors, services
 from .diffing import diff

@@ -30,15 +30,13 @@ from django.core.exceptions import ValidationError
 from django.db.models import Count, Q, QuerySet
 
 from ctxeng.accounts.models import Tenant
-from ctxeng.engine import InvalidInput, assemble, policy_warnings
+from ctxeng.engine import InvalidInput, assemble, parse_policy, policy_warnings
 from ctxeng.engine.errors import compose_yaml_text
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.tokens import default_tokenizer
-from ctxeng.engine.upgrades import failure_gone, recorded_failures
-from manifests.dashboard_selectors import compare_sections, light_jobs, manifest_sections, request_of
-from manifests.models import AssemblyJob
-from manifests.selectors import request_as_assembled
+from ctxeng.engine.upgrades import failure_gone, recorded_failures, revocation_status
 
+from . import assemblies
 from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
 
 IMPACT_SAMPLE = 20
@@ -218,19 +216,19 @@ def field_errors(text: str, messages: list[str]) -> list[FieldError]:
 # --------------------------------------------------------------------------- impact preview
 
 
-def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[AssemblyJob]:
+def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[Any]:
     return list(
         # A purged request has no content left to replay.
-        light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy, manifest__isnull=False,
+        assemblies.records().light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy, manifest__isnull=False,
                                               manifest__content_purged_at__isnull=True)
         .order_by("-created_at")[:limit]
     )
 
 
-def _replay(job: AssemblyJob, draft) -> Any:
+def _replay(job: Any, draft) -> Any:
     """The job's request under `draft`, the way a worker would assemble it now: the tenant's artifact
     store for re-injected items and the lifecycle events the records imply."""
-    request, artifacts = request_as_assembled(job=job, request=request_of(job), policy=draft)
+    request, artifacts = assemblies.records().request_as_assembled(job=job, request=assemblies.records().request_of(job), policy=draft)
     return assemble(request, draft, artifacts=artifacts)
 
 
@@ -276,7 +274,7 @@ def _partition_changed(row: dict[str, Any]) -> bool:
     return bool(row["delta"]) or any(row[f"{k}_a"] != row[f"{k}_b"] for k in ("items", "minimum", "maximum"))
 
 
-def addressed_jobs(policy: Policy, draft) -> list[tuple[str, list[str], AssemblyJob | None]]:
+def addressed_jobs(policy: Policy, draft) -> list[tuple[str, list[str], Any]]:
     """The assemblies `draft`'s upgrade records address (seed §8), in the order the records name
     them: (assembly id, the mechanisms that address it, its newest replayable job of the policy's
     tenant, or None when there is none: deleted, purged, or never the tenant's)."""
@@ -286,15 +284,15 @@ def addressed_jobs(policy: Policy, draft) -> list[tuple[str, list[str], Assembly
             mechanisms.setdefault(assembly_id, []).append(record.mechanism)
     if not mechanisms:
         return []
-    jobs: dict[str, AssemblyJob] = {}
-    for job in (light_jobs([policy.tenant_id]).filter(manifest__assembly_id__in=list(mechanisms),
+    jobs: dict[str, Any] = {}
+    for job in (assemblies.records().light_jobs([policy.tenant_id]).filter(manifest__assembly_id__in=list(mechanisms),
                                                       manifest__content_purged_at__isnull=True)
                 .order_by("-created_at")):
         jobs.setdefault(job.manifest.assembly_id, job)
     return [(a, names, jobs.get(a)) for a, names in mechanisms.items()]
 
 
-def addressed_row(assembly_id: str, mechanisms: list[str], job: AssemblyJob | None, draft) -> dict[str, Any]:
+def addressed_row(assembly_id: str, mechanisms: list[str], job: Any, draft) -> dict[str, Any]:
     """`impact_row` of an assembly an upgrade addresses, with whether its recorded failure is gone
     under `draft` (ctxeng.engine.upgrades.failure_gone)."""
     about = {"assembly_id": assembly_id, "mechanisms": mechanisms}
@@ -304,7 +302,7 @@ def addressed_row(assembly_id: str, mechanisms: list[str], job: AssemblyJob | No
     return impact_row(job, draft, addressed=about)
 
 
-def impact_row(job: AssemblyJob, draft, *, addressed: dict[str, Any] | None = None) -> dict[str, Any]:
+def impact_row(job: Any, draft, *, addressed: dict[str, Any] | None = None) -> dict[str, Any]:
     """One recorded request replayed under `draft` and compared with its sealed manifest, as JSON
     (an ImpactPreview stores the rows). At most IMPACT_FLIPS_SHOWN flips are kept, with the count.
     For an assembly an upgrade addresses (`addressed`), the row also says whether the failures its
@@ -312,7 +310,7 @@ def impact_row(job: AssemblyJob, draft, *, addressed: dict[str, Any] | None = No
     head = {"id": str(job.id), "run_id": job.run.run_id, "step_id": job.step_id,
             "revision": job.policy_revision.revision}
     sections = ("assembly", "budget", "included", "excluded") + (("transforms",) if addressed is not None else ())
-    recorded = manifest_sections(job.manifest.pk, sections)
+    recorded = assemblies.records().manifest_sections(job.manifest.pk, sections)
     try:
         result = _replay(job, draft)
     except Exception as exc:  # noqa: BLE001 - one unreplayable request must not hide the others
@@ -329,7 +327,7 @@ def impact_row(job: AssemblyJob, draft, *, addressed: dict[str, Any] | None = No
             "recorded_failures": recorded_failures(recorded),
             "replayed_failures": recorded_failures(replayed),
         }
-    full = compare_sections(recorded, _at_recorded_nonce(replayed, recorded))
+    full = assemblies.records().compare_sections(recorded, _at_recorded_nonce(replayed, recorded))
     partitions = [p for p in full["partitions"] if _partition_changed(p)]
     comparison = {
         "flips": full["flips"][:IMPACT_FLIPS_SHOWN], "flip_count": len(full["flips"]),
@@ -402,3 +400,21 @@ def preview_get(revision: PolicyRevision, preview_id: Any) -> ImpactPreview | No
         return ImpactPreview.objects.filter(revision=revision, id=preview_id).select_related("requested_by").first()
     except ValidationError:  # not a UUID
         return None
+
+
+def upgrade_revocations(*, revision: PolicyRevision) -> list[dict]:
+    """For each `upgrades` record of `revision`, its `revoke_when` evaluated over the newest sealed
+    manifests assembled under the policy, whatever their revision (seed §8: the condition for taking
+    a mechanism back out is the product's to evaluate and show; on a draft it says where the
+    condition stands today): `{"mechanism", "condition", "met", "showing", "read"}`."""
+    try:
+        records = parse_policy(revision.body).upgrades
+    except InvalidInput:  # a stored body that no longer parses: its own page says why
+        return []
+    if not records:
+        return []
+    newest = max(r.revoke_when.of_last for r in records)
+    documents = assemblies.records().newest_documents(policy=revision.policy, count=newest,
+                                           sections=("assembly", "transforms", "excluded"))
+    return [{"mechanism": r.mechanism, "condition": r.revoke_when.model_dump(), **revocation_status(r.revoke_when, documents)}
+            for r in records]

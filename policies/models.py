@@ -17,7 +17,7 @@ from django.db import models
 from django.db.models import Q
 
 from ctxeng.engine.limits import MAX_ID
-from manifests.models import Immutable
+from ctxeng.server.errors import Immutable
 
 
 class Policy(models.Model):

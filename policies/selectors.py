@@ -10,7 +10,7 @@ from ctxeng.accounts.selectors import tenants_for
 from ctxeng.engine import parse_policy
 from ctxeng.engine.models import ContextPolicy
 from ctxeng.engine.upgrades import missing_records
-from ctxeng.errors import BadReference, NotFound
+from ctxeng.server.errors import BadReference, NotFound
 
 from .models import Policy, PolicyRevision, RevisionStatus
 

@@ -35,8 +35,10 @@ from ctxeng.engine import InvalidInput, parse_policy, policy_digest
 from ctxeng.engine.errors import load_yaml_text
 from ctxeng.engine.models import ContextPolicy
 from ctxeng.engine.policy import policy_body
-from ctxeng.errors import Conflict, ServiceError
+from ctxeng.engine.upgrades import failure_lines, shows
+from ctxeng.server.errors import Conflict, ServiceError
 
+from . import assemblies
 from .models import (
     ACTIVE_PREVIEW_STATUSES,
     ImpactPreview,
@@ -86,20 +88,27 @@ def policy_parse(body: Any, *, policy_id: str | None = None, revision: int | Non
 
 
 def policy_upgrade_addresses_check(*, tenant: Tenant, policy: ContextPolicy) -> None:
-    """Each `upgrades[i].addresses[j]` must be the assembly id of a manifest of `tenant` (seed §8:
-    an upgrade answers confirmed failures); InvalidInput naming each one that is not."""
-    from manifests.models import Manifest
-
+    """Each `upgrades[i].addresses[j]` must be the assembly id of a manifest of `tenant` that shows
+    the failure `upgrades[i].shows` (seed §8: an upgrade answers confirmed failures, and its evidence
+    shows that failure); InvalidInput naming each one that is not."""
     wanted = {a for record in policy.upgrades for a in record.addresses}
     if not wanted:
         return
-    known = set(Manifest.objects.filter(job__tenant=tenant, assembly_id__in=wanted).values_list("assembly_id", flat=True))
-    errors = [
-        f"upgrades[{i}].addresses[{j}]: {a!r} is not an assembly of tenant {tenant.slug!r}"
-        for i, record in enumerate(policy.upgrades)
-        for j, a in enumerate(record.addresses)
-        if a not in known
-    ]
+    found = assemblies.records().documents_of(tenant=tenant, assembly_ids=wanted, sections=("assembly", "transforms", "excluded"))
+    errors = []
+    for i, record in enumerate(policy.upgrades):
+        for j, a in enumerate(record.addresses):
+            if a not in found:
+                errors.append(f"upgrades[{i}].addresses[{j}]: {a!r} is not an assembly of tenant {tenant.slug!r}")
+                continue
+            # Evidence of *the* failure (seed §8), not any assembly: the manifest must record it.
+            document = found[a]
+            if not shows(document, record.shows):
+                recorded = failure_lines(document)
+                errors.append(
+                    f"upgrades[{i}].addresses[{j}]: assembly {a!r} does not show the failure {record.shows!r} "
+                    f"(upgrades[{i}].shows); it records {', '.join(repr(x) for x in recorded[:6]) if recorded else 'no failure'}"
+                )
     if errors:
         raise InvalidInput(errors, what="policy")
 

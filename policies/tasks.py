@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from ctxeng.celery import app
+from ctxeng.server.celery import app
 
 from .services import impact_preview_run
 

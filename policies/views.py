@@ -29,10 +29,9 @@ from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.limits import MAX_INT32
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.upgrades import missing_records
-from ctxeng.errors import ServiceError
-from ctxeng.params import BadParameter, whole_number
-from ctxeng.regions import render_region
-from manifests.models import Immutable
+from ctxeng.server.errors import Immutable, ServiceError
+from ctxeng.server.params import BadParameter, whole_number
+from ctxeng.server.regions import render_region
 
 from . import dashboard_selectors as sel
 from . import services
@@ -195,7 +194,13 @@ def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
         "policy": policy, "revisions": revisions, "rev_from": rev_from, "rev_to": rev_to,
         "changes": diff(rev_from.body, rev_to.body),
         "upgrades_revision": rev_to, "upgrades_missing": _missing_records(rev_from.body, rev_to.body),
+        "upgrades_revocation": _revocations(rev_to),
     })
+
+
+def _revocations(rev: PolicyRevision) -> dict[str, dict]:
+    """Each upgrade record's revocation condition, evaluated from the revision's manifests, by mechanism."""
+    return {r["mechanism"]: r for r in sel.upgrade_revocations(revision=rev)}
 
 
 def _missing_records(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
@@ -236,6 +241,7 @@ def _impact_page(request: HttpRequest, policy: Policy, rev: PolicyRevision, *, s
         "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
         "can_publish": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
         "upgrades_revision": rev,
+        "upgrades_revocation": _revocations(rev),
         "upgrades_missing": _missing_records(published.body, rev.body)
         if published and published.pk != rev.pk and rev.status == RevisionStatus.DRAFT else [],
     }, status=status)

@@ -22,7 +22,7 @@ def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = FAST_HASHERS
-    # The login rates (ctxeng.login_throttle: the production default is 1 attempt/s overall) would
+    # The login rates (ctxeng.server.login_throttle: the production default is 1 attempt/s overall) would
     # refuse the dashboard tests' quick successive logins; their own tests set them
     # (tests/service/test_hardening_iv.py), and the production-layout servers run with the defaults.
     settings.CTXENG_LOGIN_RATE_PER_ADDRESS = settings.CTXENG_LOGIN_RATE_TOTAL = ""

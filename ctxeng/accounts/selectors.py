@@ -16,7 +16,7 @@ from rest_framework.authtoken.models import Token
 
 from ctxeng.audit.models import AuditAction, AuditEvent
 from ctxeng.engine.hashing import sha256_text
-from ctxeng.errors import Forbidden
+from ctxeng.server.errors import Forbidden
 
 from .models import Membership, Profile, Role, Tenant, TimeDisplay
 

@@ -22,7 +22,7 @@ from rest_framework.authtoken.models import Token
 
 from ctxeng.audit.models import AuditAction
 from ctxeng.audit.services import audit_record
-from ctxeng.errors import BadReference, Conflict, Forbidden, NotFound, ServiceError
+from ctxeng.server.errors import BadReference, Conflict, Forbidden, NotFound, ServiceError
 
 from .models import Membership, Profile, Role, Tenant, TimeDisplay
 from .selectors import account_managed_by, tenants_for, token_fingerprint

@@ -22,9 +22,9 @@ from django.urls import reverse, reverse_lazy
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 
-from ctxeng.errors import ServiceError
+from ctxeng.server.errors import ServiceError
 
-from . import selectors, services
+from . import selectors, services, usage
 from .models import Role, Tenant
 from .pages import dashboard_page
 from .time_display import remember
@@ -46,12 +46,10 @@ def _member_or_404(tenant: Tenant, user_id: int):
 
 
 def _page(request: HttpRequest, tenant: Tenant, *, status: int = 200, **shown: Any) -> HttpResponse:
-    from manifests.quotas import tenant_usage  # the quotas count manifests' rows; accounts sits below them
-
     return render(request, "accounts/people.html", {
         "tenant": tenant, "people": selectors.people_in(tenant, actor=request.user), "roles": Role.values,
         "events": selectors.people_events(tenant), "link_days": max(1, settings.PASSWORD_RESET_TIMEOUT // 86400),
-        "quotas": tenant_usage(tenant),
+        "quotas": usage.tenant_usage(tenant),
         # After a refusal the form keeps what was typed, except a password.
         "typed_username": request.POST.get("username", "") if status != 200 else "", **shown,
     }, status=status)

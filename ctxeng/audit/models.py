@@ -14,7 +14,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
-from manifests.models import Immutable
+from ctxeng.server.errors import Immutable
 
 
 class AuditAction(models.TextChoices):

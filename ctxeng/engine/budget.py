@@ -11,7 +11,7 @@ model's usage reports (`budget.calibration`): the counts stay the encoding's, th
 `{fraction, min, max}`) and `model_context_limit` may be `model`: `resolve` turns them into tokens
 once, at the start of an assembly, at the request's model size (the policy digest stays that of
 the policy as written), so every stage sees tokens. A budget its shares cannot hold at that size
-blocks: no usable input, a response reserve of 0 tokens (`budget_exhausted`), a minimum above its
+blocks: no usable input, a response reserve of 0 tokens (`required_partition_missing`, cause `budget_exhausted`), a minimum above its
 partition's maximum or minimums beyond the usable input (`required_partition_missing`).
 
 Each admitted item belongs to the partition that lists its kind (unlisted kinds go to the
@@ -30,7 +30,8 @@ pass lends what the window still has to the items the maximums held back (in gro
 order), so a maximum never evicts while the window has room. Then each partition's eviction rule acts on what did not fit:
 
 - `never`: nothing is silently evicted. An item that does not fit blocks the assembly
-  (`budget_exhausted`, naming the partition and the item); it is recorded `budget_evicted`.
+  (`required_partition_missing`, its detail headed `budget_exhausted:`, naming the partition and
+  the item); it is recorded `budget_evicted`.
 - `reduce_candidates`: evidence is dropped whole, lowest rank first. A higher-ranked item that
   did not fit takes the place of lower-ranked ones when dropping them (lowest first) makes it fit;
   no item is ever shortened to make room.
@@ -46,7 +47,7 @@ order), so a maximum never evicts while the window has room. Then each partition
   `request.checkpoint` (`transforms.structured_summary`), when `summarize` is allowed. When the
   summary does not fit the room they left, admitted state items (not of a resident kind, not
   `required`) are folded into it, lowest rank first, until it fits; when the summary of every evictable state item does not fit, the assembly
-  is blocked (`budget_exhausted`, `missing` names the partition). The evicted and folded items
+  is blocked (`required_partition_missing`, cause `budget_exhausted`, `missing` names the partition). The evicted and folded items
   record `replaced_by`.
 - `first`: grows last, so it holds only what every other partition left; an item that does not
   fit is truncated to its newest whole turns when `truncate_item` is allowed, else evicted.
@@ -89,6 +90,7 @@ from .render import (
 from .source_limits import record_transform
 from .structure import synthetic_result_text
 from .vocabulary import (
+    BlockedCause,
     BlockedReason,
     Borrowing,
     Eviction,
@@ -181,7 +183,7 @@ def reserves_exceed_context(policy: ContextPolicy, model_context_limit: int) -> 
     """`model.context_limit: ...` when a model of this size cannot hold what the policy reserves
     (response_reserve + protocol_overhead + safety_margin), else None.
 
-    The engine blocks such an assembly (`budget_exhausted`) with a usable input below 0; the
+    The engine blocks such an assembly (`required_partition_missing`, cause `budget_exhausted`) with a usable input below 0; the
     service, whose manifest rows hold the usable input as a count (never negative), refuses the
     request at submit with this message instead of accepting a job it could not store."""
     budget = policy.budget.resolved(model_context_limit)
@@ -409,7 +411,7 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
             f"{policy.model_context_limit}) - response_reserve {policy.response_reserve} - protocol_overhead {policy.protocol_overhead} "
             f"- safety_margin {policy.safety_margin}{'' if factor == 1 else f', divided by the calibration factor {factor}'} leaves no room for any input"
         )
-        asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.usable_input"], why)
+        asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, ["budget.usable_input"], why, BlockedCause.BUDGET_EXHAUSTED)
         for unit in units:
             _evict(asm, unit, why)
         return alloc
@@ -418,7 +420,7 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
     # passes a share maximum.
     if policy.response_reserve < 1:
         why = f"response_reserve comes to 0 tokens at context {limit}; a provider call needs at least one for the answer"
-        asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.response_reserve"], why)
+        asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, ["budget.response_reserve"], why, BlockedCause.BUDGET_EXHAUSTED)
         for unit in units:
             _evict(asm, unit, why)
         return alloc
@@ -501,9 +503,10 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
             for unit in left:
                 why = budget.why_not(name, unit.at_least, bound=unit.tokens is None)
                 asm.block(
-                    BlockedReason.BUDGET_EXHAUSTED,
+                    BlockedReason.REQUIRED_PARTITION_MISSING,
                     [unit.label],
                     f"partition {name!r} (eviction never) cannot hold {unit.label}: {why}",
+                    BlockedCause.BUDGET_EXHAUSTED,
                 )
                 _evict(asm, unit, f"{why}; {rule}: the assembly is blocked rather than evict it")
             continue
@@ -655,7 +658,7 @@ def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, un
     summary does not fit the room they left, admitted items of the partition (not of a resident kind,
     not `required`) are folded into it, lowest rank first, until it does (each folded item frees more than the line that names it);
     when even the summary of every evictable item does not fit, the assembly is blocked
-    (`budget_exhausted`, `missing` names the partition): state is never dropped unsummarised."""
+    (`required_partition_missing`, cause `budget_exhausted`, `missing` names the partition): state is never dropped unsummarised."""
     evicted = [u.item for u in left if u.item is not None]
     why = {u.label: budget.why_not(name, u.at_least, bound=u.tokens is None) for u in left}
     policy = asm.policy.transforms
@@ -705,7 +708,7 @@ def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, un
                 f"partition {name!r} (eviction structured_summary): the structured summary of every evictable state item "
                 f"({summary.tokens} tokens) does not fit the {room} tokens left; state is never dropped unsummarised"
             )
-            asm.block(BlockedReason.BUDGET_EXHAUSTED, [name], detail)
+            asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, [name], detail, BlockedCause.BUDGET_EXHAUSTED)
             note = f"; the structured summary of every evictable state item ({summary.tokens} tokens) did not fit either: the assembly is blocked"
     for unit in left:
         detail = f"{why[unit.label]}; {rule}{note}"

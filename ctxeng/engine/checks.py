@@ -7,7 +7,7 @@ compared with the admitted item (trust, role, revision, source_ref), each body h
 item's declared content hash, and each tool
 pair with the request's calls; the provider payload is walked message by message. Each clause the
 policy lists gets `passed` or `failed` in the manifest header (`structure_checks`,
-`serialization_checks`); any `failed` blocks the assembly (`structure_check_failed`), so no payload
+`serialization_checks`); any `failed` blocks the assembly (`transform_blocked`, cause `structure_check_failed`), so no payload
 that breaks a preserved property ever leaves the engine.
 
 - source_lineage: every admitted non-control item is sent exactly once, as text whose sha256 is the
@@ -43,11 +43,13 @@ from .render import (
     SYSTEM_SEPARATOR,
     TRUST_WORD,
     cite_id,
+    compact_revision,
     header_source,
     in_tool_message,
     split_fences,
     transcript_entries,
     unescape,
+    word,
 )
 from .vocabulary import AssertionResult, Role, SerializationPreserve, StructurePreserve, Zone
 from .working import Assembly, Candidate
@@ -136,8 +138,7 @@ def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: d
 
 def _states_revision(source: str, revision: Any) -> bool:
     """Does a header's source reference name the revision (a 40- or 64-hex commit by its first 7)?"""
-    text = str(revision)
-    return f"@{text[:7] if len(text) in (40, 64) else text}" in source
+    return word(f"@{compact_revision(revision)}") in source
 
 
 def _payload_messages(payload: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:

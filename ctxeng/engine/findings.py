@@ -75,9 +75,69 @@ def statements(text: str) -> list[Statement]:
     return out
 
 
+def absence_statements(text: str) -> list[Statement]:
+    """Every statement of `text` that asserts an absence — says something was not found, or does
+    not exist — with or without a search scope (`statements` keeps only the scoped ones)."""
+    out = []
+    for line in (text or "").splitlines():
+        for part in line.split(";"):
+            claim = _EXISTENCE.search(part) is not None
+            not_found = not claim and _NOT_FOUND.search(part) is not None
+            if claim or not_found:
+                out.append(Statement(part.strip(), _scope(part), not_found, claim))
+    return out
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One statement of a summary judged on its own text (`judge_statements`)."""
+
+    text: str
+    scope: frozenset[str] | None
+    judged_as: str  # negative_finding | existence_claim
+    problem: str | None  # None: it keeps the rule
+
+
+def judge_statements(section: str, whole: str) -> list[Judged]:
+    """The absence statements a summary makes, each judged without its inputs (seed §6: a negative
+    conclusion keeps its search scope, "not yet found" never becomes "does not exist"):
+
+    - every statement of its negative-findings section (`section`) that asserts an absence: a
+      not-found statement passes only with a scope; an existence claim always fails, scope or not;
+    - every other statement of the summary (`whole`) that names a search scope and asserts
+      existence fails too (statements elsewhere without "searched" are not judged: error lines
+      quote "not found" and "no such file" verbatim).
+    Judged once per distinct statement text, in order."""
+    out: dict[str, Judged] = {}
+    for s in absence_statements(section):
+        if s.existence_claim:
+            problem = "asserts that something does not exist; a search shows only that it was not found"
+        elif s.scope is None:
+            problem = "a negative finding without the scope it was searched in"
+        else:
+            problem = None
+        out.setdefault(s.text, Judged(s.text, s.scope, "existence_claim" if s.existence_claim else "negative_finding", problem))
+    for s in statements(whole):
+        if s.existence_claim and s.scope is not None and s.text not in out:
+            out[s.text] = Judged(s.text, s.scope, "existence_claim", "asserts that something does not exist over a search scope")
+    return list(out.values())
+
+
 def negative_findings(text: str) -> list[Statement]:
     """The statements of `text` that say something was not found, with the scope searched."""
     return [s for s in statements(text) if s.not_found and s.scope is not None]
+
+
+def findings_not_kept(inputs: list[str], summary: str) -> list[str]:
+    """The negative findings of `inputs` that `summary` does not keep with the same scope (as many
+    findings per scope as the inputs hold distinct ones), one line per scope short."""
+    problems = []
+    wanted = Counter(f.scope for f in {f.text: f for text in inputs for f in negative_findings(text)}.values())
+    kept = Counter(f.scope for f in negative_findings(summary))
+    for scope, n in wanted.items():
+        if kept[scope] < n:
+            problems.append(f"{n - kept[scope]} negative finding(s) searched in {', '.join(sorted(scope))} not kept with that scope")  # type: ignore[arg-type]
+    return problems
 
 
 def lost_findings(inputs: list[str], summary: str) -> list[str]:
@@ -87,9 +147,4 @@ def lost_findings(inputs: list[str], summary: str) -> list[str]:
         for s in statements(summary)
         if s.existence_claim and s.scope is not None
     ]
-    wanted = Counter(f.scope for f in {f.text: f for text in inputs for f in negative_findings(text)}.values())
-    kept = Counter(f.scope for f in negative_findings(summary))
-    for scope, n in wanted.items():
-        if kept[scope] < n:
-            problems.append(f"{n - kept[scope]} negative finding(s) searched in {', '.join(sorted(scope))} not kept with that scope")  # type: ignore[arg-type]
-    return problems
+    return problems + findings_not_kept(inputs, summary)

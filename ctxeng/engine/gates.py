@@ -12,11 +12,13 @@ permission and scope -> permission_denied, required revision -> stale_revision, 
 expired / unverifiable / hard_gate_rejected (refresh required), trust-role and integrity ->
 hard_gate_rejected, security -> security_rejected.
 
-A derived item (one naming `input_item_ids`: a summary, an excerpt, a merge) is judged after the
-candidates it names, and passes a gate only if each of them did: an input a gate excluded
-excludes it at that gate with the input's reason (seed §2: no later stage rescues an unauthorised,
-stale or incomplete object). Inputs outside the request are judged through its own `source_refs`,
-which the required_revision gate holds to `required_revisions` as it holds a source.
+A derived item (a summary, an excerpt, a merge) is judged after the candidates it declares as
+inputs — in `input_item_ids` or as a node of its `source_lineage` (`declared_inputs`) — and passes
+a gate only if each of them did: an input a gate excluded excludes it at that gate with the
+input's reason (seed §2: no later stage rescues an unauthorised, stale or incomplete object; an
+excerpt's own source_ref cannot launder an input its lineage names). Standing is transitive: an
+input is itself judged after its inputs. Inputs outside the request are judged through its own
+`source_refs`, which the required_revision gate holds to `required_revisions` as it holds a source.
 """
 
 from __future__ import annotations
@@ -730,9 +732,21 @@ GATES: dict[HardGate, GateFn] = {
 # --------------------------------------------------------------------------- derived items
 
 
+def declared_inputs(item) -> list[str]:
+    """Every item a candidate declares it was derived from (seed §2, §4): its `input_item_ids`, then
+    the nodes of its `source_lineage` other than itself, in order, each once. An excerpt whose
+    lineage names an item as its input derives from that item, whatever its own source_ref claims."""
+    out: list[str] = []
+    for i in [*(item.input_item_ids or ()), *(node.node_id for node in item.source_lineage)]:
+        if i != item.item_id and i not in out:
+            out.append(i)
+    return out
+
+
 def _candidate_inputs(cand: Candidate, by_id: dict[str, Candidate]) -> list[tuple[str, Candidate]]:
-    """The inputs a derived item (summary, excerpt, merge) names that are candidates of this assembly."""
-    return [(i, c) for i in cand.item.input_item_ids or () if (c := by_id.get(i)) is not None and c is not cand]
+    """The declared inputs of a derived item (summary, excerpt, merge) that are candidates of this
+    assembly: named in `input_item_ids` or as a `source_lineage` node."""
+    return [(i, c) for i in declared_inputs(cand.item) if (c := by_id.get(i)) is not None and c is not cand]
 
 
 def inputs_first(asm: Assembly, by_id: dict[str, Candidate]) -> list[Candidate]:
@@ -818,7 +832,7 @@ def apply_hard_gates(asm: Assembly) -> None:
     for cand in inputs_first(asm, by_id):
         results: dict[str, GateResult] = {}
         failed = False
-        derived = bool(cand.item.input_item_ids)
+        derived = bool(_candidate_inputs(cand, by_id))
         for gate, name, check in order:
             if failed:
                 results[name] = GateResult.NOT_EVALUATED

@@ -1,6 +1,6 @@
 """Every size limit of the request formats, in one place.
 
-The engine's pydantic models (`models.py`), the REST edge (`ctxeng/rest.py`) and the Django
+The engine's pydantic models (`models.py`), the REST edge (`ctxeng/server/rest.py`) and the Django
 models' column sizes (`manifests/models.py`, `policies/models.py`) all read these constants, so a
 value the database or the engine cannot hold is refused when it is submitted (400 naming the
 field), never accepted and failed later. A test walks every model column and every request field
@@ -69,7 +69,7 @@ LIMITS: tuple[tuple[str, str, str], ...] = (
     ("`model.context_limit`", f"{MAX_INT32:,} (2^31 − 1), and at least the policy's response_reserve + "
      "protocol_overhead + safety_margin at that size",
      "400 `model.context_limit: N leaves no input under policy P/R: ...` at submit (exactly the reserves: "
-     "accepted, blocked `budget_exhausted`)"),
+     "accepted, blocked `required_partition_missing`: budget_exhausted)"),
     ("every integer and number of a request or a policy", "a JSON number: `true` is not 1, `\"3\"` not 3",
      "400 `model.context_limit: Input should be a valid integer`"),
     ("every id (`run_id`, `step_id`, `item_id`, `call_id`, `artifact_id`, policy and principal ids, every "
@@ -120,7 +120,7 @@ JsonObject = Annotated[dict[str, Any], AfterValidator(_bounded_depth)]
 # invisible format characters (Cf: U+FEFF, U+200B, bidi overrides ...), surrogates (Cs) and the
 # line and paragraph separators (Zl, Zp: U+2028, U+2029). An id is shown in pages, logs and URLs:
 # such a character is invisible there, breaks a line, or is refused by the URL edge
-# (`ctxeng.middleware`), so an id holding one could be submitted but never viewed or closed.
+# (`ctxeng.server.middleware`), so an id holding one could be submitted but never viewed or closed.
 UNPRINTABLE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _ASCII_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # "." and ".." are path segments every HTTP client collapses: `/runs/../` never reaches the run.

@@ -100,7 +100,8 @@ class Principal(Frozen):
 
 
 class ModelSpec(Frozen):
-    provider: str = Field(min_length=1)
+    # The providers the adapters, the estimators (Azure's are OpenAI's models) and the SDK know.
+    provider: Literal["openai", "anthropic", "azure", "azure_openai", "azure-openai"]
     name: str = Field(min_length=1)
     context_limit: Int = Field(gt=0, le=MAX_INT32, description="tokens (at most 2^31 - 1)")
     api_version: str | None = None
@@ -303,6 +304,10 @@ class RuntimeState(Frozen):
 
     open_item_ids: list[Id] | None = None
     article_draft_revision: Int | str | None = None
+    publish_destination: str | None = Field(
+        default=None, max_length=MAX_NAME,
+        description="where this step publishes; a review decision counts for `stages.<stage>.approved_by` only when it binds this destination",
+    )
 
 
 # What the adapters write themselves, and the parameters that size the reply.
@@ -598,7 +603,20 @@ class SecurityPolicy(Frozen):
 
 
 class ResidentPolicy(Frozen):
-    include: list[str] = Field(default_factory=list)
+    include: list[str] = Field(default_factory=list, description="kinds resident at every step: an assembly without an admitted one is blocked")
+    # Left out of the dump while empty, so a policy written before this clause keeps its digest.
+    when_present: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
+        default_factory=list, exclude_if=lambda v: not v,
+        description="kinds resident whenever the request carries one (pinned ahead of ranking, loaded resident, never lost "
+        "to a relevance floor); unlike include, a step without one is not blocked (seed §3, §5: the protected constraint zone)",
+    )
+
+    @model_validator(mode="after")
+    def _disjoint(self) -> ResidentPolicy:
+        for i, kind in enumerate(self.when_present):
+            if kind in self.include:
+                raise ValueError(f"when_present[{i}]: {kind!r} is already in include (resident at every step)")
+        return self
 
 
 class RetrievalPolicy(Frozen):
@@ -950,7 +968,7 @@ class BudgetPolicy(Frozen):
                 raise ValueError("partitions: at least one partition required")
         else:
             # Checked at the largest context the policy allows; a smaller model's assembly that the
-            # budget cannot hold is blocked (budget_exhausted, required_partition_missing).
+            # budget cannot hold is blocked (required_partition_missing, cause budget_exhausted).
             problem = self.resolved(self.model_context_limit)._problem()  # type: ignore[arg-type]
             if problem is not None:
                 raise ValueError(problem + (f" (at model_context_limit {self.model_context_limit})" if self.relative else ""))
@@ -1100,15 +1118,40 @@ class ExpiryPolicy(Frozen):
     )
 
 
+FAILURE_PATTERN = r"^(blocked: (required_partition_missing|transform_blocked)( \([a-z_]+\))?|[^:\s][^:]*: (excluded [a-z_]+|[a-z_]+ failed))$"
+
+
+class RevocationCondition(Frozen):
+    """`upgrades[].revoke_when` (seed §8: an upgrade carries the condition for taking it back out):
+    met when at least `at_least` of the newest `of_last` assemblies under the policy (any
+    revision) show the failure `shows` (a failure line as `ctxeng.engine.upgrades.failure_lines` reads it from a
+    manifest). The product evaluates it from manifests and shows met / not met."""
+
+    shows: str = Field(pattern=FAILURE_PATTERN, max_length=MAX_NAME * 2,
+                       description="a failure line: `blocked: <reason>`, `blocked: <reason> (<cause>)`, `<item>: <assertion> failed`, `<item>: excluded <reason>`; `*` for any item")
+    at_least: Int = Field(ge=1, le=10_000)
+    of_last: Int = Field(ge=1, le=10_000, description="how many of the policy's newest assemblies are read")
+
+    @model_validator(mode="after")
+    def _window(self) -> RevocationCondition:
+        if self.at_least > self.of_last:
+            raise ValueError(f"at_least: {self.at_least} is more than of_last {self.of_last}: the condition could never be met")
+        return self
+
+
 class UpgradeRecord(Frozen):
     """One entry of `upgrades` (seed §8): why a mechanism was added, and when to take it back out."""
 
     mechanism: str = Field(description="the mechanism path it adds: `transforms.allowed.decision_compress`, `budget.partitions.state.eviction` (ctxeng.engine.upgrades)")
-    addresses: list[str] = Field(min_length=1, description="ids of the assemblies whose confirmed failures it addresses (the service checks they are the tenant's)")
+    addresses: list[str] = Field(min_length=1, description="ids of the assemblies whose confirmed failures it addresses (the service checks they are the tenant's and that each shows the failure `shows`)")
     failure: str = Field(description="the failure it solves")
+    shows: str = Field(pattern=FAILURE_PATTERN, max_length=MAX_NAME * 2,
+                       description="the failure as each addressed manifest records it: `blocked: <reason>`, `blocked: <reason> (<cause>)`, "
+                       "`<item>: <assertion> failed`, `<item>: excluded <reason>`; `*` for any item")
     new_failure_modes: str = Field(description="the errors it may bring")
     cost: str = Field(description="its running cost")
-    revocation: str = Field(description="when to roll it back")
+    revocation: str = Field(description="when to roll it back, in words")
+    revoke_when: RevocationCondition = Field(description="when to roll it back, as a condition the product evaluates from manifests")
 
     @field_validator("mechanism", "failure", "new_failure_modes", "cost", "revocation")
     @classmethod
@@ -1126,9 +1169,35 @@ class UpgradeRecord(Frozen):
         return _no_repeats(v)
 
 
+# Item kinds that are approvals (seed §3, §7: an independent object, not a file the agent wrote):
+# a stage requiring one must say who may give it (`stages.<stage>.approved_by`).
+APPROVAL_KINDS = ("review_decision",)
+# Trust classes an approval source may not carry: data anyone in the project (the agent included)
+# can write, or what was derived from such data.
+NOT_APPROVAL_TRUST = (Trust.PROJECT_EDITABLE, Trust.DERIVED_CONTEXT, Trust.GOVERNED_MEMORY_CANDIDATE,
+                      Trust.REPOSITORY_EVIDENCE, Trust.EXTERNAL_EVIDENCE)
+
+
+class ApprovalSource(Frozen):
+    """`stages.<stage>.approved_by.<kind>`: who may give an approval the stage requires."""
+
+    source_types: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
+        min_length=1, description="source types an approval may come from; each with a trust default that is not data (trust.default_by_source)"
+    )
+    producers: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
+        min_length=1, description="the principals that may give it; never the agent (scope.principal_policy, the request's principal)"
+    )
+
+
 class StagePolicy(Frozen):
     """`stages.<stage>`: what the stage needs and what it does not read (seed §3). Values are item
     kinds or source types (`review_decision`, `publish_receipt`)."""
+
+    approved_by: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], ApprovalSource] = Field(
+        default_factory=dict,
+        description="for each approval kind in `require`: the approval source the policy names; a review from any other "
+        "source, from the agent, or not binding the draft revision, content hash and publish destination does not count",
+    )
 
     require: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
         default_factory=list, description="an admitted item of each is required: none -> blocked required_partition_missing"
@@ -1170,6 +1239,32 @@ class ContextPolicy(Frozen):
     stages: dict[Annotated[str, Field(min_length=1, max_length=MAX_NAME)], StagePolicy] = Field(
         default_factory=dict, description="per request.stage: artifact kinds it requires, kinds not relevant at it"
     )
+
+    @model_validator(mode="after")
+    def _approvals_are_independent(self) -> ContextPolicy:
+        """Seed §3, §7: a required approval comes from a source the policy names, never from the
+        agent or from data it can write."""
+        for stage, rules in self.stages.items():
+            for i, kind in enumerate(rules.require):
+                if kind in APPROVAL_KINDS and kind not in rules.approved_by:
+                    raise ValueError(
+                        f"stages.{stage}.require[{i}]: {kind!r} is an approval; name who may give it in "
+                        f"stages.{stage}.approved_by.{kind} (source_types, producers): an approval is an independent object"
+                    )
+            for kind, source in rules.approved_by.items():
+                if kind not in rules.require:
+                    raise ValueError(f"stages.{stage}.approved_by.{kind}: {kind!r} is not in stages.{stage}.require, so nothing acts on it")
+                for j, source_type in enumerate(source.source_types):
+                    trust = self.trust.default_by_source.get(source_type)
+                    if trust is None or trust in NOT_APPROVAL_TRUST:
+                        raise ValueError(
+                            f"stages.{stage}.approved_by.{kind}.source_types[{j}]: {source_type!r} has trust "
+                            f"{trust.value if trust else 'none (untrusted data)'}; an approval source must not be data the agent can write or derive"
+                        )
+                for j, producer in enumerate(source.producers):
+                    if producer == self.scope.principal_policy:
+                        raise ValueError(f"stages.{stage}.approved_by.{kind}.producers[{j}]: {producer!r} is the agent this policy governs; it cannot approve itself")
+        return self
 
     @model_validator(mode="after")
     def _stage_kinds_consistent(self) -> ContextPolicy:
@@ -1388,6 +1483,27 @@ class ExcludedRecord(Frozen):
     producer_check: ProducerCheck | None = Field(default=None, description="trust.producers for the item's source type (null: manifests before the clause)")
 
 
+class JudgedStatement(Frozen):
+    """One absence statement of a summary, judged on its own text (`findings.judge_statements`)."""
+
+    statement: str
+    scope: list[str] | None = Field(description="the search scope it names, entries sorted; null: none")
+    judged_as: Literal["negative_finding", "existence_claim"]
+    result: Literal["passed", "failed"]
+    problem: str | None = None
+
+
+class NegativeFindingsCheck(Frozen):
+    """How `conflicts_and_negative_findings` was judged (seed §6): the summary's own absence
+    statements, each on its text whether or not its inputs are visible; then the negative findings
+    of every input the engine could read, each kept with its scope or not."""
+
+    statements: list[JudgedStatement] = Field(default_factory=list)
+    inputs_compared: list[str] = Field(default_factory=list, description="inputs whose negative findings were read and looked for in the summary")
+    inputs_not_visible: list[str] = Field(default_factory=list, description="inputs the engine cannot read (earlier turns): their findings could not be compared")
+    lost: list[str] = Field(default_factory=list, description="negative findings of the compared inputs the summary does not keep with their scope")
+
+
 class TransformRecord(Frozen):
     record_id: str
     type: TransformType
@@ -1408,6 +1524,9 @@ class TransformRecord(Frozen):
     before_excerpt: str = ""
     after_excerpt: str = ""
     trigger: str | None = Field(default=None, description="what made it run: over_source_limit, over_partition, or supplied (a supplied summary verified)")
+    negative_findings: NegativeFindingsCheck | None = Field(
+        default=None, description="a summary under transforms.preserve conflicts_and_negative_findings: which statements were judged, and how"
+    )
 
 
 class ToolPairRecord(Frozen):

@@ -46,7 +46,7 @@ from .models import (
 from .policy import policy_digest
 from .render import framing_tokens, render
 from .tokens import Tokenizer, tokenizer_for
-from .vocabulary import BlockedReason, ExternalizationTarget
+from .vocabulary import BlockedCause, BlockedReason, ExternalizationTarget
 from .working import Assembly
 
 # Looks up a stored artifact by (artifact_id, revision); revision None means the newest.
@@ -232,7 +232,7 @@ def assemble(
         payload = framing + sum(budget.final_usage(asm, included)[0].values())
         if payload > alloc.usable_input:
             # Only when the joined system text tokenizes longer than its reserve; never sent over budget.
-            asm.block(BlockedReason.BUDGET_EXHAUSTED, ["budget.framing"], f"payload {payload} tokens exceeds the usable input {alloc.usable_input} (framing {framing}, reserved {alloc.framing_reserved})")
+            asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, ["budget.framing"], f"payload {payload} tokens exceeds the usable input {alloc.usable_input} (framing {framing}, reserved {alloc.framing_reserved})", BlockedCause.BUDGET_EXHAUSTED)
             assembly_input = None
     if asm.blocked_reason is None:
         reply = request.reply_tokens()
@@ -243,7 +243,7 @@ def assemble(
         serialization_checks = checks.serialization_checks(asm, included, serialized)
         broken = checks.failed(structure_checks) + checks.failed(serialization_checks)
         if broken:
-            asm.block(BlockedReason.STRUCTURE_CHECK_FAILED, broken, "rendered input breaks preserved properties: " + ", ".join(broken))
+            asm.block(BlockedReason.TRANSFORM_BLOCKED, broken, "rendered input breaks preserved properties: " + ", ".join(broken), BlockedCause.STRUCTURE_CHECK_FAILED)
             assembly_input = serialized = None
     asm.log("seal", len(included), "blocked" if asm.blocked_reason else "ready")
     manifest = seal.seal(

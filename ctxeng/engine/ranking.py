@@ -1,7 +1,7 @@
 """Stage 3 — ranking of eligible items (seed §2: relevance orders only the legal candidates).
 
 Contract: only items that passed every hard gate are ranked. Resident kinds (policy
-`resident.include`), required items and the control zone are pinned ahead of everything else and
+`resident.include`, and `resident.when_present` kinds when the request carries one), required items and the control zone are pinned ahead of everything else and
 never lose ranking. The rest are ordered by the policy's `admission.ranking` factors, in the order
 listed, with `item_id` as the final deterministic tie-break. An item loses ranking (`ranking_lost`)
 when it serves none of the current stages, when its relevance is below `admission.min_relevance`,
@@ -58,7 +58,9 @@ def _stage_rules(asm: Assembly):
 def is_pinned(asm: Assembly, cand: Candidate) -> bool:
     stage = _stage_rules(asm)
     required_here = stage is not None and any(stage_kind_matches(cand, k) for k in stage.require)
-    return cand.item.required or cand.item.kind in asm.policy.resident.include or cand.role == Role.CONTROL or required_here
+    resident = asm.policy.resident
+    return (cand.item.required or cand.item.kind in resident.include or cand.item.kind in resident.when_present
+            or cand.role == Role.CONTROL or required_here)
 
 
 def stage_rule(asm: Assembly, cand: Candidate) -> str | None:

@@ -110,7 +110,7 @@ _CALL_ONLY_REF = frozenset({"call_id", "tool_name"})
 
 
 def word(value: Any) -> str:
-    return _WORD_UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8")), str(value))
+    return _WORD_UNSAFE.sub(lambda m: "".join(f"%{b:02X}" for b in m.group(0).encode("utf-8", "surrogatepass")), str(value))
 
 
 def cite_id(item_id: str) -> str:
@@ -121,19 +121,22 @@ def cite_id(item_id: str) -> str:
     keeps both identities)."""
     if len(item_id) <= CITE_MAX and item_id not in TRUST_WORDS:
         return word(item_id)
-    n = int(hashlib.sha256(item_id.encode("utf-8")).hexdigest(), 16) % 10**9
+    n = int(hashlib.sha256(item_id.encode("utf-8", "surrogatepass")).hexdigest(), 16) % 10**9
     head = item_id[0].lower() if item_id[0].isascii() and item_id[0].isalpha() else "i"
     return f"{head}{n:09d}"
+
+
+def compact_revision(value: Any) -> str:
+    """A revision as a header states it: a 40- or 64-hex commit by its first 7 characters."""
+    text = str(value)
+    return text[:7] if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) else text
 
 
 def compact_ref(ref: dict[str, Any], revision: Any = None, *, item_id: str | None = None) -> str:
     """A source reference as a person writes it: `repo@commit7:path#L87-124`, a URL, `path@revision`,
     `artifact@revision`, a tool's name, else the ref's own id; `""` when it only repeats the item id.
     The item's `revision` is appended (`@rev`) when the ref does not already state it."""
-    def short(v: Any) -> str:
-        text = str(v)
-        return text[:7] if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) else text
-
+    short = compact_revision
     stated: Any = None
     if ref.get("url"):
         out = str(ref["url"])
@@ -154,8 +157,8 @@ def compact_ref(ref: dict[str, Any], revision: Any = None, *, item_id: str | Non
     else:
         values = [v for k, v in ref.items() if k != "content_hash" and isinstance(v, (str, int)) and str(v) != item_id]
         out = str(values[0]) if values else ""
-    if revision is not None and (stated is None or str(revision) != str(stated)) and out:
-        out += f"@{short(revision)}"
+    if revision is not None and (stated is None or str(revision) != str(stated)):
+        out += f"@{short(revision)}"  # also alone (`@3`) when the ref names nothing else
     return word(out) if out else ""
 
 
@@ -170,7 +173,8 @@ def header_source(cand: Candidate, source_ref: dict | None = None) -> str:
     than which call it answers."""
     ref = cand.item.source_ref if source_ref is None else source_ref
     if in_tool_message(cand) and set(ref) <= _CALL_ONLY_REF:
-        return ""
+        # the call is the tool message's; a revision the item states is still said
+        return word(f"@{compact_revision(cand.item.revision)}") if cand.item.revision is not None else ""
     return compact_ref(ref, cand.item.revision, item_id=cand.item.item_id)
 
 

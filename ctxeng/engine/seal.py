@@ -17,9 +17,12 @@ from __future__ import annotations
 from typing import Any
 
 from .budget import Allocation, borrowed_by_partition, final_usage
+from .gates import current_draft
 from .hashing import sha256_json
 from .models import (
+    NOT_APPROVAL_TRUST,
     AdapterIdentity,
+    ApprovalSource,
     ArtifactRefRecord,
     AssemblyHeader,
     BudgetRecord,
@@ -51,12 +54,48 @@ def check_required(asm: Assembly) -> None:
             asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, [name], f"required partition {name} is empty")
     stage = asm.policy.stages.get(asm.request.stage)
     for kind in stage.require if stage is not None else ():
-        if not any(stage_kind_matches(c, kind) for c in asm.alive()):
+        source = stage.approved_by.get(kind)  # type: ignore[union-attr]
+        present = [c for c in asm.alive() if stage_kind_matches(c, kind)]
+        problems = {c.item_id: approval_problem(asm, c, source) for c in present} if source is not None else {}
+        if not any(problems.get(c.item_id) is None for c in present):
+            why = "; ".join(f"{i}: {p}" for i, p in problems.items())
             asm.block(
                 BlockedReason.REQUIRED_PARTITION_MISSING,
                 [kind],
-                f"stages.{asm.request.stage}.require: no admitted {kind} (seed §3: loaded and checked before this stage, and only then)",
+                f"stages.{asm.request.stage}.require: no admitted {kind}"
+                + (f" from an approval source of stages.{asm.request.stage}.approved_by.{kind} ({why})" if why else "")
+                + " (seed §3: loaded and checked before this stage, and only then)",
             )
+
+
+def approval_problem(asm: Assembly, cand: Candidate, source: ApprovalSource) -> str | None:
+    """Why an admitted approval does not count (seed §3, §7: an independent object bound to the draft
+    revision, its content hash and the publish destination), or None when it does."""
+    item = cand.item
+    if item.source_type not in source.source_types:
+        return f"source type {item.source_type!r} is not an approval source ({', '.join(source.source_types)})"
+    if item.producer not in source.producers:
+        return f"producer {item.producer!r} is not a named approver ({', '.join(source.producers)})"
+    if item.producer == asm.request.principal.id:
+        return f"produced by the agent itself ({item.producer!r})"
+    if cand.trust is None or cand.trust in NOT_APPROVAL_TRUST:
+        return f"trust {cand.trust.value if cand.trust else 'none'} is data, not an approval"
+    ref = item.source_ref
+    unbound = [f for f in ("draft_revision", "draft_content_hash", "destination") if ref.get(f) in (None, "")]
+    if unbound:
+        return f"binds no {' and no '.join(unbound)}"
+    want_revision, want_hash = current_draft(asm)
+    if want_revision is None or want_hash is None:
+        return "the current article_draft (revision and content hash) is not among the candidates, so the binding cannot be checked"
+    if str(ref["draft_revision"]) != str(want_revision) or ref["draft_content_hash"] != want_hash:
+        return f"approves draft {ref['draft_revision']!r} ({ref['draft_content_hash']}); the current draft is {want_revision!r} ({want_hash})"
+    state = asm.request.runtime_state
+    destination = state.publish_destination if state is not None else None
+    if destination is None:
+        return "the request states no publish destination (runtime_state.publish_destination) to bind"
+    if str(ref["destination"]) != destination:
+        return f"approves publishing to {ref['destination']!r}; this step publishes to {destination!r}"
+    return None
 
 
 def budget_record(asm: Assembly, included: list[Candidate], alloc: Allocation, framing: int | None) -> BudgetRecord:
@@ -300,3 +339,15 @@ def seal(
         cache=cache,
         stages=[StageRecord(seq=s.seq, stage=s.stage, items_in=s.items_in, items_out=s.items_out, note=s.note) for s in asm.stages],
     )
+
+
+def with_actual_usage(document: dict[str, Any], input_tokens: int) -> dict[str, Any]:
+    """A copy of a sealed manifest (as JSON) showing the provider's actual input tokens beside the
+    estimate (`budget.actual_input_tokens`), as the service serves it once usage is reported (seed
+    §5, §10: filled in after the call). The sealed document is not changed: usage is an appended
+    record, so every hash of the assembly (and a digest of the sealed document) stays what it was."""
+    if (document.get("assembly") or {}).get("status") != "ready":
+        raise ValueError("assembly: a blocked assembly produced no model input, so no call has usage to report")
+    if isinstance(input_tokens, bool) or not isinstance(input_tokens, int) or input_tokens < 0:
+        raise ValueError(f"input_tokens: {input_tokens!r} is not a count of tokens (a whole number, 0 or more)")
+    return {**document, "budget": {**document["budget"], "actual_input_tokens": input_tokens}}

@@ -26,7 +26,7 @@ digests; the item as received stays on the candidate. A reduction never raises t
 
 Transforms follow the policy: when `excerpt` is not in `transforms.allowed` or the trigger leaves
 out source limits, an over-limit item is not reduced but excluded (`budget_evicted`; the
-assembly is blocked with `budget_exhausted` if the item is required). A failed assertion excludes
+assembly is blocked `required_partition_missing`, cause `budget_exhausted`, if the item is required). A failed assertion excludes
 the item as `transform_blocked` (the assembly is blocked if it is required).
 Policy keys are source-type aliases: `repository` covers repository sources, `web_document`
 official documents and web pages.
@@ -52,6 +52,7 @@ from .models import LineageNode, TransformRecord
 from .render import block_count_parts, block_tokens, count_ahead, settle_ahead
 from .vocabulary import (
     AssertionResult,
+    BlockedCause,
     BlockedReason,
     ExclusionReason,
     Role,
@@ -506,7 +507,7 @@ def _over_limit(asm: Assembly, cand: Candidate, key: str, limit) -> tuple[Candid
         detail = f"over its source limit source_limits.{key} ({limit.default.value}) and not reduced: {why}"
         cand.exclude(Exclusion(ExclusionReason.BUDGET_EVICTED, detail, "source_limits"))
         if cand.item.required:
-            asm.block(BlockedReason.BUDGET_EXHAUSTED, [cand.item_id], f"required item {cand.item_id}: {detail}")
+            asm.block(BlockedReason.REQUIRED_PARTITION_MISSING, [cand.item_id], f"required item {cand.item_id}: {detail}", BlockedCause.BUDGET_EXHAUSTED)
         return None
     return cand, limit.default, max_tokens
 

@@ -12,7 +12,7 @@ tokenizer of one encoding, `default_tokenizer()` the cl100k one.
 
 Counts are cached by content digest: an agent's next step re-sends mostly the same candidates, and
 counting is the dominant cost of an assembly. A `SharedTokenCache` (Redis in the service, see
-`ctxeng.token_cache`) extends the cache across worker processes and restarts: an assembly asks it
+`ctxeng.server.token_cache`) extends the cache across worker processes and restarts: an assembly asks it
 once, at acquisition, for the counts of every candidate the local cache lacks (`prefetch`, then
 `count_many` for what is still missing), including the items it leaves uncounted until the budget
 needs their size; every count made one at a time is told to it once the assembly ends (`publish`),

@@ -48,7 +48,15 @@ import re
 from . import findings
 from .gates import admitted_input_trusts, cross_scope_problem
 from .hashing import sha256_json, sha256_text
-from .models import CheckpointState, ContextItem, LineageNode, SummaryRecord, TransformRecord
+from .models import (
+    CheckpointState,
+    ContextItem,
+    JudgedStatement,
+    LineageNode,
+    NegativeFindingsCheck,
+    SummaryRecord,
+    TransformRecord,
+)
 from .render import block_tokens
 from .source_limits import FAILURE_LINE, _excerpt
 from .vocabulary import (
@@ -205,34 +213,63 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
     return results
 
 
-def _input_texts(asm: Assembly, cand: Candidate) -> tuple[list[str], bool]:
-    """The texts of a summary's inputs the engine holds (candidates, stored artifacts), and whether
-    it holds every one."""
+def _input_texts(asm: Assembly, cand: Candidate) -> tuple[dict[str, str], list[str]]:
+    """The texts of a summary's inputs the engine holds (candidates, stored artifacts), by id, and
+    the ids it cannot read (earlier turns)."""
     by_id = asm.by_id()
-    texts: list[str] = []
-    ids = cand.item.input_item_ids or []
-    for i in ids:
+    texts: dict[str, str] = {}
+    unread: list[str] = []
+    for i in cand.item.input_item_ids or []:
         c = by_id.get(i)
         got = (c.received or c.item).content if c is not None and c is not cand else None
         if got is None and callable(getattr(asm, "artifact_store", None)):
             stored = asm.artifact_store(i, None)
             got = stored.content if stored is not None else None
         if got is not None:
-            texts.append(got)
-    return texts, bool(ids) and len(texts) == len(ids)
+            texts[i] = got
+        else:
+            unread.append(i)
+    return texts, unread
+
+
+def negative_findings_check(text: str, inputs: dict[str, str], unread: list[str]) -> tuple[AssertionResult, NegativeFindingsCheck]:
+    """`conflicts_and_negative_findings` (seed §6), and the record of how it was judged.
+
+    Failed when the section is missing or empty; when any absence statement of the summary breaks
+    the rule on its own text (`findings.judge_statements`: no scope, or "does not exist") — whether
+    or not the inputs are visible; or when a negative finding of an input the engine can read is not
+    kept with its scope. Passed when statements were judged, or every input was read, and nothing
+    failed; not_applicable only when the summary asserts no absence and no input could be read."""
+    section = section_body(_SECTIONS[PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS], text)
+    judged = findings.judge_statements(section or "", text)
+    lost = findings.findings_not_kept(list(inputs.values()), text)
+    record = NegativeFindingsCheck(
+        statements=[
+            JudgedStatement(statement=j.text, scope=sorted(j.scope) if j.scope is not None else None, judged_as=j.judged_as,  # type: ignore[arg-type]
+                            result="failed" if j.problem else "passed", problem=j.problem)
+            for j in judged
+        ],
+        inputs_compared=list(inputs),
+        inputs_not_visible=unread,
+        lost=lost,
+    )
+    if not section or lost or any(j.problem for j in judged):
+        return AssertionResult.FAILED, record
+    if judged or (inputs and not unread):
+        return AssertionResult.PASSED, record
+    return AssertionResult.NOT_APPLICABLE, record
 
 
 def _negative_findings_kept(asm: Assembly, cand: Candidate) -> AssertionResult:
-    """`conflicts_and_negative_findings`: the section is there with a body; the summary states no
-    existence claim with a search scope; every negative finding of the inputs the engine can read
-    reappears with its scope (`findings`). Passed only when every input could be read; a summary
-    of inputs the engine cannot see (earlier turns) that breaks none of this is not_applicable."""
-    if not section_body(_SECTIONS[PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS], cand.content):
-        return AssertionResult.FAILED
-    texts, all_read = _input_texts(asm, cand)
-    if findings.lost_findings(texts, cand.content):
-        return AssertionResult.FAILED
-    return AssertionResult.PASSED if all_read else AssertionResult.NOT_APPLICABLE
+    texts, unread = _input_texts(asm, cand)
+    return negative_findings_check(cand.content, texts, unread)[0]
+
+
+def _negative_findings_record(asm: Assembly, cand: Candidate) -> NegativeFindingsCheck | None:
+    if PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS not in asm.policy.transforms.preserve:
+        return None
+    texts, unread = _input_texts(asm, cand)
+    return negative_findings_check(cand.content, texts, unread)[1]
 
 
 def _history_inputs(asm: Assembly, cand: Candidate) -> bool:
@@ -370,6 +407,7 @@ def verify_summaries(asm: Assembly) -> None:
                 before_excerpt="",
                 after_excerpt=_excerpt(cand.content),
                 trigger="supplied",
+                negative_findings=_negative_findings_record(asm, cand) if "summarize_allowed" not in assertions else None,
             )
         )
         cand.transform_record_id = record_id
@@ -606,6 +644,7 @@ def structured_summary(asm: Assembly, evicted: list[Candidate], *, partition: st
         before_excerpt=_excerpt("\n".join(f"{c.item_id}: {_first_line(c.content)}" for c in evicted)),
         after_excerpt=_excerpt(content),
         trigger="over_partition",
+        negative_findings=negative_findings_check(content, {c.item_id: c.content for c in evicted}, [])[1],
     )
     cand.transform_record_id = record_id
     if failed:
@@ -636,11 +675,19 @@ def check_structured_summary(asm: Assembly, text: str, evicted: list[Candidate],
         "trust_not_raised": P
         if all(c.trust is not None and TRUST_RANK[Trust.DERIVED_CONTEXT] <= TRUST_RANK[c.trust] for c in evicted)
         else F,
-        "conflicts_and_negative_findings": F
-        if findings.lost_findings([c.content for c in evicted], text)
-        else (P if facts["negative_findings"] else NA),
+        "conflicts_and_negative_findings": _structured_findings(text, evicted, facts["negative_findings"]),
     }
     return results
+
+
+def _structured_findings(text: str, evicted: list[Candidate], negative: list[str]) -> AssertionResult:
+    """The evicted items' findings kept with their scope, and every absence statement the summary
+    carries (the runtime checkpoint's among them) judged on its own text."""
+    own, _ = negative_findings_check(text, {c.item_id: c.content for c in evicted}, [])
+    if own == AssertionResult.FAILED or findings.lost_findings([c.content for c in evicted], text):
+        return AssertionResult.FAILED
+    judged = findings.judge_statements(section_body(_SECTIONS[PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS], text) or "", text)
+    return AssertionResult.PASSED if negative or judged else AssertionResult.NOT_APPLICABLE
 
 
 def record_structured_summary(asm: Assembly, cand: Candidate, record: TransformRecord) -> None:

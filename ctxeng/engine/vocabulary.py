@@ -117,13 +117,24 @@ class AssemblyStatus(StrEnum):
 
 
 class BlockedReason(StrEnum):
+    """The seed's controlled set (§9, §10): `required_partition_missing | transform_blocked`, and no
+    other. The precise cause of a block is a detail (`BlockedCause`), never a third reason."""
+
     REQUIRED_PARTITION_MISSING = "required_partition_missing"
     TRANSFORM_BLOCKED = "transform_blocked"
-    # The rendered or serialized input broke a property the policy preserves (structure.preserve,
-    # serialization.preserve): checked after rendering, so such a payload never leaves the engine.
-    STRUCTURE_CHECK_FAILED = "structure_check_failed"
-    # An item of an `eviction: never` partition did not fit: it is never silently evicted.
+
+
+class BlockedCause(StrEnum):
+    """The precise cause behind a blocked reason, written at the head of its `blocked_detail` line
+    (`budget_exhausted: partition 'control' (eviction never) cannot hold ...`)."""
+
+    # A required part did not fit its budget (an `eviction: never` item, a required item over its
+    # source limit, a budget with no usable input): reason required_partition_missing.
     BUDGET_EXHAUSTED = "budget_exhausted"
+    # The rendered or serialized input broke a property the policy preserves (structure.preserve,
+    # serialization.preserve), checked after rendering: reason transform_blocked (the render and
+    # the adapter's serialization are the last transforms, and their preservation failed).
+    STRUCTURE_CHECK_FAILED = "structure_check_failed"
 
 
 class GateResult(StrEnum):

@@ -225,10 +225,11 @@ class Assembly:
     def log(self, stage: str, items_in: int, note: str = "") -> None:
         self.stages.append(StageLog(len(self.stages) + 1, stage, items_in, len(self.alive()), note))
 
-    def block(self, reason: Any, missing: list[str], detail: str) -> None:
+    def block(self, reason: Any, missing: list[str], detail: str, cause: Any = None) -> None:
+        """Block with one of the seed's two reasons; `cause` (a BlockedCause) heads the detail line."""
         if self.blocked_reason is None:
             self.blocked_reason = reason
         for m in missing:
             if m not in self.missing:
                 self.missing.append(m)
-        self.blocked_detail.append(detail)
+        self.blocked_detail.append(detail if cause is None else f"{cause.value}: {detail}")

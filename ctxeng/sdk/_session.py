@@ -44,6 +44,9 @@ class Step:
     def __init__(self, *, manifest: dict[str, Any], payload: dict[str, Any] | None, fmt: str,
                  job_id: str | None = None, dashboard_url: str | None = None,
                  reporter: Callable[[dict[str, int]], dict[str, Any]] | None = None) -> None:
+        # The sealed manifest stays as sealed; `manifest` is what the caller reads, with the
+        # provider's actual input tokens once `report_usage` recorded them (engine.seal.with_actual_usage).
+        self.sealed_manifest = manifest
         self.manifest = manifest
         self._job_id = job_id
         self.payload = payload
@@ -117,7 +120,10 @@ class Step:
         estimate = self.manifest["budget"].get("payload_tokens")
         self.usage = {**usage, "estimated_input_tokens": estimate}
         if self._reporter is not None:
-            return self._reporter(usage)
+            reported = self._reporter(usage)
+            self.manifest = _with_actual_usage(self.sealed_manifest, usage["input_tokens"])
+            return reported
+        self.manifest = _with_actual_usage(self.sealed_manifest, usage["input_tokens"])
         if self._traceparent is not None:
             from .. import telemetry
 
@@ -126,6 +132,13 @@ class Step:
 
     def __repr__(self) -> str:
         return f"<Step {self.manifest['assembly']['step_id']} {self.status} {self.assembly_id}>"
+
+
+def _with_actual_usage(manifest: Any, input_tokens: int) -> Any:
+    """engine.seal.with_actual_usage, imported when usage is first reported (a light `import ctxeng.sdk`)."""
+    from ..engine.seal import with_actual_usage
+
+    return with_actual_usage(manifest, input_tokens)
 
 
 def _is_policy(policy: Any) -> bool:

@@ -33,7 +33,7 @@ tool calls, tool messages; a message's `.id` is the dict's `"id"` (the item id c
 across steps); content strings and lists of parts are kept as they are.
 
 `langchain-core` is needed for the conversions, `langchain` (1.1 or later) for the middleware: both
-come with `pip install 'ctxeng[frameworks]'`.
+come with `pip install 'ctxeng-governor[frameworks]'`.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ try:
         ToolMessage,
     )
 except ImportError as exc:
-    raise ImportError("ctxeng.sdk.langchain needs langchain-core: pip install 'ctxeng[frameworks]'") from exc
+    raise ImportError("ctxeng.sdk.langchain needs langchain-core: pip install 'ctxeng-governor[frameworks]'") from exc
 
 # ContextMiddleware is built on first access (module __getattr__, below).
 __all__ = ["ContextMiddleware", "from_openai_messages", "to_openai_messages"]  # noqa: F822
@@ -151,7 +151,7 @@ def step_metadata(step: Any) -> dict[str, Any]:
         "status": step.status,
         "blocked_reason": step.blocked_reason,
         "serialized_model_input_hash": header.get("serialized_model_input_hash"),
-        "manifest_digest": sha256_json(step.manifest),
+        "manifest_digest": sha256_json(step.sealed_manifest),
         "manifest_url": step.dashboard_url,
     }
 
@@ -166,7 +166,7 @@ def __getattr__(name: str) -> Any:
 
 @functools.cache
 def _middleware_class() -> type:
-    needs = "ctxeng.sdk.langchain.ContextMiddleware needs langchain>=1.1: pip install 'ctxeng[frameworks]'"
+    needs = "ctxeng.sdk.langchain.ContextMiddleware needs langchain>=1.1: pip install 'ctxeng-governor[frameworks]'"
     try:
         from langchain.agents import middleware
         from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse

@@ -26,7 +26,7 @@ assembled. `reasoning` items have no place in a chat payload and are left out. A
 server keep the conversation (`conversation_id`, `previous_response_id`) sends only new items and
 is not one this filter can assemble.
 
-Needs `openai-agents` (`pip install 'ctxeng[frameworks]'`), imported when the filter first runs.
+Needs `openai-agents` (`pip install 'ctxeng-governor[frameworks]'`), imported when the filter first runs.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def _model_input_data() -> type:
     try:
         from agents.run import ModelInputData
     except ImportError as exc:
-        raise ImportError("ctxeng.sdk.openai_agents needs openai-agents: pip install 'ctxeng[frameworks]'") from exc
+        raise ImportError("ctxeng.sdk.openai_agents needs openai-agents: pip install 'ctxeng-governor[frameworks]'") from exc
     return ModelInputData
 
 

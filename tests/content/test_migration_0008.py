@@ -182,7 +182,7 @@ def _run(args: list[str], env: dict[str, str], timeout: float = 120) -> str:
 def test_migration_0008_converts_requests_manifests_item_rows_and_artifacts_losing_nothing(tmp_path):
     env = {k: v for k, v in os.environ.items()
            if k not in ("DATABASE_URL", "REDIS_URL", "CTXENG_CONTENT_STORE") and not k.startswith("CTXENG_TEST_")}
-    env.update(DJANGO_SETTINGS_MODULE="ctxeng.settings", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    env.update(DJANGO_SETTINGS_MODULE="ctxeng.server.settings", DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}",
                CTXENG_CONTENT_STORE="db", PYTHONUNBUFFERED="1")
     manage, expected = [sys.executable, "manage.py"], str(tmp_path / "expected.json")
 

@@ -300,7 +300,7 @@ def test_the_store_is_built_once_per_process_and_again_when_settings_change(s3_s
 
 
 def test_a_malformed_value_in_the_environment_stops_the_process_at_start() -> None:
-    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "ctxeng.settings", "CTXENG_CONTENT_STORE": "s3:/bucket"}
+    environment = {**os.environ, "DJANGO_SETTINGS_MODULE": "ctxeng.server.settings", "CTXENG_CONTENT_STORE": "s3:/bucket"}
 
     started = subprocess.run(
         [sys.executable, "-c", "import django; django.setup()"],

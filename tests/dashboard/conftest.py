@@ -34,14 +34,27 @@ def run_job(user, data, key):
     return AssemblyJob.objects.get(pk=job.pk)
 
 
-def draft_body(published_body: dict) -> dict:
-    """Revision 4: a relevance floor of 0.9 drops the web overview (relevance 0.8), and the
+def floor_record(blocked_assembly_id: str) -> dict:
+    """The upgrade record revision 4's relevance floor needs (seed §8: a floor is a mechanism),
+    addressing the blocked assembly, whose manifest shows the failure it names."""
+    return {"mechanism": "admission.min_relevance", "addresses": [blocked_assembly_id],
+            "failure": "a step blocked while low-relevance material filled the window",
+            "shows": "blocked: required_partition_missing", "new_failure_modes": "evidence under 0.9 loses ranking",
+            "cost": "none at run time", "revocation": "roll back when evidence keeps losing ranking",
+            "revoke_when": {"shows": "*: excluded ranking_lost", "at_least": 3, "of_last": 10}}
+
+
+def draft_body(published_body: dict, addressed_assembly_id: str | None = None) -> dict:
+    """Revision 4: a relevance floor of 0.9 drops the web overview (relevance 0.8), with its upgrade
+    record when given the assembly it addresses (a draft may lack it until published), and the
     background partition shrinks."""
     body = copy.deepcopy(published_body)
     body["policy"]["revision"] = 4
     body["policy"].pop("digest", None)
     body["admission"]["min_relevance"] = 0.9
     body["budget"]["partitions"]["background"]["maximum"] = 1000
+    if addressed_assembly_id is not None:
+        body["upgrades"] = [floor_record(addressed_assembly_id)]
     return body
 
 
@@ -64,7 +77,7 @@ def build_example():
             candidate["content_hash"] = sha256_text(XSS_CONTENT)
             candidate["source_ref"] = {**candidate["source_ref"], "note": XSS_REF}
     hostile = run_job(owner, hostile_request, "hostile")
-    draft = policy_revision_create(tenant=tenant, body=draft_body(published.body), user=owner)
+    draft = policy_revision_create(tenant=tenant, body=draft_body(published.body, blocked.manifest.assembly_id), user=owner)
     return {"owner": owner, "reviewer": users["reviewer"], "outsider": users["outsider"], "tenant": tenant,
             "published": published, "draft": draft, "ready": ready, "blocked": blocked, "hostile": hostile}
 

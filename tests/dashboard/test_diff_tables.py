@@ -98,5 +98,7 @@ def test_the_policy_diff_table_lists_each_changed_path_with_from_and_to_in_path_
         ["admission.min_relevance", "changed", str(published["admission"]["min_relevance"]), "0.9"],
         ["budget.partitions.background.maximum", "changed", str(background_max), "1000"],
         ["policy.revision", "changed", "3", "4"],
+        ["upgrades", "added", "", rows[4][3]],  # the floor's upgrade record (seed §8), shown whole
     ]
+    assert '"mechanism": "admission.min_relevance"' in rows[4][3]
     assert background_max == 1500

@@ -1,7 +1,7 @@
 """Styled 404/403/500 pages under the CSP, with DEBUG off and on; JSON under /api/.
 
 With DEBUG on Django would answer with its technical pages (inline styles and scripts the CSP
-blocks); ctxeng.error_pages sends those cases to the same handlers as production.
+blocks); ctxeng.server.error_pages sends those cases to the same handlers as production.
 """
 
 from __future__ import annotations

@@ -90,11 +90,11 @@ def test_a_running_preview_stops_at_a_cancel_between_replays(example, monkeypatc
     real_row = dashboard_selectors.impact_row
     replayed = []
 
-    def row_then_cancel(job, draft):
+    def row_then_cancel(job, draft, **addressed):  # an assembly an upgrade addresses comes first, with `addressed`
         replayed.append(job.id)
         if len(replayed) == 1:  # the editor presses Cancel while the first replay runs
             ImpactPreview.objects.update(cancel_requested=True)
-        return real_row(job, draft)
+        return real_row(job, draft, **addressed)
 
     monkeypatch.setattr(dashboard_selectors, "impact_row", row_then_cancel)
     preview = impact_preview_start(revision=example["draft"], user=example["owner"])

@@ -65,7 +65,7 @@ def test_a_policy_id_in_two_of_the_users_tenants_asks_for_the_tenant(example_pol
 
     from ctxeng.accounts.models import Tenant
     from ctxeng.accounts.services import tenant_member_add
-    from ctxeng.errors import BadReference
+    from ctxeng.server.errors import BadReference
     from policies.selectors import policy_get
     from policies.services import policy_import
 
@@ -81,7 +81,7 @@ def test_a_policy_id_in_two_of_the_users_tenants_asks_for_the_tenant(example_pol
 @pytest.mark.django_db
 def test_an_assembly_under_a_policy_with_only_a_draft_is_refused_naming_the_policy(example_policy_text):
     from ctxeng.accounts.models import Tenant
-    from ctxeng.errors import BadReference
+    from ctxeng.server.errors import BadReference
     from policies.selectors import revision_for_assembly
     from policies.services import policy_import
 

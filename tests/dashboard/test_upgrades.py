@@ -30,14 +30,15 @@ def adds_a_prefix_source(body: dict, *, upgrades: list | None = None, fix_blocke
     if fix_blocked:  # the blocked assembly lacks its open items: no longer required, it is ready
         out["resident"]["include"].remove("open_items_summary")
     if upgrades is not None:
-        out["upgrades"] = upgrades
+        out["upgrades"] = [*out.get("upgrades", []), *upgrades]  # revision 4's floor keeps its own record
     return out
 
 
-def record(*addresses: str, mechanism: str = MECHANISM) -> dict:
+def record(*addresses: str, mechanism: str = MECHANISM, shows: str = "summary-lossy: excluded transform_blocked") -> dict:
     return {"mechanism": mechanism, "addresses": list(addresses), "failure": "the step lost its task framing",
-            "new_failure_modes": "a changed task text invalidates the prefix", "cost": "more cache misses",
-            "revocation": "roll back when the hit ratio drops under 50%"}
+            "shows": shows, "new_failure_modes": "a changed task text invalidates the prefix", "cost": "more cache misses",
+            "revocation": "roll back when the hit ratio drops under 50%",
+            "revoke_when": {"shows": "blocked: required_partition_missing", "at_least": 2, "of_last": 5}}
 
 
 def assembly_id(job) -> str:
@@ -74,7 +75,7 @@ def test_an_upgrade_must_address_assemblies_of_the_tenant(owner_api, example):
     body = adds_a_prefix_source(example["draft"].body, upgrades=[record(assembly_id(example["ready"]), "assembly-0000000000000000")])
     response = owner_api.put(f"{API}4/", {"body": body}, format="json")
     assert response.status_code == 400
-    assert response.json()["errors"] == ["upgrades[0].addresses[1]: 'assembly-0000000000000000' is not an assembly of tenant 'tenant-x'"]
+    assert response.json()["errors"] == ["upgrades[1].addresses[1]: 'assembly-0000000000000000' is not an assembly of tenant 'tenant-x'"]
 
 
 def test_the_editor_names_the_missing_record_at_the_clause_line_and_saves_nothing(owner_client, example):
@@ -163,4 +164,33 @@ def test_an_assembly_of_another_tenant_is_not_an_address_of_this_tenants_upgrade
     other = Tenant.objects.create(slug="tenant-q", name="tenant-q")
     with pytest.raises(InvalidInput) as refused:
         policy_upgrade_addresses_check(tenant=other, policy=policy)
-    assert str(refused.value) == f"invalid policy: upgrades[0].addresses[0]: {theirs!r} is not an assembly of tenant 'tenant-q'"
+    floor = assembly_id(example["blocked"])  # revision 4's own record of its relevance floor
+    assert str(refused.value) == (f"invalid policy: upgrades[0].addresses[0]: {floor!r} is not an assembly of tenant 'tenant-q'; "
+                                  f"upgrades[1].addresses[0]: {theirs!r} is not an assembly of tenant 'tenant-q'")
+
+
+def test_an_addressed_assembly_must_show_the_failure_the_record_names(owner_api, example):
+    """Seed §8: the evidence shows *that* failure. The ready assembly records no block, so it is no
+    evidence for a record naming one; the blocked assembly is."""
+    ready, blocked = assembly_id(example["ready"]), assembly_id(example["blocked"])
+    wrong = adds_a_prefix_source(example["draft"].body, upgrades=[record(ready, shows="blocked: required_partition_missing")])
+    response = owner_api.put(f"{API}4/", {"body": wrong}, format="json")
+    assert response.status_code == 400
+    (error,) = response.json()["errors"]
+    assert error.startswith(f"upgrades[1].addresses[0]: assembly {ready!r} does not show the failure 'blocked: required_partition_missing'")
+    right = adds_a_prefix_source(example["draft"].body, upgrades=[record(blocked, shows="blocked: required_partition_missing")])
+    assert owner_api.put(f"{API}4/", {"body": right}, format="json").status_code == 200
+
+
+def test_the_revision_page_evaluates_each_revocation_condition_from_the_policys_manifests(owner_client, example):
+    """The policy's three assemblies: ready, blocked, hostile. 'blocked: required_partition_missing'
+    shows in 1 of them: at_least 2 of the newest 5 is not met, at_least 1 is met."""
+    blocked, original = assembly_id(example["blocked"]), copy.deepcopy(example["draft"].body)
+    for at_least, verdict in ((2, "not met"), (1, "met")):
+        entry = {**record(blocked, shows="blocked: required_partition_missing"),
+                 "revoke_when": {"shows": "blocked: required_partition_missing", "at_least": at_least, "of_last": 5}}
+        policy_revision_update(revision=example["draft"], body=adds_a_prefix_source(original, upgrades=[entry]), user=example["owner"])
+        page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
+        section = page.split('id="upgrades"')[1].split("</section>")[0]
+        article = section.split(MECHANISM)[1].split("</article>")[0]
+        assert f">{verdict}</span>" in article and "(1 of 3 read)" in article

@@ -237,8 +237,18 @@ def test_a_policy_without_producers_keeps_its_digest_and_body():
 
 
 def review_decision() -> dict:
-    return item("review", "editable_project_file", "Approved.", kind="review_decision",
-                source_ref={"path": "reviews/r1.md", "draft_revision": 2, "draft_content_hash": sha("draft 2")})
+    """A review given by the review desk (not the agent), binding draft 2, its content and the destination."""
+    return item("review", "runtime_state", "Approved.", kind="review_decision", producer="review-desk/v1",
+                source_ref={"object_id": "review-1", "draft_revision": 2, "draft_content_hash": sha("draft 2"),
+                            "destination": "blog/context-hygiene"})
+
+
+def draft() -> dict:
+    return item("draft", "runtime_state", "draft 2", kind="article_draft", revision=2)
+
+
+APPROVED_BY = {"review_decision": {"source_types": ["runtime_state"], "producers": ["review-desk/v1"]}}
+PUBLISHING = {"publish_destination": "blog/context-hygiene"}
 
 
 def with_stages(stages: dict) -> dict:
@@ -246,12 +256,12 @@ def with_stages(stages: dict) -> dict:
 
 
 def test_a_stage_requiring_a_review_decision_blocks_without_an_admitted_one():
-    pol = with_stages({"publishing": {"require": ["review_decision"]}})
+    pol = with_stages({"publishing": {"require": ["review_decision"], "approved_by": APPROVED_BY}})
     blocked = run(request(stage="publishing"), pol)
     assert blocked.manifest.assembly.status == "blocked"
     assert blocked.manifest.assembly.blocked_reason == "required_partition_missing"
     assert blocked.manifest.assembly.missing == ["review_decision"]
-    ready = run(request(extra=[review_decision()], stage="publishing"), pol)
+    ready = run(request(extra=[draft(), review_decision()], stage="publishing", runtime_state=PUBLISHING), pol)
     assert ready.manifest.assembly.status == "ready", ready.manifest.assembly.blocked_detail
     assert run(request(stage="drafting"), pol).manifest.assembly.status == "ready"  # another stage requires nothing
 

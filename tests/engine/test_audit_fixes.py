@@ -42,7 +42,8 @@ def test_a_context_smaller_than_the_reserves_blocks_naming_the_budget_even_witho
         part["minimum"] = 0
     m = run(request(model={"provider": "openai", "name": "gpt-4o", "context_limit": 2500}), pol).manifest
     assert m.assembly.status == "blocked"
-    assert m.assembly.blocked_reason == "budget_exhausted" and m.assembly.missing[0] == "budget.usable_input"
+    assert m.assembly.blocked_reason == "required_partition_missing" and m.assembly.missing[0] == "budget.usable_input"
+    assert m.assembly.blocked_detail[0].startswith("budget_exhausted: ")
     assert "usable" in " ".join(m.assembly.blocked_detail) and "response_reserve" in " ".join(m.assembly.blocked_detail)
 
 

@@ -164,7 +164,8 @@ def test_validate_policy_with_previous_refuses_each_added_mechanism_without_an_u
     # Without --previous there is nothing to compare with: the file alone is valid.
     assert ctxeng("validate-policy", str(new)).returncode == 0
     # One record for each: valid.
-    record = {"addresses": ["asm-1"], "failure": "f", "new_failure_modes": "n", "cost": "c", "revocation": "r"}
+    record = {"addresses": ["asm-1"], "failure": "f", "shows": "blocked: required_partition_missing", "new_failure_modes": "n",
+              "cost": "c", "revocation": "r", "revoke_when": {"shows": "*: excluded ranking_lost", "at_least": 1, "of_last": 5}}
     body["upgrades"] = [
         {"mechanism": "cache.stable_prefix_sources.user_request", **record},
         {"mechanism": "budget.partitions.state.eviction", **record},
@@ -187,7 +188,8 @@ def test_an_upgrade_record_must_name_a_mechanism_of_its_policy(example, tmp_path
     assert out.returncode == 2
     assert "invalid: upgrades[0].addresses: List should have at least 1 item" in out.stderr
     assert "invalid: upgrades[0].failure: must not be blank" in out.stderr
-    body["upgrades"] = [{"mechanism": "transforms.allowed.compress", "addresses": ["a"], "failure": "f", "new_failure_modes": "n", "cost": "c", "revocation": "r", "owner": "x"}]
+    body["upgrades"] = [{"mechanism": "transforms.allowed.compress", "addresses": ["a"], "failure": "f", "shows": "a: goal failed", "new_failure_modes": "n",
+                         "cost": "c", "revocation": "r", "revoke_when": {"shows": "a: goal failed", "at_least": 1, "of_last": 1}, "owner": "x"}]
     path.write_text(yaml.safe_dump(body))
     out = ctxeng("validate-policy", str(path))
     assert "invalid: upgrades[0].owner: unknown field" in out.stderr
@@ -342,3 +344,38 @@ def test_policy_init_refuses_a_revision_the_policy_would_refuse():
     out = ctxeng("policy", "init", "chat-agent", "--revision", "0")
     assert (out.returncode, out.stdout) == (2, "")
     assert out.stderr == "invalid: policy.revision: Input should be greater than or equal to 1\n"
+
+
+def test_usage_shows_the_actual_input_tokens_beside_the_estimate_and_keeps_the_sealed_manifest(example, tmp_path):
+    """Seed §5, §10: the provider's actual input tokens stand beside the estimate once reported;
+    usage is an appended record, so the sealed manifest file and every hash in it stay as they were."""
+    m, shown = tmp_path / "manifest.json", tmp_path / "with-usage.json"
+    assert ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request.json"),
+                  "--manifest-out", str(m)).returncode == 0
+    sealed_bytes = m.read_bytes()
+    sealed = json.loads(sealed_bytes)
+    assert sealed["budget"]["actual_input_tokens"] is None
+    out = ctxeng("usage", str(m), "--input-tokens", "3300", "--cached-tokens", "1024", "--manifest-out", str(shown))
+    assert out.returncode == 0, out.stderr
+    doc = json.loads(shown.read_text())
+    assert doc["budget"]["actual_input_tokens"] == 3300
+    assert doc["budget"]["payload_tokens"] == sealed["budget"]["payload_tokens"]
+    assert doc["assembly"] == sealed["assembly"]  # hashes included
+    assert m.read_bytes() == sealed_bytes
+    assert f"estimated {sealed['budget']['payload_tokens']}, actual 3300" in out.stderr
+
+
+def test_usage_of_a_blocked_manifest_or_a_bad_count_is_refused_naming_the_field(example, tmp_path):
+    m = tmp_path / "blocked.json"
+    ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request-blocked.json"), "--manifest-out", str(m))
+    out = ctxeng("usage", str(m), "--input-tokens", "10")
+    assert out.returncode == 2 and "blocked assembly" in out.stderr
+    ready = tmp_path / "ready.json"
+    ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request.json"), "--manifest-out", str(ready))
+    out = ctxeng("usage", str(ready), "--input-tokens", "-1")
+    assert out.returncode == 2 and "--input-tokens" in out.stderr
+    out = ctxeng("usage", str(ready), "--input-tokens", "10", "--cached-tokens", "11")
+    assert out.returncode == 2 and "--cached-tokens" in out.stderr
+    (tmp_path / "bad.json").write_text("{}")
+    out = ctxeng("usage", str(tmp_path / "bad.json"), "--input-tokens", "10")
+    assert out.returncode == 2 and "manifest: assembly: field required" in out.stderr

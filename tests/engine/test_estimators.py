@@ -130,7 +130,7 @@ def test_an_unknown_openai_name_gets_the_newest_encoding_and_says_it_is_a_guess(
     assert estimators.openai_encoding("gpt-4oo") is None
 
 
-@pytest.mark.parametrize("provider,name", [("anthropic", "claude-sonnet-4-5"), ("anthropic", "gpt-4o"), ("p", "m")])
+@pytest.mark.parametrize("provider,name", [("anthropic", "claude-sonnet-4-5"), ("anthropic", "gpt-4o"), ("anthropic", "m")])
 def test_a_model_without_a_public_tokenizer_is_estimated_with_cl100k_and_not_exact(provider, name):
     estimate = estimators.estimate_for(ModelSpec(provider=provider, name=name, context_limit=1000))
     assert (estimate.encoding, estimate.exact, estimate.basis) == ("cl100k_base", False, "no public tokenizer")
@@ -167,7 +167,7 @@ def test_a_tokenizer_the_caller_gives_is_recorded_and_exact_only_when_it_is_the_
 
 
 def test_counts_of_two_encodings_live_under_two_shared_cache_prefixes():
-    from ctxeng.token_cache import RedisTokenCache
+    from ctxeng.server.token_cache import RedisTokenCache
 
     class Client:
         def __init__(self):

@@ -54,7 +54,8 @@ def test_a_control_item_that_does_not_fit_its_never_partition_blocks_the_assembl
     pol = budget_policy(16000, partitions(control={"maximum": 600}))
     r = run(request(extra=[big_rules]), pol)
     m = r.manifest
-    assert m.assembly.status == "blocked" and m.assembly.blocked_reason == "budget_exhausted"
+    assert m.assembly.status == "blocked" and m.assembly.blocked_reason == "required_partition_missing"
+    assert m.assembly.blocked_detail[0].startswith("budget_exhausted: ")
     assert m.assembly.missing == ["rules-2"]
     assert any("partition 'control'" in d and "rules-2" in d for d in m.assembly.blocked_detail)
     assert reasons(r)["rules-2"] == "budget_evicted"  # recorded, and the assembly stops: never silent
@@ -151,7 +152,8 @@ def test_when_no_summary_of_the_evictable_state_fits_the_assembly_is_blocked_not
     pol = budget_policy(16000, partitions(state={"maximum": 225}))
     r = run(request(extra=[ranked_plan("plan-a", 60, 0.2), ranked_plan("plan-b", 300, 0.9)]), pol)
     m = r.manifest
-    assert (m.assembly.status, m.assembly.blocked_reason, m.assembly.missing) == ("blocked", "budget_exhausted", ["state"])
+    assert (m.assembly.status, m.assembly.blocked_reason, m.assembly.missing) == ("blocked", "required_partition_missing", ["state"])
+    assert m.assembly.blocked_detail[0].startswith("budget_exhausted: ")
     assert any("every evictable state item" in d and "'state'" in d for d in m.assembly.blocked_detail)
     assert excluded_record(r, "plan-b").reason == "budget_evicted" and excluded_record(r, "plan-b").replaced_by is None
     assert r.serialized_input is None and m.assembly.assembly_input_hash is None

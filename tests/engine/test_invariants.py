@@ -94,7 +94,7 @@ def test_a_huge_budget_never_admits_an_ineligible_item():
         item("secret", "editable_project_file", security_class="secret"),
         item("foreign", scope="tenant-q/p"),
     ]
-    r = run(request(extra=ineligible, required_revisions={"plan": 2}, model={"provider": "x", "name": "huge", "context_limit": 2_000_000}), pol)
+    r = run(request(extra=ineligible, required_revisions={"plan": 2}, model={"provider": "anthropic", "name": "huge", "context_limit": 2_000_000}), pol)
     assert set(reasons(r)) == {"expired", "stale", "tampered", "secret", "foreign"}
     assert "budget_evicted" not in reasons(r).values()
     assert r.manifest.budget.estimated_used < r.manifest.budget.usable_input / 100

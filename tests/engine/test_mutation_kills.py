@@ -292,7 +292,8 @@ def test_a_usable_input_of_one_token_blocks_naming_the_budget():
     pol, model = tight(1, {"direct_evidence": {"eviction": "reduce_candidates", "kinds": ["evidence"]}})
     r = run(request([ev("ev", 5, 0.9)], model=model), pol)
     assert r.manifest.assembly.status == "blocked"
-    assert r.manifest.assembly.blocked_reason == "budget_exhausted"
+    assert r.manifest.assembly.blocked_reason == "required_partition_missing"
+    assert r.manifest.assembly.blocked_detail[0].startswith("budget_exhausted: ")
     assert r.manifest.assembly.missing == ["budget.usable_input"]
 
 

@@ -57,7 +57,8 @@ def test_a_fence_that_misstates_the_item_blocks_the_assembly(monkeypatch, check,
     tamper_render(monkeypatch, mutate)
     r = run(with_tools())
     a = r.manifest.assembly
-    assert a.status == "blocked" and a.blocked_reason == "structure_check_failed"
+    assert a.status == "blocked" and a.blocked_reason == "transform_blocked"
+    assert a.blocked_detail[-1].startswith("structure_check_failed: ")
     assert a.structure_checks[check] == "failed" and check in a.missing
     assert r.serialized_input is None and a.serialized_model_input_hash is None
 

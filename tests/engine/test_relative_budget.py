@@ -190,7 +190,8 @@ def test_a_model_too_small_for_the_token_parts_is_blocked_not_refused():
 def test_a_model_too_small_to_leave_any_input_is_blocked():
     r = run(request(model=model(2_500)), relative_policy(response_reserve=2000, protocol_overhead=500))
     assert r.status == "blocked"
-    assert r.manifest.assembly.blocked_reason.value == "budget_exhausted"
+    assert r.manifest.assembly.blocked_reason.value == "required_partition_missing"
+    assert r.manifest.assembly.blocked_detail[0].startswith("budget_exhausted: ")
     assert r.manifest.assembly.missing[0] == "budget.usable_input"
 
 
@@ -200,7 +201,8 @@ def test_a_reserve_that_rounds_to_no_tokens_is_blocked():
         part.pop("minimum", None)
     r = run(request(model=model(99)), pol)  # 1% of 99 is 0.99 tokens: 0
     assert r.status == "blocked"
-    assert r.manifest.assembly.blocked_reason.value == "budget_exhausted"
+    assert r.manifest.assembly.blocked_reason.value == "required_partition_missing"
+    assert r.manifest.assembly.blocked_detail[0].startswith("budget_exhausted: ")
     assert r.manifest.assembly.missing[0] == "budget.response_reserve"
 
 

@@ -182,7 +182,8 @@ def test_a_broken_responses_payload_fails_its_check_and_blocks(monkeypatch, chec
     tamper_adapter(monkeypatch, mutate)
     r = run(_mixed())
     a = r.manifest.assembly
-    assert a.status == "blocked" and a.blocked_reason == "structure_check_failed"
+    assert a.status == "blocked" and a.blocked_reason == "transform_blocked"
+    assert a.blocked_detail[-1].startswith("structure_check_failed: ")
     assert a.serialization_checks[check] == "failed" and check in a.missing
     assert r.serialized_input is None
 

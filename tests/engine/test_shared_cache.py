@@ -1,7 +1,7 @@
 """The shared token cache reaches every count and bound an assembly makes (issue 13).
 
 In the service each Celery pool process has its own tokenizer and all of them share Redis
-(`ctxeng.token_cache`). Since the budget counts only what a decision needs, most counts are made
+(`ctxeng.server.token_cache`). Since the budget counts only what a decision needs, most counts are made
 one at a time, late in the walk; they must still reach the shared cache, and the agent's next
 step in another process must find them (and the lower bounds of the items left uncounted) in one
 batch, instead of counting again. Here two tokenizers stand for two worker processes and a

@@ -251,7 +251,8 @@ def test_with_only_none_allowed_a_required_over_limit_item_blocks_the_assembly()
     pol = copy.deepcopy(policy())
     pol["transforms"]["allowed"] = ["none"]
     m = run(log_request(PYTEST, required=True), pol).manifest
-    assert m.assembly.status == "blocked" and m.assembly.blocked_reason == "budget_exhausted" and "log" in m.assembly.missing
+    assert m.assembly.status == "blocked" and m.assembly.blocked_reason == "required_partition_missing" and "log" in m.assembly.missing
+    assert m.assembly.blocked_detail[0].startswith("budget_exhausted: ")
 
 
 def test_a_trigger_without_source_limits_runs_no_source_limit_reduction():

@@ -284,7 +284,8 @@ def test_a_system_prompt_too_large_for_the_model_blocks_rather_than_being_droppe
     huge["content_hash"] = sha(huge["content"])
     r = run("chat-agent", SMALL, [huge] + candidates[1:], calls)
     assert r.status == "blocked"
-    assert r.manifest.assembly.blocked_reason.value == "budget_exhausted"
+    assert r.manifest.assembly.blocked_reason.value == "required_partition_missing"
+    assert r.manifest.assembly.blocked_detail[0].startswith("budget_exhausted: ")
     assert "system" in r.manifest.assembly.missing
 
 

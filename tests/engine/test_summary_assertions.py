@@ -199,13 +199,22 @@ def test_a_negative_finding_of_an_input_reappears_with_the_same_search_scope(con
     assert negative_verdict(conflicts) == expected
 
 
-def test_a_summary_of_inputs_the_engine_cannot_read_is_never_passed_on_its_negative_findings():
-    # turn-1/turn-2 are earlier history: no finding can be compared, so not_applicable, not passed ...
+def test_a_summary_of_inputs_the_engine_cannot_read_is_judged_on_its_own_statements():
+    # turn-1/turn-2 are earlier history: no input finding can be compared, but the summary's own
+    # negative finding is judged (it names its scope), and the record says what was and was not read ...
     kept = summary(content=f"Goal: g\nOpen Items: OI-1\nConflicts: {FINDING}")
     r = run(request(extra=[kept]), preserving("conflicts_and_negative_findings"))
     (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
     assert "sum" in r.manifest.included_ids()
+    assert record.preservation_assertions["conflicts_and_negative_findings"] == "passed"
+    nf = record.negative_findings
+    assert (nf.inputs_compared, nf.inputs_not_visible) == ([], ["turn-1", "turn-2"])
+    assert [(j.statement, j.judged_as, j.result) for j in nf.statements] == [(FINDING, "negative_finding", "passed")]
+    # ... a summary asserting no absence, of inputs it cannot read, has nothing judged: not_applicable.
+    r = run(request(extra=[summary()]), preserving("conflicts_and_negative_findings"))
+    (record,) = [t for t in r.manifest.transforms if t.output_item_id == "sum"]
     assert record.preservation_assertions["conflicts_and_negative_findings"] == "not_applicable"
+    assert record.negative_findings.statements == []
     # ... but an existence claim over a search scope fails on the summary's own text.
     rewritten = summary(content="Goal: g\nOpen Items: OI-1\nConflicts: vector retrieval does not exist (searched: README.md, docs/)")
     assert verdict(request(extra=[rewritten]), preserving("conflicts_and_negative_findings")) == "conflicts_and_negative_findings"

@@ -146,7 +146,7 @@ def test_the_band_is_inclusive_and_bounds_the_factor(owners, settings):
 
 
 def test_more_cached_than_input_tokens_is_refused_and_nothing_is_stored(owners):
-    from ctxeng.errors import BadReference
+    from ctxeng.server.errors import BadReference
 
     owner = owners["tenant-x"]
     done = job(owner, "cached", CLAUDE)

@@ -53,7 +53,7 @@ def test_importing_a_changed_body_of_a_draft_replaces_the_drafts_body_and_text(e
 
 
 def test_importing_a_changed_body_of_a_published_revision_is_refused(editor_user, example_policy_text):
-    from ctxeng.errors import Conflict
+    from ctxeng.server.errors import Conflict
 
     policy_import(tenant=_tenant(), text=example_policy_text, user=editor_user, publish=True)
     with pytest.raises(Conflict, match="bump policy.revision"):

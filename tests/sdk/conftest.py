@@ -33,13 +33,13 @@ def chat_policy() -> str:
 
 @pytest.fixture
 def blocking_policy(tmp_path) -> str:
-    """The chat-agent starter with a resident part no chat has (`goal`): every step is blocked."""
+    """The chat-agent starter with a resident part no chat has (`task_brief`): every step is blocked."""
     from ctxeng import starters
 
     text = starters.text("chat-agent", policy_id="chat-agent-needs-goal")
     assert "resident:\n  include: []\n" in text
     path = tmp_path / "needs-goal.yaml"
-    path.write_text(text.replace("resident:\n  include: []\n", "resident:\n  include: [goal]\n"))
+    path.write_text(text.replace("resident:\n  include: []\n", "resident:\n  include: [task_brief]\n"))
     return str(path)
 
 

@@ -142,7 +142,7 @@ def test_a_blocked_assembly_raises_context_blocked_with_its_manifest_and_the_mod
     assert model.calls == []
     assert blocked.value.manifest["assembly"]["status"] == "blocked"
     assert blocked.value.manifest["assembly"]["serialized_model_input_hash"] is None
-    assert blocked.value.manifest["assembly"]["missing"] == ["goal"]  # the part the policy requires and no chat has
+    assert blocked.value.manifest["assembly"]["missing"] == ["task_brief"]  # the part the policy requires and no chat has
     assert blocked.value.reason == blocked.value.manifest["assembly"]["blocked_reason"] is not None
 
 
@@ -230,14 +230,14 @@ def fresh_import(monkeypatch, missing: str):
 
 
 def test_without_langchain_core_the_import_names_the_extra(monkeypatch):
-    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng[frameworks]'")):
+    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng-governor[frameworks]'")):
         fresh_import(monkeypatch, "langchain_core.messages")
 
 
 def test_without_langchain_the_middleware_names_the_extra_and_the_conversions_still_work(monkeypatch):
     module = fresh_import(monkeypatch, "langchain.agents.middleware")
     assert module.to_openai_messages([HumanMessage(content="hi")]) == [{"role": "user", "content": "hi"}]
-    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng[frameworks]'")):
+    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng-governor[frameworks]'")):
         module.ContextMiddleware  # noqa: B018
 
 

@@ -144,7 +144,7 @@ def test_a_blocked_assembly_raises_context_blocked_with_its_manifest_and_the_mod
     assert model.calls == []
     assert blocked.value.manifest["assembly"]["status"] == "blocked"
     assert blocked.value.manifest["assembly"]["serialized_model_input_hash"] is None
-    assert blocked.value.manifest["assembly"]["missing"] == ["goal"]  # the part the policy requires and no chat has
+    assert blocked.value.manifest["assembly"]["missing"] == ["task_brief"]  # the part the policy requires and no chat has
     assert blocked.value.reason == blocked.value.manifest["assembly"]["blocked_reason"] is not None
 
 
@@ -242,7 +242,7 @@ def test_without_openai_agents_the_filter_names_the_extra(monkeypatch):
     monkeypatch.delattr(sdk, "openai_agents")
     monkeypatch.setitem(sys.modules, "agents.run", None)
     module = importlib.import_module("ctxeng.sdk.openai_agents")
-    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng[frameworks]'")):
+    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng-governor[frameworks]'")):
         module.context_filter(object())(object())
 
 

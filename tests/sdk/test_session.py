@@ -6,6 +6,7 @@ how many turns there were. The payload's hash is recomputed here with hashlib ov
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 
@@ -164,6 +165,20 @@ def test_local_usage_is_kept_beside_the_estimate(session):
     assert usage == {"input_tokens": 812, "cached_tokens": 512, "output_tokens": 20,
                      "estimated_input_tokens": step.manifest["budget"]["payload_tokens"]}
     assert step.usage == usage
+
+
+def test_after_local_usage_the_manifest_the_caller_holds_shows_the_actual_input_tokens_and_keeps_its_seal():
+    """Seed §5, §10: actual_input_tokens is filled in after the call, beside the estimate, as the
+    service's document is; usage is an appended record, so the sealed document and its hashes stay."""
+    step = session_step = sdk.Session("chat-agent", model="gpt-4o").step(history(), tools=TOOLS)
+    sealed = copy.deepcopy(step.manifest)
+    assert sealed["budget"]["actual_input_tokens"] is None
+    step.report_usage({"usage": {"prompt_tokens": 812, "completion_tokens": 20}})
+    assert step.manifest["budget"]["actual_input_tokens"] == 812
+    assert step.manifest["budget"]["payload_tokens"] == sealed["budget"]["payload_tokens"]
+    assert step.sealed_manifest == sealed
+    assert {k: v for k, v in step.manifest.items() if k != "budget"} == {k: v for k, v in sealed.items() if k != "budget"}
+    assert session_step.manifest["assembly"]["serialized_model_input_hash"] == sealed["assembly"]["serialized_model_input_hash"]
 
 
 def test_the_next_step_reports_the_stable_prefix_as_a_cache_hit(session):

@@ -254,3 +254,14 @@ def test_retry_after_reads_seconds_and_http_dates(header, seconds):
 def test_retry_after_reads_a_future_http_date_as_seconds_from_now():
     in_a_minute = email.utils.formatdate(time.time() + 60, usegmt=True)
     assert 58 <= ctxclient.retry_after_seconds(in_a_minute) <= 60
+
+
+def test_assemble_waits_the_retry_after_of_a_capped_long_poll(serve, sleeps):
+    """The server's long-poll caps answer a queued job at once with Retry-After (issue 40, finding
+    2): the client waits that long before polling again, instead of polling in a loop."""
+    final = {"id": JOB_ID, "status": "ready", "manifest": {"assembly": {"status": "ready"}}, "input": {"messages": []}}
+    server = serve(Answer(202, SUBMITTED), Answer(200, {"id": JOB_ID, "status": "queued"}, {"Retry-After": "1"}),
+                   Answer(200, final))
+    assembly = client_for(server).assemble({"run_id": "r"}, timeout=120)
+    assert assembly.status == "ready" and len(server.seen) == 3
+    assert sleeps == [1.0]

@@ -27,7 +27,7 @@ def _run(*args: str, **env: str) -> subprocess.CompletedProcess:
 
 def _setting(name: str, **env: str) -> str:
     result = _run("-c", f"import django; django.setup(); from django.conf import settings; print(repr(settings.{name}))",
-                  DJANGO_SETTINGS_MODULE="ctxeng.settings", **env)
+                  DJANGO_SETTINGS_MODULE="ctxeng.server.settings", **env)
     assert result.returncode == 0, result.stderr
     return result.stdout.strip()
 

@@ -164,7 +164,8 @@ def test_a_model_exactly_the_size_of_the_reserves_is_accepted_and_blocked_with_i
     assert response.status_code == 202
     job = agent_api.get(f"{URL}{response.json()['id']}/?include=manifest").json()
     assert job["status"] == "blocked" and job["error"] is None
-    assert job["manifest"]["assembly"]["blocked_reason"] == "budget_exhausted"
+    assert job["manifest"]["assembly"]["blocked_reason"] == "required_partition_missing"
+    assert job["manifest"]["assembly"]["blocked_detail"][0].startswith("budget_exhausted: ")
     assert job["manifest"]["budget"]["usable_input"] == 0
 
 
@@ -442,14 +443,14 @@ def _free_port() -> int:
 
 @pytest.fixture
 def gunicorn_server(tmp_path):
-    """gunicorn serving ctxeng.wsgi on a loopback port (the README's production server; its own
+    """gunicorn serving ctxeng.server.wsgi on a loopback port (the README's production server; its own
     SQLite file: the 413 is answered before any view or query)."""
     port = _free_port()
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}", "DJANGO_DEBUG": "0",
            "DJANGO_SECRET_KEY": "x" * 60, "DJANGO_ALLOWED_HOSTS": "127.0.0.1", "DJANGO_SECURE_SSL_REDIRECT": "false"}
     env.pop("REDIS_URL", None)
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "ctxeng.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+        [sys.executable, "-m", "gunicorn", "ctxeng.server.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1",
          "--timeout", "120"], cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         deadline = time.monotonic() + 120
@@ -499,7 +500,7 @@ def test_a_chunked_body_within_the_limit_is_read_whole(settings, rf):
     """Django reads a body only to its Content-Length: without one, a chunked body was empty."""
     import io
 
-    from ctxeng.middleware import ChunkedBodyMiddleware
+    from ctxeng.server.middleware import ChunkedBodyMiddleware
 
     seen: dict[str, Any] = {}
 

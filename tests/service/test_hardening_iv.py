@@ -89,10 +89,10 @@ def hashes(monkeypatch):
 @pytest.fixture
 def clock(monkeypatch):
     """The rate windows' clock, moved by hand (no test waits for a window to pass)."""
-    import ctxeng.rate_limits
+    import ctxeng.server.rate_limits
 
     now = [1_000_000.0]
-    monkeypatch.setattr(ctxeng.rate_limits.time, "time", lambda: now[0])
+    monkeypatch.setattr(ctxeng.server.rate_limits.time, "time", lambda: now[0])
     return now
 
 

@@ -25,7 +25,7 @@ def test_it_answers_ok_when_the_database_answers(client, db):
 
 
 def test_it_answers_503_without_the_databases_error_and_logs_it():
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ctxeng.settings",
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ctxeng.server.settings",
            "DATABASE_URL": "postgres://ctxeng:s3cret-pw@127.0.0.1:9/ctxeng"}  # port 9: nothing listens
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

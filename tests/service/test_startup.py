@@ -1,6 +1,6 @@
 """A fresh process serves its very first request: settings, middleware and DRF import cleanly.
 
-Import cycles between the middleware, DRF's settings and `ctxeng.rest` only show in a process
+Import cycles between the middleware, DRF's settings and `ctxeng.server.rest` only show in a process
 where nothing imported DRF first (gunicorn, runserver), never inside the test process, so this
 runs a new interpreter.
 """
@@ -22,7 +22,7 @@ print(client.get('/healthz').status_code, client.get('/api/v1/policies/').status
 
 
 def test_a_fresh_process_answers_its_first_api_request():
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ctxeng.settings"}
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "ctxeng.server.settings"}
     env.pop("DATABASE_URL", None)  # no query reaches the database: healthz and a 401
     out = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]

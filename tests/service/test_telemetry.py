@@ -287,7 +287,7 @@ def test_the_protocol_is_the_traces_variable_else_the_general_one_else_http_prot
 def _service_env(**otel: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OTEL_", "CTXENG_TEST_")) and k not in ("DATABASE_URL", "REDIS_URL")}
-    return {**env, "DJANGO_SETTINGS_MODULE": "ctxeng.settings", "PYTHONUNBUFFERED": "1", **otel}
+    return {**env, "DJANGO_SETTINGS_MODULE": "ctxeng.server.settings", "PYTHONUNBUFFERED": "1", **otel}
 
 
 def test_the_web_logs_a_protocol_it_cannot_export_at_start_and_serves_on(tmp_path):

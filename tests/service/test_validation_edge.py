@@ -47,13 +47,14 @@ class Case:
     limit: int
     path: str
     send: Callable[[Env, Any], Any]
+    integer: bool = False  # a count bounded by `limit`, not a string of that length
 
     @property
     def id(self) -> str:
         return f"{self.model}.{self.field}"
 
     def value(self, size: int) -> Any:
-        return size if self.limit == MAX_INT32 else "x" * size
+        return size if self.limit == MAX_INT32 or self.integer else "x" * size
 
 
 # --------------------------------------------------------------------------- how each field is sent
@@ -151,6 +152,38 @@ def _usage(field: str) -> Callable[[Env, Any], Any]:
     return send
 
 
+def _runtime_destination(body: dict[str, Any], value: Any) -> None:
+    body.setdefault("runtime_state", {})["publish_destination"] = value
+
+
+def _approved_by(kind: str = "review_decision", source_type: str = "review_service", producer: str = "review-desk"):
+    """`stages.publishing` requiring a review decision from an approver (issue 39's clause)."""
+    def mutate(body: dict[str, Any], value: Any) -> None:
+        source = {"source_types": [source_type if source_type is not VALUE else value],
+                  "producers": [producer if producer is not VALUE else value]}
+        body["stages"] = {"publishing": {"require": ["review_decision"],
+                                         "approved_by": {(value if kind is VALUE else kind): source}}}
+
+    return mutate
+
+
+def _upgrade(**fields: Any) -> Callable[[dict[str, Any], Any], None]:
+    """One `upgrades` record (seed §8), with `VALUE` in the field under test."""
+    def mutate(body: dict[str, Any], value: Any) -> None:
+        condition = {"shows": "*", "at_least": 1, "of_last": 1}
+        condition.update({k[len("revoke_when."):]: value for k, v in fields.items() if k.startswith("revoke_when.")})
+        record = {"mechanism": "admission.min_relevance", "addresses": ["assembly-1"], "failure": "f",
+                  "shows": "*", "new_failure_modes": "n", "cost": "c", "revocation": "r", "revoke_when": condition}
+        record.update({k: value for k in fields if not k.startswith("revoke_when.")})
+        body["upgrades"] = [record]
+
+    return mutate
+
+
+def _when_present(body: dict[str, Any], value: Any) -> None:
+    body.setdefault("resident", {})["when_present"] = [value]
+
+
 def _run_close_tenant(env: Env, value: Any) -> Any:
     return env.agent.post("/api/v1/runs/run-42/close/", {"tenant": value}, format="json")
 
@@ -196,6 +229,21 @@ CASES = [
     Case("UsageBody", "cached_tokens", MAX_INT32, "cached_tokens", _usage("cached_tokens")),
     Case("UsageBody", "output_tokens", MAX_INT32, "output_tokens", _usage("output_tokens")),
     Case("RunCloseBody", "tenant", MAX_NAME, "tenant", _run_close_tenant),
+    Case("RuntimeState", "publish_destination", MAX_NAME, "runtime_state.publish_destination",
+         _assembly(_runtime_destination)),
+    Case("StagePolicy", "approved_by", MAX_NAME, "stages.publishing.approved_by", _policy(_approved_by(kind=VALUE))),
+    Case("ApprovalSource", "source_types", MAX_NAME, "stages.publishing.approved_by.review_decision.source_types[0]",
+         _policy(_approved_by(source_type=VALUE))),
+    Case("ApprovalSource", "producers", MAX_NAME, "stages.publishing.approved_by.review_decision.producers[0]",
+         _policy(_approved_by(producer=VALUE))),
+    Case("ResidentPolicy", "when_present", MAX_NAME, "resident.when_present[0]", _policy(_when_present)),
+    Case("UpgradeRecord", "shows", 2 * MAX_NAME, "upgrades[0].shows", _policy(_upgrade(shows=VALUE))),
+    Case("RevocationCondition", "shows", 2 * MAX_NAME, "upgrades[0].revoke_when.shows",
+         _policy(_upgrade(**{"revoke_when.shows": VALUE}))),
+    Case("RevocationCondition", "at_least", 10_000, "upgrades[0].revoke_when.at_least",
+         _policy(_upgrade(**{"revoke_when.at_least": VALUE})), integer=True),
+    Case("RevocationCondition", "of_last", 10_000, "upgrades[0].revoke_when.of_last",
+         _policy(_upgrade(**{"revoke_when.of_last": VALUE})), integer=True),
 ]
 CASE_IDS = {case.id for case in CASES}
 
@@ -492,15 +540,15 @@ def test_json_with_a_charset_or_a_json_suffix_media_type_is_accepted(env):
     assert _raw_post(env.agent, URL, raw, content_type="application/json; charset=utf-8").status_code == 202
 
 
-def test_the_readme_limits_table_is_the_one_in_ctxeng_engine_limits():
+def test_the_documented_limits_table_is_the_one_in_ctxeng_engine_limits():
     from pathlib import Path
 
     from ctxeng.engine.limits import limits_table_rows
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Limits", 1)[1].split("\n### ", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "production.md").read_text()
+    section = page.split("## Limits", 1)[1].split("\n## ", 1)[0]
     missing = [row for row in limits_table_rows() if row not in section.splitlines()]
-    assert not missing, "README 'Limits' is out of date; paste ctxeng.engine.limits.limits_table_rows()"
+    assert not missing, "docs/production.md 'Limits' is out of date; paste ctxeng.engine.limits.limits_table_rows()"
 
 
 def test_drf_request_data_has_the_same_bounds_as_read_json():
@@ -511,7 +559,7 @@ def test_drf_request_data_has_the_same_bounds_as_read_json():
     from rest_framework.settings import api_settings
     from rest_framework.views import APIView
 
-    from ctxeng.rest import ApiError, BoundedJSONParser
+    from ctxeng.server.rest import ApiError, BoundedJSONParser
 
     assert APIView.parser_classes == api_settings.DEFAULT_PARSER_CLASSES == [BoundedJSONParser]
     with pytest.raises(ApiError) as raised:

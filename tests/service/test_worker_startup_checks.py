@@ -23,7 +23,7 @@ WAIT = 180
 def run_worker(tmp_path, **env_overrides: str) -> tuple[int, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("CTXENG_TEST_") and k not in ("DATABASE_URL", "REDIS_URL")}
-    env.update(DJANGO_SETTINGS_MODULE="ctxeng.settings", PYTHONUNBUFFERED="1", **env_overrides)
+    env.update(DJANGO_SETTINGS_MODULE="ctxeng.server.settings", PYTHONUNBUFFERED="1", **env_overrides)
     log = tmp_path / "worker.log"
     with open(log, "w") as out:
         process = subprocess.Popen(
@@ -74,10 +74,10 @@ def test_a_correctly_configured_worker_still_becomes_ready(start_worker):
 
 
 def test_the_celery_app_module_imports_no_django_app():
-    """ctxeng.celery imports nothing of manifests or policies, so tasks -> celery is no cycle."""
-    code = ("import sys, ctxeng.celery; "
+    """ctxeng.server.celery imports nothing of manifests or policies, so tasks -> celery is no cycle."""
+    code = ("import sys, ctxeng.server.celery; "
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('manifests', 'policies')))")
     out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "ctxeng.settings"})
+                         env={**os.environ, "DJANGO_SETTINGS_MODULE": "ctxeng.server.settings"})
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

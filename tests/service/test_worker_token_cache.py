@@ -1,4 +1,4 @@
-"""A Celery worker process shares its token counts through Redis (ctxeng.celery attaches the cache)."""
+"""A Celery worker process shares its token counts through Redis (ctxeng.server.celery attaches the cache)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ctxeng.accounts.services import token_revoke
 from ctxeng.audit.services import cli_actor
-from ctxeng.errors import NotFound
+from ctxeng.server.errors import NotFound
 
 
 class Command(BaseCommand):

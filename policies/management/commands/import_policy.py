@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from ctxeng.accounts.models import Tenant
 from ctxeng.engine import InvalidInput
-from ctxeng.errors import ServiceError
+from ctxeng.server.errors import ServiceError
 from policies.services import policy_import
 
 

@@ -1,10 +1,10 @@
 """The styled error pages in DEBUG too.
 
 With DEBUG on, Django answers an unmatched URL, an Http404, a PermissionDenied and an uncaught
-exception with its technical pages, whose inline styles and scripts the CSP blocks (ctxeng/csp.py)
+exception with its technical pages, whose inline styles and scripts the CSP blocks (ctxeng/server/csp.py)
 and which are not what a user of `make run` should meet. This middleware sends those cases to the
-handlers of ctxeng.views (JSON under /api/) when DEBUG is on; with DEBUG off it does nothing and
-Django calls the same handlers itself (handler404/403/500 in ctxeng/urls.py). An uncaught
+handlers of ctxeng.server.views (JSON under /api/) when DEBUG is on; with DEBUG off it does nothing and
+Django calls the same handlers itself (handler404/403/500 in ctxeng/server/urls.py). An uncaught
 exception is still logged with its traceback on `django.request`, and the DEBUG 500 page names
 its type and message.
 """

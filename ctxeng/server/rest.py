@@ -41,9 +41,9 @@ from ctxeng.engine import InvalidInput
 from ctxeng.engine.errors import InputTooLarge, validate
 from ctxeng.engine.errors import loads_bounded as engine_loads_bounded
 from ctxeng.engine.limits import id_problem
-from ctxeng.errors import ServiceError
-from ctxeng.params import MAX_QUERY_INT, BadParameter, whole_number
-from ctxeng.rate_limits import SLIDING_WINDOW
+from ctxeng.server.errors import ServiceError
+from ctxeng.server.params import MAX_QUERY_INT, BadParameter, whole_number
+from ctxeng.server.rate_limits import SLIDING_WINDOW
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ class AgentTokenThrottle(SimpleRateThrottle):
 def query_int(request: Request, name: str, *, default: int | None = None, minimum: int = 0,
               maximum: int = MAX_QUERY_INT) -> int | None:
     """The whole-number query parameter `name` (`default` when absent); 400 naming it when it is
-    not ASCII digits within [minimum, maximum] (`ctxeng.params.whole_number`)."""
+    not ASCII digits within [minimum, maximum] (`ctxeng.server.params.whole_number`)."""
     value = request.query_params.get(name)
     if value is None:
         return default
@@ -253,7 +253,7 @@ def errors_response(status_code: int, errors: list[str]) -> Response:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
-    from manifests.models import Immutable
+    from ctxeng.server.errors import Immutable
 
     if isinstance(exc, InputTooLarge):
         return errors_response(status.HTTP_413_REQUEST_ENTITY_TOO_LARGE, exc.errors)
@@ -290,7 +290,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             messages = [f"{k}: {v}" for k, v in (detail or {}).items()]
         response.data = {"errors": messages}
         return response
-    from ctxeng.views import database_unavailable, service_unavailable
+    from ctxeng.server.views import database_unavailable, service_unavailable
 
     if database_unavailable(exc):  # an outage, not a bug: the client should retry, and may
         logger.warning("database unavailable in %s: %s", context.get("view"), exc)

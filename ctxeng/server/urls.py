@@ -5,11 +5,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
+from manifests import views as manifest_views
+
 from . import views
 from .csp import with_inline_styles
 
 urlpatterns = [
-    path("", views.home, name="home"),
+    path("", manifest_views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("admin/", admin.site.urls),
@@ -25,7 +27,7 @@ urlpatterns = [
     path("", include("ctxeng.accounts.urls")),
 ]
 
-handler400 = "ctxeng.views.bad_request"
-handler404 = "ctxeng.views.not_found"
-handler403 = "ctxeng.views.permission_denied"
-handler500 = "ctxeng.views.server_error"
+handler400 = "ctxeng.server.views.bad_request"
+handler404 = "ctxeng.server.views.not_found"
+handler403 = "ctxeng.server.views.permission_denied"
+handler500 = "ctxeng.server.views.server_error"

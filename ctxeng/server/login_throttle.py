@@ -6,7 +6,7 @@ Two layers, in this order:
 1. `LoginRateMiddleware` (after CSRF, before the view): a POST to a login page (the dashboard's
    `/login/`, the admin's) is counted per client address (CTXENG_LOGIN_RATE_PER_ADDRESS) and over
    every address (CTXENG_LOGIN_RATE_TOTAL), in the shared `throttle` cache
-   (ctxeng.rate_limits.windows_take: Redis across every web process when REDIS_URL is set). Beyond
+   (ctxeng.server.rate_limits.windows_take: Redis across every web process when REDIS_URL is set). Beyond
    either, the answer is the 429 page with Retry-After, and no password hasher runs; a refused
    attempt counts in neither. Each hash
    costs a worker a few hundred milliseconds of CPU, so a flood of logins with random usernames

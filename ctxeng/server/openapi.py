@@ -1,6 +1,6 @@
 """OpenAPI post-processing: every operation documents the errors the API can answer with.
 
-All errors share one shape, `{"errors": ["path: message", ...]}` (ctxeng.rest), so instead of
+All errors share one shape, `{"errors": ["path: message", ...]}` (ctxeng.server.rest), so instead of
 repeating them on each view this hook adds the `Errors` component and, per operation, the
 statuses any authenticated endpoint can give (400 malformed, 401 no/invalid/revoked token,
 403 tenant or role, 404 outside your tenants, 405 method, 413 too large, 429 throttled, 503 database

@@ -5,7 +5,7 @@ A query value is text a person or a fuzzer typed: `str.isdigit()` says yes to `Â
 the value, so `?limit=999999999999999999999` reached the database as an out-of-range bigint (500).
 `whole_number` accepts ASCII digits only, within the bounds the caller gives (which the database
 can hold), and otherwise raises `BadParameter` with `name: what was expected, got '...'`: the API
-answers it with 400 JSON (`ctxeng.rest.query_int`), the dashboard with its 400 page.
+answers it with 400 JSON (`ctxeng.server.rest.query_int`), the dashboard with its 400 page.
 
 No Django import (the engine's limits only): the message is the same on every surface.
 """

@@ -1,10 +1,16 @@
 """Errors that services raise and the REST layer maps to a status code.
 
-Services speak in these words (not HTTP); `ctxeng.rest.exception_handler` turns them into
-`{"errors": [...]}` with 400 / 403 / 404 / 409. `manifests.models.Immutable` maps to 409 too.
+Services speak in these words (not HTTP); `ctxeng.server.rest.exception_handler` turns them into
+`{"errors": [...]}` with 400 / 403 / 404 / 409. `Immutable` (a sealed record refusing a change) maps
+to 409 too; it lives here, below every app, so that each app's sealed rows raise the same error.
 """
 
 from __future__ import annotations
+
+
+class Immutable(Exception):
+    """Raised when code tries to change a sealed manifest, a stored artifact, a published revision or
+    an audit event."""
 
 
 class ServiceError(Exception):

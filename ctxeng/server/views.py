@@ -1,7 +1,7 @@
-"""Site-wide views: the dashboard home page (recent runs, blocked assemblies), a health check, the favicon, and the
+"""Site-wide views: a health check, the favicon, and the
 404/403/500 handlers: JSON `{"errors": [...]}` under /api/, the styled pages (templates/404.html,
 403.html, 500.html, which load nothing inline and so render under the CSP) elsewhere. In DEBUG,
-ctxeng.error_pages routes to the same handlers instead of Django's technical pages."""
+ctxeng.server.error_pages routes to the same handlers instead of Django's technical pages."""
 
 from __future__ import annotations
 
@@ -16,24 +16,7 @@ from django.template import loader
 from django.templatetags.static import static
 from django.views.decorators.http import require_GET
 
-from ctxeng.accounts.pages import dashboard_page
-from manifests import dashboard_selectors
-from manifests.models import JobStatus
-
 logger = logging.getLogger(__name__)
-
-
-@require_GET
-@dashboard_page
-def home(request: HttpRequest) -> HttpResponse:
-    tenant = request.tenancy.current
-    context = {"recent_runs": [], "blocked": []}
-    if tenant is not None:
-        context = {
-            "recent_runs": list(dashboard_selectors.runs_list(tenant=tenant)[:10]),
-            "blocked": dashboard_selectors.recent_jobs(tenant=tenant, status=JobStatus.BLOCKED, limit=10),
-        }
-    return render(request, "ctxeng/home.html", context)
 
 
 @require_GET

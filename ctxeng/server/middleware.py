@@ -35,7 +35,7 @@ def _refusal(request: HttpRequest) -> str | None:
         if found:
             return f"{name!r}: contains {found}"
     # Dashboard forms: a textarea legitimately holds newlines and tabs, so only NUL is refused
-    # there (the API's JSON bodies are checked by ctxeng.rest.read_json).
+    # there (the API's JSON bodies are checked by ctxeng.server.rest.read_json).
     if (request.method == "POST" and not request.path.startswith("/api/")
             and request.content_type in ("application/x-www-form-urlencoded", "multipart/form-data")):
         for name, values in request.POST.lists():

@@ -8,9 +8,14 @@ requests never both see room for one.
 - `windows_take([(key, limit, seconds), ...])`: count one event in every window, or in none when
   one of them already holds `limit` events of the last `seconds`; None when counted, else the
   seconds until there is room in all of them (Retry-After). All or none, so an event one window
-  refuses never uses up another's room (the login throttle, ctxeng.login_throttle: an attempt the
+  refuses never uses up another's room (the login throttle, ctxeng.server.login_throttle: an attempt the
   overall rate refuses does not count against its address).
-- `SLIDING_WINDOW`: the one-window script of the agent token throttle (ctxeng.rest).
+- `SLIDING_WINDOW`: the one-window script of the agent token throttle (ctxeng.server.rest).
+- `slots_take([(key, limit), ...], seconds)`: hold one slot in every counter, or in none when one
+  of them already holds `limit`; a holder's id when held (give it back with `slots_release`), else
+  None. A slot expires `seconds` after it was taken, so a process killed while holding one (no
+  `finally` ran) cannot keep it: the long-poll caps (manifests.api). A cache that cannot be reached
+  answers None here (no slot: the long-poll answers at once instead of holding a worker unbounded).
 - `parse_rate("10/min")`: (10, 60), the notation of the CTXENG_THROTTLE_* and CTXENG_LOGIN_*
   settings; "" is no limit (None).
 
@@ -34,7 +39,7 @@ _SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 _local_lock = threading.Lock()
 
 # KEYS[1]: the window; ARGV: now, window seconds, limit, a unique member for this event. Drops the
-# times older than the window, then counts and (under the limit) adds, atomically (ctxeng.rest).
+# times older than the window, then counts and (under the limit) adds, atomically (ctxeng.server.rest).
 SLIDING_WINDOW = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
 if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[3]) then
@@ -104,3 +109,78 @@ def windows_take(windows: list[tuple[str, int, float]]) -> float | None:
     except Exception:  # noqa: BLE001 - see the module docstring
         logger.warning("throttle cache unavailable; %s allowed", [key for key, _, _ in windows], exc_info=True)
         return None
+
+
+# KEYS: the counters; ARGV[1]: now, ARGV[2]: the expiry (now + seconds), ARGV[3]: the holder's id,
+# then per counter its limit. Drops the expired holders; if a counter is full, holds nothing (0),
+# else holds one slot in every counter (1). A sorted set per counter, scored by expiry.
+SLOTS_TAKE = """
+local now = tonumber(ARGV[1])
+for i, key in ipairs(KEYS) do
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+  if redis.call('ZCARD', key) >= tonumber(ARGV[3 + i]) then return 0 end
+end
+for i, key in ipairs(KEYS) do
+  redis.call('ZADD', key, ARGV[2], ARGV[3])
+  redis.call('EXPIREAT', key, math.ceil(tonumber(ARGV[2])))
+end
+return 1
+"""
+_local_slots: dict[str, dict[str, float]] = {}  # counter -> holder -> expiry (this process)
+
+
+def slots_take(counters: list[tuple[str, int]], seconds: float) -> str | None:
+    """Hold a slot in every (key, limit) counter for at most `seconds`, or in none (module docstring)."""
+    holder = uuid.uuid4().hex
+    now = time.time()
+    cache = caches["throttle"]
+    try:
+        if isinstance(cache, RedisCache):
+            keys = [cache.make_and_validate_key(key) for key, _ in counters]
+            client = cache._cache.get_client(keys[0], write=True)  # noqa: SLF001 - Django's redis client
+            args = [repr(now), repr(now + seconds), holder, *[limit for _, limit in counters]]
+            return holder if int(client.register_script(SLOTS_TAKE)(keys=keys, args=args)) else None
+        with _local_lock:
+            held = [_local_slots.setdefault(key, {}) for key, _ in counters]
+            for holders in held:
+                for other in [h for h, expiry in holders.items() if expiry <= now]:
+                    del holders[other]
+            if any(len(holders) >= limit for holders, (_, limit) in zip(held, counters, strict=True)):
+                return None
+            for holders in held:
+                holders[holder] = now + seconds
+            return holder
+    except Exception:  # noqa: BLE001 - see the module docstring
+        logger.warning("throttle cache unavailable; no slot of %s taken", [key for key, _ in counters], exc_info=True)
+        return None
+
+
+def slots_release(counters: list[tuple[str, int]], holder: str) -> None:
+    """Give back the slots `slots_take` answered `holder` for (a no-op for one already expired)."""
+    cache = caches["throttle"]
+    try:
+        if isinstance(cache, RedisCache):
+            keys = [cache.make_and_validate_key(key) for key, _ in counters]
+            client = cache._cache.get_client(keys[0], write=True)  # noqa: SLF001 - Django's redis client
+            pipe = client.pipeline()
+            for key in keys:
+                pipe.zrem(key, holder)
+            pipe.execute()
+            return
+        with _local_lock:
+            for key, _ in counters:
+                _local_slots.get(key, {}).pop(holder, None)
+    except Exception:  # noqa: BLE001 - the slot expires on its own
+        logger.warning("throttle cache unavailable; slots of %s left to expire", [key for key, _ in counters],
+                       exc_info=True)
+
+
+def slots_held(key: str) -> int:
+    """How many unexpired slots the counter `key` holds now (for tests and the operator)."""
+    cache = caches["throttle"]
+    now = time.time()
+    if isinstance(cache, RedisCache):
+        full = cache.make_and_validate_key(key)
+        return int(cache._cache.get_client(full).zcount(full, f"({now!r}", "+inf"))  # noqa: SLF001
+    with _local_lock:
+        return sum(1 for expiry in _local_slots.get(key, {}).values() if expiry > now)

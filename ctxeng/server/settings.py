@@ -19,7 +19,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ctxeng.content.objectstore import parse_content_store
 
-BASE_DIR = Path(__file__).resolve().parent.parent
+BASE_DIR = Path(__file__).resolve().parents[2]
 
 
 def envbool(name: str, default: str) -> bool:
@@ -48,7 +48,7 @@ def envfloat(name: str, default: str) -> float:
 
 
 def envrate(name: str, default: str) -> str:
-    """A rate, "N/s", "N/min", "N/hour" or "N/day" (ctxeng.rate_limits.parse_rate); empty: no limit."""
+    """A rate, "N/s", "N/min", "N/hour" or "N/day" (ctxeng.server.rate_limits.parse_rate); empty: no limit."""
     value = os.environ.get(name, default).strip()
     if value and not re.fullmatch(r"[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)", value):
         raise ImproperlyConfigured(f"{name}: expected N/s, N/min, N/hour or N/day, got {value!r}")
@@ -92,30 +92,30 @@ MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     # Outside everything that may answer early (the control-character refusal, the login lockout),
     # so those HTML pages carry the policy too.
-    "ctxeng.csp.ContentSecurityPolicyMiddleware",
+    "ctxeng.server.csp.ContentSecurityPolicyMiddleware",
     # Before WhiteNoise and the views: a NUL in a path reaches os.stat and the database otherwise.
-    "ctxeng.middleware.RejectControlCharactersMiddleware",
+    "ctxeng.server.middleware.RejectControlCharactersMiddleware",
     # Before anything reads a body (CSRF reads forms): a chunked body is otherwise read as empty.
-    "ctxeng.middleware.ChunkedBodyMiddleware",
+    "ctxeng.server.middleware.ChunkedBodyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
-    # After CSRF, before any login view hashes a password (ctxeng.login_throttle).
-    "ctxeng.login_throttle.LoginRateMiddleware",
+    # After CSRF, before any login view hashes a password (ctxeng.server.login_throttle).
+    "ctxeng.server.login_throttle.LoginRateMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     # DEBUG only: the styled 404/403/500 pages instead of Django's technical ones (inside
     # CommonMiddleware, so a missing slash still redirects; inside auth, so the page knows the user).
-    "ctxeng.error_pages.DebugErrorPagesMiddleware",
+    "ctxeng.server.error_pages.DebugErrorPagesMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
     # Last, as django-axes requires: it turns a locked-out login into the lockout page.
     "axes.middleware.AxesMiddleware",
 ]
 
-ROOT_URLCONF = "ctxeng.urls"
-WSGI_APPLICATION = "ctxeng.wsgi.application"
+ROOT_URLCONF = "ctxeng.server.urls"
+WSGI_APPLICATION = "ctxeng.server.wsgi.application"
 
 TEMPLATES = [
     {
@@ -187,7 +187,7 @@ LOGIN_REDIRECT_URL = "/"
 # username alone keeps an attacker from locking a user out everywhere. A success resets the count.
 # API tokens never pass through a password check, so agents are not affected.
 AUTHENTICATION_BACKENDS = [
-    "ctxeng.login_throttle.LoginThrottleBackend",
+    "ctxeng.server.login_throttle.LoginThrottleBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
 AXES_FAILURE_LIMIT = envint("CTXENG_LOGIN_FAILURE_LIMIT", "5")
@@ -197,10 +197,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=envfloat("CTXENG_LOGIN_LOCKOUT_MINUTES", "
 if AXES_COOLOFF_TIME <= timedelta(0):
     raise ImproperlyConfigured("CTXENG_LOGIN_LOCKOUT_MINUTES: expected a positive number of minutes")
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
-AXES_CLIENT_IP_CALLABLE = "ctxeng.login_throttle.client_address"
+AXES_CLIENT_IP_CALLABLE = "ctxeng.server.login_throttle.client_address"
 # Before any of that, and before a password is hashed: login attempts per client address and over
 # every address ("N/s", "N/min", "N/hour", "N/day"; empty: no limit), counted in the "throttle"
-# cache (Redis with REDIS_URL); beyond either, 429 with Retry-After (ctxeng.login_throttle).
+# cache (Redis with REDIS_URL); beyond either, 429 with Retry-After (ctxeng.server.login_throttle).
 CTXENG_LOGIN_RATE_PER_ADDRESS = envrate("CTXENG_LOGIN_RATE_PER_ADDRESS", "10/min")
 CTXENG_LOGIN_RATE_TOTAL = envrate("CTXENG_LOGIN_RATE_TOTAL", "1/s")
 # Trusted proxies in front of the app that append the client's address to X-Forwarded-For
@@ -261,7 +261,7 @@ def env_proxy_ssl_header(name: str) -> tuple[str, str] | None:
 
 SECURE_PROXY_SSL_HEADER = env_proxy_ssl_header("DJANGO_SECURE_PROXY_SSL_HEADER")
 
-# Content-Security-Policy on every HTML response (ctxeng.csp): scripts and styles only from this
+# Content-Security-Policy on every HTML response (ctxeng.server.csp): scripts and styles only from this
 # origin, no inline script or style, no plugins, no framing. The dashboard needs nothing more
 # (htmx is a static file; its injected indicator style is switched off in base.html).
 CTXENG_CSP = os.environ.get(
@@ -289,13 +289,23 @@ CTXENG_USAGE_RATIO_MAX = envfloat("CTXENG_USAGE_RATIO_MAX", "2.0")
 if not 0 < CTXENG_USAGE_RATIO_MIN <= 1 <= CTXENG_USAGE_RATIO_MAX <= 4:
     raise ImproperlyConfigured("CTXENG_USAGE_RATIO_MIN/MAX: expected 0 < min <= 1 <= max <= 4 (4: the largest factor), "
                                f"got {CTXENG_USAGE_RATIO_MIN} and {CTXENG_USAGE_RATIO_MAX}")
-# The Retry-After of a 503 while the database cannot be reached (ctxeng.views.service_unavailable).
+# The Retry-After of a 503 while the database cannot be reached (ctxeng.server.views.service_unavailable).
 CTXENG_OUTAGE_RETRY_AFTER_SECONDS = envint("CTXENG_OUTAGE_RETRY_AFTER_SECONDS", "5")
 DATA_UPLOAD_MAX_MEMORY_SIZE = CTXENG_MAX_REQUEST_BYTES
 
 # Requests per token-authenticated user ("600/min", "20/s"; empty: no limit), counted in the
 # "throttle" cache: Redis when REDIS_URL is set (shared by every web process), else this process.
 CTXENG_THROTTLE_AGENT = envrate("CTXENG_THROTTLE_AGENT", "600/min")
+# Long-polls (`GET assemblies/{id}/?wait=S`) held at once, across every web process (counted in
+# the "throttle" cache: Redis with REDIS_URL, else this process) and per tenant: each holds a sync
+# gunicorn worker, so the total stays below the workers (the README's layout runs 4: 3 leaves one
+# for /healthz and everything else). Beyond either, the job is answered at once as it is, with
+# Retry-After (manifests.api). 0: every wait is answered at once.
+CTXENG_LONGPOLL_MAX_TOTAL = envint("CTXENG_LONGPOLL_MAX_TOTAL", "3")
+CTXENG_LONGPOLL_MAX_PER_TENANT = envint("CTXENG_LONGPOLL_MAX_PER_TENANT", "2")
+for _name in ("CTXENG_LONGPOLL_MAX_TOTAL", "CTXENG_LONGPOLL_MAX_PER_TENANT"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name}: expected a number of long-polls >= 0, got {globals()[_name]}")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": (
@@ -313,13 +323,13 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
     "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
-    "DEFAULT_PARSER_CLASSES": ["ctxeng.rest.BoundedJSONParser"],
+    "DEFAULT_PARSER_CLASSES": ["ctxeng.server.rest.BoundedJSONParser"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
-    "EXCEPTION_HANDLER": "ctxeng.rest.exception_handler",
-    "DEFAULT_PAGINATION_CLASS": "ctxeng.rest.BoundedPagination",
+    "EXCEPTION_HANDLER": "ctxeng.server.rest.exception_handler",
+    "DEFAULT_PAGINATION_CLASS": "ctxeng.server.rest.BoundedPagination",
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
-    "DEFAULT_THROTTLE_CLASSES": ["ctxeng.rest.AgentTokenThrottle"],
+    "DEFAULT_THROTTLE_CLASSES": ["ctxeng.server.rest.AgentTokenThrottle"],
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "ctxeng API",
@@ -336,9 +346,9 @@ SPECTACULAR_SETTINGS = {
     # Every operation documents the error responses it can give ({"errors": [...]}).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
-        "ctxeng.openapi.add_error_responses",
-        "ctxeng.openapi.add_links",
-        "ctxeng.openapi.declare_id_rules",
+        "ctxeng.server.openapi.add_error_responses",
+        "ctxeng.server.openapi.add_links",
+        "ctxeng.server.openapi.declare_id_rules",
     ],
 }
 
@@ -395,8 +405,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {
 
 # --------------------------------------------------------------------------- examples
 
-CTXENG_EXAMPLES_DIR = Path(os.environ.get("CTXENG_EXAMPLES_DIR", str(BASE_DIR.parent / "shared" / "examples")))
 CTXENG_VENDORED_EXAMPLES_DIR = BASE_DIR / "docs" / "examples"
+CTXENG_EXAMPLES_DIR = Path(os.environ.get("CTXENG_EXAMPLES_DIR") or CTXENG_VENDORED_EXAMPLES_DIR)
 
 LOGGING = {
     "version": 1,

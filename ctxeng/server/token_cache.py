@@ -5,8 +5,8 @@ restarted worker starts cold. Attach one of these to each of the worker's tokeni
 encoding: a model picks its encoding, `ctxeng.engine.estimators`) and every process reuses every
 count any of them made:
 
-    from ctxeng.token_cache import share_through_redis
-    share_through_redis(settings.REDIS_URL)       # what ctxeng.celery does in each pool process
+    from ctxeng.server.token_cache import share_through_redis
+    share_through_redis(settings.REDIS_URL)       # what ctxeng.server.celery does in each pool process
 
 Keys are `ctxeng:tok:<encoding>:<content digest>` (so counts of two encodings never mix), values
 the decimal count, each with a TTL

@@ -1,9 +1,0 @@
-"""WSGI entry point: `gunicorn ctxeng.wsgi`."""
-
-import os
-
-from django.core.wsgi import get_wsgi_application
-
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "ctxeng.settings")
-
-application = get_wsgi_application()

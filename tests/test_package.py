@@ -1,0 +1,99 @@
+"""The package as users meet it: its name on the index, a version that moves with a changelog entry,
+a README that is a door (short, no path outside the repository), the documentation site built in
+strict mode, and the architecture's import contracts (issue 42)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import ctxeng
+
+REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def test_the_distribution_has_a_name_of_its_own_and_the_version_of_the_package():
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    # `ctxeng` on the package index is an unrelated project: installing it would replace this one
+    assert project["name"] == "ctxeng-governor"
+    assert "version" in project.get("dynamic", []) and "version" not in project
+
+
+def test_the_changelog_has_an_entry_for_the_current_version_at_its_top():
+    versions = re.findall(r"^## (\d+\.\d+\.\d+)\b", (REPO / "CHANGELOG.md").read_text(), flags=re.M)
+    assert versions and versions[0] == ctxeng.__version__, versions
+    assert len(versions) == len(set(versions)), versions
+
+
+def test_the_docs_name_the_distribution_not_the_other_projects_package():
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted((REPO / "docs").rglob("*.py"))]
+    wrong = [f"{p.relative_to(REPO)}: {line.strip()}" for p in pages for line in p.read_text().splitlines()
+             if re.search(r"pip install[^`\n]*?\bctxeng(\[|'|\b)(?!-governor)", line) and "ctxeng-governor" not in line]
+    assert not wrong, wrong
+
+
+def test_the_readme_is_a_door_of_at_most_300_lines_naming_no_path_outside_the_repository():
+    readme = (REPO / "README.md").read_text()
+    assert len(readme.splitlines()) <= 300
+    assert "../" not in readme
+    for target in re.findall(r"\]\(([^)#\s]+)", readme):
+        if not re.match(r"https?://", target):
+            assert (REPO / target).exists(), f"README links to {target}, which is not in the repository"
+
+
+def test_no_docs_page_names_a_path_outside_the_repository():
+    offenders = [str(p.relative_to(REPO)) for p in (REPO / "docs").rglob("*.md") if "../shared" in p.read_text()]
+    assert not offenders, offenders
+
+
+def test_the_documentation_site_builds_in_strict_mode(tmp_path):
+    """Broken links, missing pages and unknown anchors fail the build (mkdocs.yml: strict); the
+    reference pages are generated from the code by docs/hooks/reference.py."""
+    done = subprocess.run([str(BIN / "mkdocs"), "build", "--strict", "--site-dir", str(tmp_path / "site")],
+                          cwd=REPO, capture_output=True, text=True, timeout=600,
+                          env={"PATH": str(BIN) + ":/usr/bin:/bin", "NO_MKDOCS_2_WARNING": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    from ctxeng.engine.models import ContextPolicy
+
+    site = tmp_path / "site"
+    policy_page = (site / "reference" / "policy" / "index.html").read_text()
+    missing = [f for f in ContextPolicy.model_fields if f"<code>{f}</code>" not in policy_page]
+    assert not missing, f"policy reference lacks top-level fields {missing}"
+    cli_page = (site / "cli" / "index.html").read_text()
+    assert all(command in cli_page for command in ("validate-policy", "--manifest-out", "policy init"))
+    import yaml
+
+    api_page = (site / "api" / "index.html").read_text()
+    paths = yaml.safe_load((REPO / "docs" / "openapi.yaml").read_text())["paths"]
+    assert not [path for path in paths if path not in api_page], "REST reference lacks operations"
+
+
+def test_a_planted_cross_layer_import_breaks_an_import_contract_that_names_it(tmp_path):
+    """`lint-imports` (run by `make test`) keeps the layers of pyproject.toml's [tool.importlinter];
+    an engine module that imports Django, or policies importing manifests, fails and is named."""
+    for name in ("pyproject.toml", "ctxeng", "manifests", "policies"):
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(source, tmp_path / name)
+
+    def lint() -> subprocess.CompletedProcess:
+        return subprocess.run([str(BIN / "lint-imports"), "--no-cache"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=600, env={"PATH": str(BIN) + ":/usr/bin:/bin",
+                                                            "PYTHONPATH": str(tmp_path)})
+
+    clean = lint()
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    planted = tmp_path / "ctxeng" / "engine" / "planted.py"
+    planted.write_text("from django.conf import settings  # a light module reaching into the server\n")
+    (tmp_path / "policies" / "planted.py").write_text("from manifests import models  # the wrong way round\n")
+    broken = lint()
+    assert broken.returncode != 0
+    assert "ctxeng.engine.planted -> django" in broken.stdout, broken.stdout
+    assert "policies.planted -> manifests" in broken.stdout, broken.stdout
