@@ -202,24 +202,24 @@ PLANTS: tuple[Plant, ...] = (
     ),
     Plant(
         "akia_secret_pattern_removed",
-        "ctxeng/engine/gates.py",
-        '    r"(sk-(?:live|proj|test)?-?[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"\n',
-        '    r"(sk-(?:live|proj|test)?-?[A-Za-z0-9]{20,}"\n',
+        "ctxeng/engine/secrets.py",
+        "        aws.AWSKeyDetector(),\n",
+        "",
         "secret_material: AKIA access keys are redacted",
     ),
     Plant(
         "pem_private_key_pattern_removed",
-        "ctxeng/engine/gates.py",
-        '    r"|-----BEGIN [A-Z ]*PRIVATE KEY-----(?:.*?-----END [A-Z ]*PRIVATE KEY-----|.*\\Z)"\n',
+        "ctxeng/engine/secrets.py",
+        "        private_key.PrivateKeyDetector(),\n",
         "",
         "secret_material: PEM private keys are redacted",
     ),
     # Neighbours of the 18: the same decisions reached by another wrong line.
     Plant(
         "sk_secret_pattern_removed",
-        "ctxeng/engine/gates.py",
-        '    r"(sk-(?:live|proj|test)?-?[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}"\n',
-        '    r"(AKIA[0-9A-Z]{16}"\n',
+        "ctxeng/engine/secrets.py",
+        "        for m in _API_KEY.finditer(piece):\n",
+        "        for m in _API_KEY.finditer(''):\n",
         "secret_material: sk- API keys are redacted",
     ),
     Plant(
