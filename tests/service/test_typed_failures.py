@@ -153,7 +153,8 @@ def test_an_admission_reason_quoting_an_escaped_partition_name_is_stored(
     revision = policy_revision_create(tenant=Tenant.objects.get(slug="tenant-x"), body=parse_policy(body)
                                       .model_dump(mode="json"), user=editor_user)
     policy_revision_publish(revision=revision, user=editor_user)
-    plan = item("plan-a", "runtime_state", " ".join(f"a{i}" for i in range(700)), kind="research_plan", open_item_ids=["OI-7"],
+    # 900 words: over the partition's maximum (1,500) with its compact fence too, so the structured summary runs
+    plan = item("plan-a", "runtime_state", " ".join(f"a{i}" for i in range(900)), kind="research_plan", open_item_ids=["OI-7"],
                 relevance=0.3)
     response = submit(agent_api, request(extra=[plan]))
     assert response.status_code == 202, response.json()
