@@ -78,6 +78,7 @@ from dataclasses import dataclass, field
 from . import source_limits, transforms
 from .hashing import sha256_text
 from .models import BudgetPolicy, ContextPolicy
+from .ranking import is_pinned
 from .render import (
     block_count_parts,
     block_floor,
@@ -674,10 +675,11 @@ def _replace_by_structured_summary(asm: Assembly, budget: _Budget, name: str, un
         summary, record = transforms.structured_summary(asm, evicted, partition=name)
         folded: list[Unit] = []
         freed = 0
-        # Evictable: admitted items of the partition a resident kind or `required` does not hold.
-        resident = set(asm.policy.resident.include)
+        # Evictable: admitted items of the partition that are not pinned (required, a resident kind
+        # — `include` or `when_present` —, control, or what the stage requires: ranking.is_pinned),
+        # so a pinned item within its partition's minimum is never folded away (seed §5).
         foldable = sorted(
-            (u for u in units if u.admitted and u.item is not None and not u.item.item.required and u.item.item.kind not in resident),
+            (u for u in units if u.admitted and u.item is not None and not is_pinned(asm, u.item)),
             key=lambda u: u.rank,
             reverse=True,
         )
