@@ -110,6 +110,15 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 
 
+def reveal(page, region: str) -> None:
+    """Scroll a lazily loaded region (`hx-trigger="revealed"`) into view and wait for its table.
+
+    The loaded region replaces its placeholder, which has the same id, so a locator action can
+    find the placeholder detached half-way; one script scrolls it, then the wait is on the table."""
+    page.evaluate("(id) => document.getElementById(id).scrollIntoView()", region.lstrip("#"))
+    page.wait_for_selector(f"{region} table")
+
+
 @pytest.fixture(scope="module")
 def browser():
     """Headless Debian Chromium driven by playwright, one per test module (and xdist worker): a

@@ -21,6 +21,8 @@ from manifests.examples import example_json
 from manifests.models import Manifest
 from manifests.selectors import manifest_document
 
+from .conftest import reveal
+
 SIZES = [(1440, 900), (1920, 1080)]
 # Items of the worked example that show each part of the story: a summary of three turns, a tool
 # result cut to its failures, a stale revision with a refresh condition, a summary whose assertions failed.
@@ -210,8 +212,7 @@ def test_the_run_timeline_shows_each_item_across_steps_and_opens_a_steps_inspect
     example, open_page = logged_in
     page = open_page(1440, 900)
     page.goto(f"{live_server.url}/runs/run-42/")
-    page.locator("#item-timeline").scroll_into_view_if_needed()  # the matrix loads when scrolled to
-    page.wait_for_selector("#item-timeline table")
+    reveal(page, "#item-timeline")
     header = page.locator("#item-timeline thead").inner_text()
     steps = [job.step_id for job in sorted((example["ready"], example["blocked"], example["hostile"]), key=lambda j: j.created_at)]
     assert [step for step in steps if step in header] == steps

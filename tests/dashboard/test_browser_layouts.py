@@ -23,6 +23,7 @@ from manifests.models import Manifest
 from manifests.selectors import manifest_document
 from policies.services import impact_preview_start
 
+from .conftest import reveal
 from .test_browser import OUT_OF_VIEW_JS, _expected_texts
 
 pytestmark = pytest.mark.slow
@@ -230,8 +231,7 @@ def test_the_nav_folds_behind_menu_on_a_phone(signed_in, live_server, tmp_path):
     page.wait_for_url("**/runs/")
     # a table wider than the phone scrolls inside its own box, not the page
     page.goto(f"{live_server.url}/runs/run-42/")
-    page.locator("#item-timeline").scroll_into_view_if_needed()  # the matrix loads when scrolled to
-    page.wait_for_selector("#item-timeline table")
+    reveal(page, "#item-timeline")
     table = page.locator("#item-timeline table").first
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     assert table.evaluate("t => { let e = t; while (e && e !== document.body) { const s = getComputedStyle(e);"

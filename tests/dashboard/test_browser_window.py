@@ -21,7 +21,7 @@ from manifests.models import Manifest
 from manifests.selectors import manifest_document
 from policies.services import policy_import, policy_revision_publish
 
-from .conftest import run_job
+from .conftest import reveal, run_job
 
 pytestmark = pytest.mark.slow
 
@@ -83,8 +83,7 @@ def test_two_timeline_columns_picked_open_their_comparison(signed_in, live_serve
     example, open_page = signed_in
     page = open_page(1280, 720)
     page.goto(f"{live_server.url}/runs/run-42/")
-    page.locator("#item-timeline").scroll_into_view_if_needed()  # the matrix loads when scrolled to
-    page.wait_for_selector("#item-timeline table")
+    reveal(page, "#item-timeline")
     page.check(f"input[name=pick][value='{example['ready'].id}']")
     page.check(f"input[name=pick][value='{example['hostile'].id}']")
     _shot(page, tmp_path, "run-picker-1280.png")
@@ -97,8 +96,7 @@ def test_two_timeline_columns_picked_open_their_comparison(signed_in, live_serve
     _shot(page, tmp_path, "compare-1280.png")
     # one pick only: the compare page says what is missing, with its form
     page.goto(f"{live_server.url}/runs/run-42/")
-    page.locator("#item-timeline").scroll_into_view_if_needed()  # the matrix loads when scrolled to
-    page.wait_for_selector("#item-timeline table")
+    reveal(page, "#item-timeline")
     page.check(f"input[name=pick][value='{example['ready'].id}']")
     page.get_by_role("button", name="Compare the two picked steps").click()
     page.wait_for_url("**/compare/?pick=**")
@@ -110,8 +108,7 @@ def test_two_timeline_columns_picked_open_their_comparison(signed_in, live_serve
         assert narrow.evaluate(SIDEWAYS_JS) == [], url
     _shot(narrow, tmp_path, "compare-390.png")
     narrow.goto(f"{live_server.url}/runs/run-42/")
-    narrow.locator("#run-window").scroll_into_view_if_needed()
-    narrow.wait_for_selector("#run-window table")
+    reveal(narrow, "#run-window")
     _shot(narrow, tmp_path, "run-window-390.png")
 
 
