@@ -32,7 +32,8 @@ Retries (`Client(max_retries=4, backoff_base=0.5, backoff_cap=30.0)`):
   jitter, or without the header after a full-jitter exponential backoff: a random wait up to
   `min(backoff_cap, backoff_base * 2**attempt)`. A `Retry-After` longer than `backoff_cap` is not
   waited for: the error is raised at once.
-- A connection error (refused, reset, closed without a response, timed out) is retried only on
+- A connection error (refused, reset, closed without a response, timed out) and a 504 (the
+  server's database broke off in a commit and cannot say whether it applied) are retried only on
   an idempotent call. Every call this client makes is one: the GETs; `submit`, because it always
   sends an Idempotency-Key (a uuid4 when the caller gives none, the same one on every retry), so
   a repeat returns the job the first attempt created; `report_usage`, because the server keeps
@@ -43,7 +44,7 @@ Retries (`Client(max_retries=4, backoff_base=0.5, backoff_cap=30.0)`):
 
 Errors are typed: InvalidRequest (400, `.errors` with field paths), AuthError (401/403),
 NotFound (404), Conflict (409), PayloadTooLarge (413), RateLimited (429), ServiceUnavailable
-(503, a ServerError), ServerError (other 5xx), ConnectionFailed (no response; RequestTimedOut
+(503, a ServerError), OutcomeUnknown (504, a ServerError), ServerError (other 5xx), ConnectionFailed (no response; RequestTimedOut
 when no whole response came within the deadline), ProtocolError (an answer that is not the API's:
 not JSON, not an object, a status the API never sends, a redirect elsewhere; ResponseTooLarge past
 `max_response_bytes`), AssemblyFailed (the job ended `failed`), Timeout (not final within
@@ -132,6 +133,16 @@ class ServiceUnavailable(ServerError):
         self.retry_after = retry_after
 
 
+class OutcomeUnknown(ServerError):
+    """504 after every retry: the server's database broke off during a write's commit and could not
+    be asked whether it applied; `.retry_after` s. Retried only on an idempotent call (a submit
+    always carries its Idempotency-Key, so the retry returns the job if it was saved)."""
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
 class ConnectionFailed(ClientError):
     """No response: the server could not be reached, or the connection broke or timed out."""
 
@@ -158,7 +169,7 @@ class Timeout(ClientError):
 
 
 _BY_STATUS = {400: InvalidRequest, 401: AuthError, 403: AuthError, 404: NotFound, 409: Conflict, 413: PayloadTooLarge}
-_RETRY_STATUS = {429: RateLimited, 503: ServiceUnavailable}
+_RETRY_STATUS = {429: RateLimited, 503: ServiceUnavailable, 504: OutcomeUnknown}
 # A connection that fails before a whole response: refused, reset, closed early (IncompleteRead),
 # timed out, a malformed status line or header (http.client's HTTPException, LineTooLong).
 _CONNECTION_ERRORS = (OSError, http.client.HTTPException)
@@ -326,10 +337,11 @@ class Client:
                     raise
                 delay = self._backoff(attempt) if retry_after is None else retry_after + random.uniform(0, self.backoff_base)
                 last = exc
-            except ConnectionFailed as exc:
+            except (ConnectionFailed, OutcomeUnknown) as exc:
                 if not idempotent or attempt >= self.max_retries:
                     raise
-                delay = self._backoff(attempt)
+                retry_after = getattr(exc, "retry_after", None)
+                delay = self._backoff(attempt) if retry_after is None else min(retry_after, self.backoff_cap)
                 last = exc
             if stop_at is not None and time.monotonic() + delay >= stop_at:
                 raise last

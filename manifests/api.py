@@ -341,7 +341,10 @@ class AssemblyListApi(APIView):
         responses={202: OpenApiResponse(AssemblySubmittedOut, description="a new job, queued (or already final)"),
                    200: OpenApiResponse(AssemblySubmittedOut, description="the job an earlier submit with this "
                                                                           "Idempotency-Key and body created"),
-                   409: OpenApiResponse(OpenApiTypes.OBJECT, description="the Idempotency-Key was used for another body")},
+                   409: OpenApiResponse(OpenApiTypes.OBJECT, description="the Idempotency-Key was used for another body"),
+                   504: OpenApiResponse(OpenApiTypes.OBJECT, description="the database broke off during the commit and "
+                                                                         "cannot be asked whether the job was saved: retry "
+                                                                         "with the same Idempotency-Key after Retry-After")},
         summary="Submit an assembly job (202); long-poll its url (`?wait=30&include=manifest,input`)",
         operation_id="assemblies_submit",
     )

@@ -180,7 +180,7 @@ def _committed_despite_error(*, job: AssemblyJob, traceparent: str | None) -> No
     """The connection broke in the commit of `job`'s transaction: the database may have applied it
     before the break. Asked on a new connection: applied, the job is enqueued here (its on-commit
     hook never ran) and the submit succeeds; not applied, the error stands (503, not applied);
-    no answer, OutcomeUnknown (never a 503, whose retry without a key would duplicate the job)."""
+    no answer, OutcomeUnknown (504, never a 503, whose retry without a key would duplicate the job)."""
     connection.close()
     try:
         applied = AssemblyJob.objects.filter(id=job.id).exists()
@@ -188,7 +188,7 @@ def _committed_despite_error(*, job: AssemblyJob, traceparent: str | None) -> No
         raise OutcomeUnknown(
             f"the database connection broke while assembly {job.id} was committed and the database cannot be "
             "asked whether it was: the job may have been saved; retry with the same Idempotency-Key (it "
-            "returns the job if it was)") from None
+            "returns the job if it was)", retry_after=settings.CTXENG_OUTAGE_RETRY_AFTER_SECONDS) from None
     if not applied:
         raise
     assembly_job_enqueue(job_id=job.id, traceparent=traceparent)

@@ -56,7 +56,13 @@ class QuotaExceeded(ServiceError):
 
 
 class OutcomeUnknown(ServiceError):
-    """A write whose commit broke off, on a database that cannot be asked whether it applied: 500,
-    never a 503 (which promises the request was not applied)."""
+    """A write whose commit broke off, on a database that cannot be asked whether it applied: 504
+    (the database did not answer in time) with Retry-After, never a 503 (which promises the
+    request was not applied) nor a 500. A retry with the same Idempotency-Key is safe: it returns
+    the job if the commit applied, and creates it once if not."""
 
-    status_code = 500
+    status_code = 504
+
+    def __init__(self, message: str, *, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after

@@ -219,6 +219,23 @@ def test_a_connection_error_is_not_retried_on_a_call_that_is_not_idempotent(serv
     assert len(server.seen) == 1 and sleeps == []
 
 
+def test_a_504_outcome_unknown_submit_is_retried_after_retry_after_with_the_same_key(serve, sleeps):
+    """The server's database broke off in the commit: the job may exist. The retry carries the same
+    Idempotency-Key, so the server returns the saved job rather than making a second one."""
+    server = serve(Answer(504, {"errors": ["may have been saved"]}, {"Retry-After": "2"}), Answer(200, SUBMITTED))
+    assert client_for(server).submit({"run_id": "r"}) == SUBMITTED
+    keys = [s.headers["Idempotency-Key"] for s in server.seen]
+    assert len(keys) == 2 and keys[0] == keys[1] and sleeps == [2.0]
+
+
+def test_a_504_is_not_retried_on_a_call_that_is_not_idempotent(serve, sleeps):
+    server = serve(Answer(504, {"errors": ["may have been saved"]}, {"Retry-After": "2"}), Answer(200, {}))
+    with pytest.raises(ctxclient.OutcomeUnknown) as caught:
+        client_for(server)._call("POST", "/api/v1/anything/", {}, idempotent=False)
+    assert len(server.seen) == 1 and sleeps == []
+    assert caught.value.status == 504 and caught.value.retry_after == 2.0 and isinstance(caught.value, ctxclient.ServerError)
+
+
 def test_an_unreachable_server_raises_connection_failed_after_the_retries(serve, sleeps):
     server = serve(Answer())
     server.stop()  # nothing listens on its port any more

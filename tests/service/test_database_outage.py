@@ -166,7 +166,7 @@ def test_a_commit_that_never_applied_is_the_503_and_nothing_exists(
 def test_a_commit_whose_outcome_cannot_be_read_is_not_a_503(
         transactional_db, agent_api, published_policy, example_request, monkeypatch, settings, tmp_path):
     """The connection broke in the commit and the database stays down: nobody can tell whether the
-    job was saved, so the answer says that (500), never "not applied"."""
+    job was saved, so the answer says that (504, with Retry-After), never "not applied" and never a 500."""
     from django.db import OperationalError
 
     settings.CTXENG_JOBS_INLINE = False
@@ -184,7 +184,7 @@ def test_a_commit_whose_outcome_cannot_be_read_is_not_a_503(
         response = agent_api.post(URL, example_request, format="json", HTTP_IDEMPOTENCY_KEY="commit-unknown")
     connection.close()
     monkeypatch.setitem(connection.settings_dict, "NAME", name)
-    assert response.status_code == 500
+    assert response.status_code == 504 and response["Retry-After"] == str(settings.CTXENG_OUTAGE_RETRY_AFTER_SECONDS)
     assert "may have been saved" in response.json()["errors"][0] and "same Idempotency-Key" in response.json()["errors"][0]
     assert AssemblyJob.objects.count() == 1  # it was: a retry with the key returns it
     again = agent_api.post(URL, example_request, format="json", HTTP_IDEMPOTENCY_KEY="commit-unknown")
