@@ -11,16 +11,13 @@ YAML error shown, a run's step matrix and why-excluded filters).
 
 from __future__ import annotations
 
-from collections import deque
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
-from django.urls import resolve
 
 from policies.services import impact_preview_start
 
-from .test_browser_layouts import LINKS_JS, crawl_key, dashboard_route_names, seeds
+from .test_browser_layouts import Crawl, dashboard_route_names, seeds
 
 pytestmark = pytest.mark.slow
 
@@ -66,27 +63,11 @@ def test_every_dashboard_page_has_no_serious_or_critical_violation(signed_in, li
     page = open_page(1280, 800)
     extra = [f"/policies/source-research/revisions/4/impact/{preview.id}/",
              "/runs/run-42/matrix/?q=plan&sort=excluded", "/why/?q=plan&reason=stale_revision&group=none"]
-    queue = deque(live_server.url + url for url in [*seeds(example), *extra])
-    seen: set[tuple[str, tuple[str, ...]]] = set()
-    routes: set[str] = set()
+    crawl = Crawl(page, live_server.url, [*seeds(example), *extra])
     found: dict[str, list[dict]] = {}
-    while queue and len(seen) < 80:
-        url = queue.popleft()
-        parsed = urlparse(url)
-        if parsed.netloc != urlparse(live_server.url).netloc or parsed.path.startswith(("/api/", "/admin/", "/static/")):
-            continue
-        if crawl_key(url) in seen:
-            continue
-        seen.add(crawl_key(url))
-        response = page.goto(url)
-        if response is None or response.status != 200 or not response.headers.get("content-type", "").startswith("text/html"):
-            continue
-        page.wait_for_load_state("networkidle")
-        routes.add(resolve(parsed.path).url_name)
-        problems = violations_of(page)
-        if problems:
-            found[parsed.path + ("?" + parsed.query if parsed.query else "")] = problems
-        queue.extend(link.split("#")[0] for link in page.evaluate(LINKS_JS))
+    for opened in crawl:
+        if problems := violations_of(page):
+            found[opened] = problems
     # the editor with a YAML error in its panel (a page state only a form reaches)
     page.goto(f"{live_server.url}/policies/source-research/revisions/4/edit/")
     page.fill("#policy-body", "policy:\n  id: source-research\n  revision: 4\nbudget: [unclosed\n")
@@ -95,5 +76,5 @@ def test_every_dashboard_page_has_no_serious_or_critical_violation(signed_in, li
     if problems := violations_of(page):
         found["editor with a YAML error"] = problems
     assert found == {}
-    assert dashboard_route_names() - routes == set()
-    assert len(seen) >= 25
+    assert dashboard_route_names() - crawl.routes == set()
+    assert len(crawl.seen) >= 25

@@ -174,6 +174,35 @@ def crawl_key(url: str) -> tuple[str, tuple[str, ...]]:
 
 
 LINKS_JS = "() => [...document.querySelectorAll('a[href]:not([download])')].map(a => a.href)"  # a download is no page
+
+
+class Crawl:
+    """A breadth-first walk of the dashboard's own links from `start`, one page per `crawl_key`
+    (at most `limit`), skipping /api/, /admin/, /static/ and anything that is not a 200 HTML page.
+    Iterating it opens each page in `page` (loaded, regions settled) and yields its path and query;
+    afterwards `seen` holds the keys opened and `routes` the URL names reached."""
+
+    def __init__(self, page, base_url: str, start: list[str], limit: int = 80) -> None:
+        self.page, self.base, self.limit = page, base_url, limit
+        self.queue = deque(base_url + url for url in start)
+        self.seen: set[tuple[str, tuple[str, ...]]] = set()
+        self.routes: set[str] = set()
+
+    def __iter__(self):
+        host = urlparse(self.base).netloc
+        while self.queue and len(self.seen) < self.limit:
+            url = self.queue.popleft()
+            parsed = urlparse(url)
+            if parsed.netloc != host or parsed.path.startswith(("/api/", "/admin/", "/static/")) or crawl_key(url) in self.seen:
+                continue
+            self.seen.add(crawl_key(url))
+            response = self.page.goto(url)
+            if response is None or response.status != 200 or not response.headers.get("content-type", "").startswith("text/html"):
+                continue
+            self.page.wait_for_load_state("networkidle")
+            self.routes.add(resolve(parsed.path).url_name)
+            yield parsed.path + ("?" + parsed.query if parsed.query else "")
+            self.queue.extend(link.split("#")[0] for link in self.page.evaluate(LINKS_JS))
 WIDEST_JS = """
 () => [...document.querySelectorAll('body *')].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1)
   .filter(e => !e.closest('.card, .panel, table, .log-context, pre'))
@@ -186,30 +215,15 @@ def test_no_page_of_the_crawl_overflows_sideways_at_390_px(signed_in, live_serve
     preview = impact_preview_start(revision=example["draft"], user=example["owner"], draft=None)
     page = open_page(390, 844)
     preview_url = f"/policies/source-research/revisions/4/impact/{preview.id}/"
-    queue = deque(live_server.url + url for url in [*seeds(example), preview_url])
-    seen: set[tuple[str, tuple[str, ...]]] = set()
-    routes: set[str] = set()
+    crawl = Crawl(page, live_server.url, [*seeds(example), preview_url])
     wide: dict[str, object] = {}
-    while queue and len(seen) < 80:
-        url = queue.popleft()
-        parsed = urlparse(url)
-        if parsed.netloc != urlparse(live_server.url).netloc or parsed.path.startswith(("/api/", "/admin/", "/static/")):
-            continue
-        if crawl_key(url) in seen:
-            continue
-        seen.add(crawl_key(url))
-        response = page.goto(url)
-        if response is None or response.status != 200 or not response.headers.get("content-type", "").startswith("text/html"):
-            continue
-        page.wait_for_load_state("networkidle")
-        routes.add(resolve(parsed.path).url_name)
+    for opened in crawl:
         width = page.evaluate("document.documentElement.scrollWidth")
         if width > 390:
-            wide[parsed.path + ("?" + parsed.query if parsed.query else "")] = (width, page.evaluate(WIDEST_JS))
-        queue.extend(link.split("#")[0] for link in page.evaluate(LINKS_JS))
+            wide[opened] = (width, page.evaluate(WIDEST_JS))
     assert wide == {}
-    assert dashboard_route_names() - routes == set()  # the crawl opened every page of the URL conf
-    assert len(seen) >= 25
+    assert dashboard_route_names() - crawl.routes == set()  # the crawl opened every page of the URL conf
+    assert len(crawl.seen) >= 25
 
 
 def test_the_nav_folds_behind_menu_on_a_phone(signed_in, live_server, tmp_path):
