@@ -10,6 +10,7 @@ events, never durations.
 
 from __future__ import annotations
 
+import json
 import time
 import uuid
 
@@ -126,7 +127,7 @@ def two_tenants(published_policy, outsider_user, example_policy_text, api, agent
 
 
 def submit(clients, example_request, tenant: str, run_id: str) -> str:
-    body = {**example_request, "run_id": run_id, "principal": {**example_request["principal"], "tenant": tenant}}
+    body = json.loads(json.dumps(example_request).replace(TENANT_A, tenant)) | {"run_id": run_id}
     response = clients[tenant].post("/api/v1/assemblies/", body, format="json")
     assert response.status_code == 202, response.content
     return response.json()["id"]
