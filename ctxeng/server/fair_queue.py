@@ -12,11 +12,12 @@ runs, it is a turn on a worker. Beside it, in the broker's Redis:
 
 `enqueue` pushes the entry (and the tenant on the ring if it was not there), then sends the
 entry's Celery message. `take`, run by whichever message a worker receives, gives the turn to the
-tenant at the head of the ring: its oldest entry is leased to this process, and the tenant goes
-to the back of the ring if it has more. With T tenants waiting, a tenant's next entry starts
-within T turns, whatever the others have queued. A tenant with CTXENG_FAIR_TENANT_MAX_RUNNING
-entries leased is passed over; when every tenant waiting is, the turn is requeued (the message is
-sent again after CTXENG_FAIR_REQUEUE_SECONDS).
+waiting tenant with the fewest entries on workers, the first in the ring among equals: its oldest
+entry is leased to this process, and the tenant goes to the back of the ring if it has more. So
+a tenant with nothing running goes before one whose jobs fill the workers, and with T tenants
+waiting a tenant's next entry starts within T turns, whatever the others have queued. A tenant
+with CTXENG_FAIR_TENANT_MAX_RUNNING entries leased is passed over; when every tenant waiting is,
+the turn is requeued (the message is sent again after CTXENG_FAIR_REQUEUE_SECONDS).
 
 Nothing is lost: each push comes with a message, and a message takes at least one entry while
 there is one, so every entry is taken. A lease is renewed while its process runs the entry
@@ -96,25 +97,32 @@ for _, held in ipairs(redis.call('ZRANGEBYSCORE', p .. 'leases', '-inf', now, 'L
   push(p, tenant, entry, true)
   table.insert(result, held)
 end
-local waiting = redis.call('LLEN', p .. 'ring')
-for _ = 1, waiting do
-  local tenant = redis.call('LPOP', p .. 'ring')
-  local queue = p .. 'q:' .. tenant
-  if redis.call('LLEN', queue) == 0 then
+-- The turn goes to the waiting tenant with the fewest entries on workers; among equals, the one
+-- first in the ring (the longest since its last turn). A tenant at the cap is passed over.
+local best, fewest = nil, nil
+for _, tenant in ipairs(redis.call('LRANGE', p .. 'ring', 0, -1)) do
+  if redis.call('LLEN', p .. 'q:' .. tenant) == 0 then
+    redis.call('LREM', p .. 'ring', 1, tenant)
     redis.call('SREM', p .. 'inring', tenant)
-  elseif cap > 0 and redis.call('ZCARD', p .. 'run:' .. tenant) >= cap then
-    redis.call('RPUSH', p .. 'ring', tenant)
-    result[3] = 1
   else
-    local entry = redis.call('LPOP', queue)
-    redis.call('SREM', p .. 'pending:' .. tenant, entry)
-    redis.call('ZADD', p .. 'run:' .. tenant, now + lease, entry)
-    redis.call('ZADD', p .. 'leases', now + lease, tenant .. '|' .. entry)
-    if redis.call('LLEN', queue) > 0 then redis.call('RPUSH', p .. 'ring', tenant)
-    else redis.call('SREM', p .. 'inring', tenant) end
-    result[1], result[2], result[3] = tenant, entry, 0
-    return result
+    local running = redis.call('ZCARD', p .. 'run:' .. tenant)
+    if cap > 0 and running >= cap then
+      result[3] = 1
+    elseif fewest == nil or running < fewest then
+      best, fewest = tenant, running
+    end
   end
+end
+if best then
+  local queue = p .. 'q:' .. best
+  local entry = redis.call('LPOP', queue)
+  redis.call('SREM', p .. 'pending:' .. best, entry)
+  redis.call('ZADD', p .. 'run:' .. best, now + lease, entry)
+  redis.call('ZADD', p .. 'leases', now + lease, best .. '|' .. entry)
+  redis.call('LREM', p .. 'ring', 1, best)
+  if redis.call('LLEN', queue) > 0 then redis.call('RPUSH', p .. 'ring', best)
+  else redis.call('SREM', p .. 'inring', best) end
+  result[1], result[2], result[3] = best, entry, 0
 end
 return result
 """

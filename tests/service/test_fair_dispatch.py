@@ -61,6 +61,20 @@ def test_turns_go_round_robin_over_the_tenants_with_queued_work(fair_redis):
                      (None, None)]
 
 
+def test_a_tenant_with_nothing_running_goes_before_one_whose_jobs_hold_the_workers(fair_redis):
+    """Tenant 1 queued first and holds two workers; tenant 2's entry, queued after tenant 1's
+    third, is taken next: fewest entries running first, ring order only among equals."""
+    from ctxeng.server import fair_queue
+
+    a, b = ids(3), ids(1)
+    for item in a:
+        fair_queue.push(kind="assembly", item_id=item, tenant_id="1")
+    held = [fair_queue.take(), fair_queue.take()]
+    assert [turn.item_id for turn in held] == a[:2]
+    fair_queue.push(kind="assembly", item_id=b[0], tenant_id="2")
+    assert (fair_queue.take().item_id, fair_queue.take().item_id) == (b[0], a[2])
+
+
 def test_an_entry_queued_twice_is_taken_once(fair_redis):
     from ctxeng.server import fair_queue
 
