@@ -8,7 +8,9 @@ makes a job light); tenant B (`tenant-b`) the worked example's request. In each 
 
 - alone: B's small job submitted on idle workers, `--alone` times (the baseline, measured in the
   same run and mode);
-- behind A's backlog: A submits `--heavy` heavy jobs, then B its small job at once.
+- behind A's backlog: A submits `--heavy` heavy jobs in one transaction (so all are queued the
+  moment it commits, as a client's burst would be once packing them is done), then B its small
+  job at once.
 
 B's wait is its job's submit-to-sealed time (`created_at` to `finished_at`, both written by this
 machine's clock). Modes:
@@ -27,6 +29,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -79,6 +82,7 @@ def _child(heavy_dir: Path, heavy: int, alone: int, work: Path) -> dict:
     import yaml
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
+    from django.db import transaction
 
     from ctxeng.accounts.models import Tenant
     from ctxeng.accounts.services import tenant_member_add
@@ -124,8 +128,9 @@ def _child(heavy_dir: Path, heavy: int, alone: int, work: Path) -> dict:
             wait([job.id])
             if n:  # the first warms the workers' imports and caches
                 baseline.append(waited(job.id))
-        backlog = [assembly_job_submit(user=user_a, data=dict(body, run_id=f"a-{n}"))[0].id
-                   for n, body in enumerate(heavy_bodies)]
+        with transaction.atomic():  # queued together: each is enqueued when the transaction commits
+            backlog = [assembly_job_submit(user=user_a, data=dict(body, run_id=f"a-{n}"))[0].id
+                       for n, body in enumerate(heavy_bodies)]
         job, _ = assembly_job_submit(user=user_b, data=dict(small, run_id="b-behind"))
         wait([job.id, *backlog])
         claims = list(AssemblyJob.objects.filter(id__in=[job.id, *backlog]).order_by("claimed_at").values_list("id", flat=True))
@@ -149,19 +154,23 @@ def run(heavy: int, alone: int) -> list[dict]:
     work = Path(tempfile.mkdtemp(prefix="ctxeng-fairness-"))
     for n in range(heavy):  # distinct content per job, written once for every mode
         (work / f"heavy-{n:03d}.json").write_text(json.dumps(workload.make_request(seed=100 + n)))
-    rows = []
-    for index, (mode, extra) in enumerate(MODES.items()):
-        mode_dir = work / f"mode-{index}"
-        mode_dir.mkdir()
-        with redis_server() as redis_url:
-            env = _env(mode_dir / "db.sqlite3", redis_url, extra)
-            out = subprocess.run([sys.executable, "-m", "bench.fairness", "--child", str(work), "--heavy", str(heavy),
-                                  "--alone", str(alone), "--work", str(mode_dir)],
-                                 cwd=ROOT, env=env, capture_output=True, text=True)
-        if out.returncode:
-            raise RuntimeError(f"mode {mode!r} failed:\n{out.stderr[-4000:]}")
-        rows.append({"mode": mode, **json.loads(out.stdout.strip().splitlines()[-1])})
-    return rows
+    try:
+        return [_mode(work, index, mode, extra, heavy, alone) for index, (mode, extra) in enumerate(MODES.items())]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def _mode(work: Path, index: int, mode: str, extra: dict[str, str], heavy: int, alone: int) -> dict:
+    """One mode in a child process configured by its environment (a fresh database and Redis)."""
+    mode_dir = work / f"mode-{index}"
+    mode_dir.mkdir()
+    with redis_server() as redis_url:
+        out = subprocess.run([sys.executable, "-m", "bench.fairness", "--child", str(work), "--heavy", str(heavy),
+                              "--alone", str(alone), "--work", str(mode_dir)],
+                             cwd=ROOT, env=_env(mode_dir / "db.sqlite3", redis_url, extra), capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"mode {mode!r} failed:\n{out.stderr[-4000:]}")
+    return {"mode": mode, **json.loads(out.stdout.strip().splitlines()[-1])}
 
 
 def report(rows: list[dict], heavy: int) -> str:

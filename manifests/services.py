@@ -218,10 +218,11 @@ def assembly_job_enqueue(*, job_id: uuid.UUID, traceparent: str | None = None, t
         if settings.CTXENG_JOBS_INLINE:
             run_assembly_job(str(job_id), traceparent=traceparent)
         else:
-            if tenant_id is None:
-                tenant_id = AssemblyJob.objects.filter(id=job_id).values_list("tenant_id", flat=True).get()
-            fair_queue.enqueue(kind="assembly", item_id=str(job_id), tenant_id=tenant_id,
-                               kwargs={"traceparent": traceparent} if traceparent else {})
+            if fair_queue.enabled():
+                if tenant_id is None:
+                    tenant_id = AssemblyJob.objects.filter(id=job_id).values_list("tenant_id", flat=True).get()
+                fair_queue.push(kind="assembly", item_id=str(job_id), tenant_id=tenant_id)
+            run_assembly_job.apply_async(args=[str(job_id)], kwargs={"traceparent": traceparent} if traceparent else {})
     except Exception:  # noqa: BLE001 - see docstring
         logger.exception("could not hand job %s to the runner; the sweep will re-send it", job_id)
 
@@ -629,7 +630,7 @@ def assembly_jobs_recover() -> dict[str, int]:
     stale_before = now - timedelta(seconds=settings.CTXENG_STALE_AFTER_SECONDS)
     counts = {"requeued": 0, "failed": 0, "resent": 0}
     stale = AssemblyJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=stale_before)
-    for job_id, attempts, heartbeat in stale.values_list("id", "attempts", "heartbeat_at"):
+    for job_id, attempts, heartbeat, tenant_id in stale.values_list("id", "attempts", "heartbeat_at", "tenant_id"):
         guard = AssemblyJob.objects.filter(id=job_id, status=JobStatus.RUNNING, attempts=attempts, heartbeat_at=heartbeat)
         if attempts >= settings.CTXENG_MAX_ATTEMPTS:
             if guard.update(
@@ -646,15 +647,15 @@ def assembly_jobs_recover() -> dict[str, int]:
             error=f"attempt {attempts}: worker lost (no heartbeat since {heartbeat.isoformat()}); requeued",
         ):
             counts["requeued"] += 1
-            assembly_job_enqueue(job_id=job_id)
+            assembly_job_enqueue(job_id=job_id, tenant_id=tenant_id)
     forgotten_before = now - timedelta(seconds=settings.CTXENG_REQUEUE_QUEUED_AFTER_SECONDS)
     forgotten = AssemblyJob.objects.filter(status=JobStatus.QUEUED, enqueued_at__lt=forgotten_before)
-    for job_id, enqueued_at in forgotten.values_list("id", "enqueued_at"):
+    for job_id, enqueued_at, tenant_id in forgotten.values_list("id", "enqueued_at", "tenant_id"):
         if AssemblyJob.objects.filter(id=job_id, status=JobStatus.QUEUED, enqueued_at=enqueued_at).update(
             enqueued_at=now
         ):
             counts["resent"] += 1
-            assembly_job_enqueue(job_id=job_id)
+            assembly_job_enqueue(job_id=job_id, tenant_id=tenant_id)
     if any(counts.values()):
         logger.info("job recovery: %s", counts)
     return counts

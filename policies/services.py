@@ -263,9 +263,11 @@ def impact_preview_enqueue(*, preview_id: uuid.UUID) -> None:
         if settings.CTXENG_JOBS_INLINE:
             run_impact_preview(str(preview_id))
         else:
-            tenant_id = (ImpactPreview.objects.filter(id=preview_id)
-                         .values_list("revision__policy__tenant_id", flat=True).get())
-            fair_queue.enqueue(kind="preview", item_id=str(preview_id), tenant_id=tenant_id)
+            if fair_queue.enabled():
+                tenant_id = (ImpactPreview.objects.filter(id=preview_id)
+                             .values_list("revision__policy__tenant_id", flat=True).get())
+                fair_queue.push(kind="preview", item_id=str(preview_id), tenant_id=tenant_id)
+            run_impact_preview.apply_async(args=[str(preview_id)])
     except Exception:  # noqa: BLE001 - see docstring
         logger.exception("could not hand impact preview %s to the runner", preview_id)
 

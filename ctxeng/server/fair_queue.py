@@ -10,8 +10,8 @@ runs, it is a turn on a worker. Beside it, in the broker's Redis:
 - `run:<tenant>` the entries the tenant has on workers, each with a lease (expiry, Redis time in
                  ms), and `leases` the same leases of every tenant, by expiry.
 
-`enqueue` pushes the entry (and the tenant on the ring if it was not there), then sends the
-entry's Celery message. `take`, run by whichever message a worker receives, gives the turn to the
+Each app's enqueue `push`es the entry (and the tenant on the ring if it was not there), then
+sends the entry's Celery message. `take`, run by whichever message a worker receives, gives the turn to the
 waiting tenant with the fewest entries on workers, the first in the ring among equals: its oldest
 entry is leased to this process, and the tenant goes to the back of the ring if it has more. So
 a tenant with nothing running goes before one whose jobs fill the workers, and with T tenants
@@ -183,18 +183,10 @@ def entry_of(kind: str, item_id: str) -> str:
 
 
 def push(*, kind: str, item_id: str, tenant_id: int | str) -> None:
-    """Queue an entry at the back of its tenant's queue (a no-op while it is queued already)."""
+    """Queue an entry at the back of its tenant's queue (a no-op while it is queued already); the
+caller then sends its message. Raises what Redis raises: the callers' enqueue never raises, and
+leaves a job it could not hand over to the stale-job sweep."""
     _script(PUSH, str(tenant_id), entry_of(kind, item_id))
-
-
-def enqueue(*, kind: str, item_id: str, tenant_id: int | str, kwargs: dict[str, Any] | None = None) -> None:
-    """Queue an entry for its tenant and send the message that gives it (or another) a turn.
-
-    Raises what Redis or the broker raise: the callers' enqueue never raises, and leaves a job
-    they could not hand over to the stale-job sweep."""
-    if enabled():
-        push(kind=kind, item_id=item_id, tenant_id=tenant_id)
-    app.send_task(TASKS[kind], args=[str(item_id)], kwargs=kwargs or {})
 
 
 @dataclass(frozen=True)
