@@ -40,12 +40,14 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis
 from django.conf import settings
 
 from ctxeng.server.celery import app
+
+if TYPE_CHECKING:
+    import redis
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +163,11 @@ _clients: dict[tuple[int, str], redis.Redis] = {}
 
 
 def _redis() -> redis.Redis:
-    """A client of the broker's Redis, one per process (a connection must not cross a fork)."""
+    """A client of the broker's Redis, one per process (a connection must not cross a fork).
+    Imported here: importing redis-py loads OpenTelemetry, which a process without OTEL_* set
+    must not (tests/service/test_telemetry.py)."""
+    import redis
+
     url = app.conf.broker_url
     key = (os.getpid(), url)
     if key not in _clients:
