@@ -132,12 +132,14 @@ def test_an_expired_lease_frees_the_slot_and_queues_its_entry_again_first(fair_r
 
 @pytest.fixture
 def two_tenants(published_policy, outsider_user, example_policy_text, api, agent_api):
-    """Tenant A (`tenant-x`, agent_api) and tenant B (`tenant-z`), each with the example policy."""
+    """Tenant A (`tenant-x`, agent_api) and tenant B (`tenant-z`), each with the example policy
+    (B's published revision: `two_tenants["revision"]`)."""
     from ctxeng.accounts.models import Tenant
     from policies.services import policy_import
 
-    policy_import(tenant=Tenant.objects.get(slug=TENANT_B), text=example_policy_text, user=outsider_user, publish=True)
-    return {TENANT_A: agent_api, TENANT_B: api(outsider_user)}
+    revision = policy_import(tenant=Tenant.objects.get(slug=TENANT_B), text=example_policy_text, user=outsider_user,
+                             publish=True)
+    return {TENANT_A: agent_api, TENANT_B: api(outsider_user), "revision": revision, "user_b": outsider_user}
 
 
 def submit(clients, example_request, tenant: str, run_id: str) -> str:
@@ -191,6 +193,29 @@ def test_with_fair_dispatch_off_the_small_job_waits_for_the_whole_backlog(
     worker = start_worker(CTXENG_FAIR_DISPATCH="0")
     wait_all_final([*backlog, small], [worker])
     assert claim_order([*backlog, small]) == [*backlog, small]
+
+
+def test_a_turn_runs_whichever_kind_of_job_is_next_an_assembly_or_an_impact_preview(
+    fair_redis, two_tenants, example_request, start_worker
+):
+    """Tenant A queues two assemblies, then tenant B an impact preview; one worker process. The
+    messages come in that order (assembly, assembly, preview), the turns go A, B, A: the second
+    assembly's message runs B's preview and the preview's message A's second assembly."""
+    from manifests.models import AssemblyJob
+    from policies.models import ImpactPreview
+    from policies.services import impact_preview_start
+
+    jobs = [submit(two_tenants, example_request, TENANT_A, f"a-{n}") for n in range(2)]
+    preview = impact_preview_start(revision=two_tenants["revision"], user=two_tenants["user_b"])
+    worker = start_worker()
+    wait_all_final(jobs, [worker])
+    deadline = time.monotonic() + GENEROUS
+    while (preview := ImpactPreview.objects.get(id=preview.id)).status in ("queued", "running"):
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.25)
+    assert preview.status == "done", (preview.status, preview.error)
+    first, second = (AssemblyJob.objects.get(id=job) for job in jobs)
+    assert first.finished_at <= preview.started_at <= preview.finished_at <= second.claimed_at
 
 
 def test_jobs_over_a_tenants_cap_are_requeued_and_still_complete_one_at_a_time(
