@@ -11,16 +11,16 @@ runs, it is a turn on a worker. Beside it, in the broker's Redis:
                  ms), and `leases` the same leases of every tenant, by expiry.
 
 Each app's enqueue `push`es the entry (and the tenant on the ring if it was not there), then
-sends the entry's Celery message. `take`, run by whichever message a worker receives, gives the turn to the
-waiting tenant with the fewest entries on workers, the first in the ring among equals: its oldest
-entry is leased to this process, and the tenant goes to the back of the ring if it has more. So
+sends the entry's Celery message. `take`, run by whichever message a worker receives, gives the
+turn to the waiting tenant with the fewest entries on workers, the first in the ring among equals:
+its oldest entry is leased to this process, and the tenant goes to the back of the ring. So
 a tenant with nothing running goes before one whose jobs fill the workers, and with T tenants
 waiting a tenant's next entry starts within T turns, whatever the others have queued. A tenant
 with CTXENG_FAIR_TENANT_MAX_RUNNING entries leased is passed over; when every tenant waiting is,
 the turn is requeued (the message is sent again after CTXENG_FAIR_REQUEUE_SECONDS).
 
-Nothing is lost: each push comes with a message, and a message takes at least one entry while
-there is one, so every entry is taken. A lease is renewed while its process runs the entry
+Nothing is lost: each push comes with a message, and a message takes an entry while there is one
+(or, when every waiting tenant is capped, is sent again), so every entry is taken. A lease is renewed while its process runs the entry
 (`holding`); a lease not renewed for CTXENG_FAIR_LEASE_SECONDS (a worker killed after `take`) is
 reaped by the next `take`: its entry goes back to the front of its tenant's queue with a new
 message, and the tenant's slot is free again. The job rows stay the source of truth: the claim
@@ -29,7 +29,10 @@ assembly whose entry the broker lost (a Redis restart). A message that finds no 
 entry it was sent for (one enqueued before fair dispatch was turned on, or re-sent by the sweep).
 
 Off (CTXENG_FAIR_DISPATCH=0), or without Redis (jobs run in the submitting process), messages run
-their own entry, first in, first out.
+their own entry, first in, first out. The scripts name their keys themselves (a tenant's keys are
+known only inside them), so the broker must be one Redis, not a cluster, as Celery's is. A run that
+stalls longer than a lease (no renewal reached Redis) loses its slot while it still runs: its
+entry is queued again (that second claim is refused) and its tenant may pass the cap meanwhile.
 """
 
 from __future__ import annotations
@@ -67,7 +70,6 @@ def register(kind: str, run: Callable[[str, str | None], Any]) -> None:
     _runners[kind] = run
 
 
-# KEYS: none (the keys are derived from the prefix: a tenant's keys are known only in the script).
 # Every script reads the clock from Redis, so leases do not depend on the workers' clocks agreeing.
 _LUA_PUSH = """
 local function push(p, tenant, entry, front)
@@ -190,8 +192,8 @@ def entry_of(kind: str, item_id: str) -> str:
 
 def push(*, kind: str, item_id: str, tenant_id: int | str) -> None:
     """Queue an entry at the back of its tenant's queue (a no-op while it is queued already); the
-caller then sends its message. Raises what Redis raises: the callers' enqueue never raises, and
-leaves a job it could not hand over to the stale-job sweep."""
+    caller then sends its message. Raises what Redis raises: the callers' enqueue never raises,
+    and leaves a job it could not hand over to the stale-job sweep."""
     _script(PUSH, str(tenant_id), entry_of(kind, item_id))
 
 
