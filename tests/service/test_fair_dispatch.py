@@ -1,9 +1,10 @@
 """Fair dispatch between tenants (issue 40, finding 5): one tenant's backlog cannot starve another's job.
 
-The rule (ctxeng.server.fair_queue): each turn on a worker goes to the next tenant with queued
-work, round-robin; a tenant at CTXENG_FAIR_TENANT_MAX_RUNNING is passed over and, when every
-waiting tenant is, the turn is requeued; a lease a killed worker stops renewing expires, which
-frees the slot and queues its entry again. First on the queue structures in real Redis (orders
+The rule (ctxeng.server.fair_queue): each turn on a worker goes to the waiting tenant with the
+fewest entries on workers, the first in the ring (round-robin) among equals; a tenant at
+CTXENG_FAIR_TENANT_MAX_RUNNING is passed over and, when every waiting tenant is, the turn is
+requeued; a lease a killed worker stops renewing expires, which frees the slot and queues its
+entry again. First on the queue structures in real Redis (orders
 written by hand from the rule), then end to end on real Celery workers, asserting orders of
 events, never durations.
 """
