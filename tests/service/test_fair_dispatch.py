@@ -170,6 +170,7 @@ def claim_order(job_ids: list[str]) -> list[str]:
 HEAVY = 6
 
 
+@pytest.mark.slow
 def test_a_small_job_of_one_tenant_runs_before_the_second_of_anothers_backlog(
     fair_redis, two_tenants, example_request, start_worker
 ):
@@ -184,6 +185,7 @@ def test_a_small_job_of_one_tenant_runs_before_the_second_of_anothers_backlog(
     assert order == [backlog[0], small, *backlog[1:]]
 
 
+@pytest.mark.slow
 def test_with_fair_dispatch_off_the_small_job_waits_for_the_whole_backlog(
     fair_redis, two_tenants, example_request, start_worker, settings
 ):
@@ -196,6 +198,7 @@ def test_with_fair_dispatch_off_the_small_job_waits_for_the_whole_backlog(
     assert claim_order([*backlog, small]) == [*backlog, small]
 
 
+@pytest.mark.slow
 def test_a_turn_runs_whichever_kind_of_job_is_next_an_assembly_or_an_impact_preview(
     fair_redis, two_tenants, example_request, start_worker
 ):
@@ -219,6 +222,7 @@ def test_a_turn_runs_whichever_kind_of_job_is_next_an_assembly_or_an_impact_prev
     assert first.finished_at <= preview.started_at <= preview.finished_at <= second.claimed_at
 
 
+@pytest.mark.slow
 def test_jobs_over_a_tenants_cap_are_requeued_and_still_complete_one_at_a_time(
     fair_redis, two_tenants, example_request, start_worker
 ):
@@ -242,6 +246,7 @@ def test_jobs_over_a_tenants_cap_are_requeued_and_still_complete_one_at_a_time(
     assert order.index(small) < order.index(claim_order(capped)[1]), order
 
 
+@pytest.mark.slow
 def test_the_slot_of_a_killed_worker_is_freed_when_its_lease_expires(
     fair_redis, two_tenants, example_request, start_worker
 ):
