@@ -162,7 +162,7 @@ def assembly_job_submit(
                 enqueued_at=timezone.now(),
                 traceparent=traceparent or "",
             )
-            transaction.on_commit(lambda: assembly_job_enqueue(job_id=job.id, traceparent=traceparent))
+            transaction.on_commit(lambda: assembly_job_enqueue(job_id=job.id, traceparent=traceparent, tenant_id=tenant.pk))
     except IntegrityError:
         # A concurrent submit with the same key won the race.
         existing = _idempotent_match(tenant=tenant, key=key, digest=digest) if key else None
@@ -191,7 +191,7 @@ def _committed_despite_error(*, job: AssemblyJob, traceparent: str | None) -> No
             "returns the job if it was)", retry_after=settings.CTXENG_OUTAGE_RETRY_AFTER_SECONDS) from None
     if not applied:
         raise
-    assembly_job_enqueue(job_id=job.id, traceparent=traceparent)
+    assembly_job_enqueue(job_id=job.id, traceparent=traceparent, tenant_id=job.tenant_id)
 
 
 def _idempotent_match(*, tenant: Tenant, key: str, digest: str) -> AssemblyJob | None:
@@ -201,20 +201,27 @@ def _idempotent_match(*, tenant: Tenant, key: str, digest: str) -> AssemblyJob |
     return existing
 
 
-def assembly_job_enqueue(*, job_id: uuid.UUID, traceparent: str | None = None) -> None:
-    """Hand a saved job to the runner: in-process when REDIS_URL is unset, else Celery.
+def assembly_job_enqueue(*, job_id: uuid.UUID, traceparent: str | None = None, tenant_id: int | None = None) -> None:
+    """Hand a saved job to the runner: in-process when REDIS_URL is unset, else Celery, in its
+    tenant's fair queue (ctxeng.server.fair_queue; `tenant_id` read from the row when not given).
 
     Never raises: the job row is already committed, so a broker outage must not turn the submit
     into an error. A job whose message was not sent stays `queued` and the stale-job sweep
     re-sends it after CTXENG_REQUEUE_QUEUED_AFTER_SECONDS. A W3C `traceparent` travels with the
     task (a re-sent job starts its own trace).
     """
+    from ctxeng.server import fair_queue
+
     from .tasks import run_assembly_job
 
     try:
         if settings.CTXENG_JOBS_INLINE:
             run_assembly_job(str(job_id), traceparent=traceparent)
         else:
+            if fair_queue.enabled():
+                if tenant_id is None:
+                    tenant_id = AssemblyJob.objects.filter(id=job_id).values_list("tenant_id", flat=True).get()
+                fair_queue.push(kind="assembly", item_id=str(job_id), tenant_id=tenant_id)
             run_assembly_job.apply_async(args=[str(job_id)], kwargs={"traceparent": traceparent} if traceparent else {})
     except Exception:  # noqa: BLE001 - see docstring
         logger.exception("could not hand job %s to the runner; the sweep will re-send it", job_id)
@@ -623,7 +630,7 @@ def assembly_jobs_recover() -> dict[str, int]:
     stale_before = now - timedelta(seconds=settings.CTXENG_STALE_AFTER_SECONDS)
     counts = {"requeued": 0, "failed": 0, "resent": 0}
     stale = AssemblyJob.objects.filter(status=JobStatus.RUNNING, heartbeat_at__lt=stale_before)
-    for job_id, attempts, heartbeat in stale.values_list("id", "attempts", "heartbeat_at"):
+    for job_id, attempts, heartbeat, tenant_id in stale.values_list("id", "attempts", "heartbeat_at", "tenant_id"):
         guard = AssemblyJob.objects.filter(id=job_id, status=JobStatus.RUNNING, attempts=attempts, heartbeat_at=heartbeat)
         if attempts >= settings.CTXENG_MAX_ATTEMPTS:
             if guard.update(
@@ -640,15 +647,15 @@ def assembly_jobs_recover() -> dict[str, int]:
             error=f"attempt {attempts}: worker lost (no heartbeat since {heartbeat.isoformat()}); requeued",
         ):
             counts["requeued"] += 1
-            assembly_job_enqueue(job_id=job_id)
+            assembly_job_enqueue(job_id=job_id, tenant_id=tenant_id)
     forgotten_before = now - timedelta(seconds=settings.CTXENG_REQUEUE_QUEUED_AFTER_SECONDS)
     forgotten = AssemblyJob.objects.filter(status=JobStatus.QUEUED, enqueued_at__lt=forgotten_before)
-    for job_id, enqueued_at in forgotten.values_list("id", "enqueued_at"):
+    for job_id, enqueued_at, tenant_id in forgotten.values_list("id", "enqueued_at", "tenant_id"):
         if AssemblyJob.objects.filter(id=job_id, status=JobStatus.QUEUED, enqueued_at=enqueued_at).update(
             enqueued_at=now
         ):
             counts["resent"] += 1
-            assembly_job_enqueue(job_id=job_id)
+            assembly_job_enqueue(job_id=job_id, tenant_id=tenant_id)
     if any(counts.values()):
         logger.info("job recovery: %s", counts)
     return counts

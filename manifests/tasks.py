@@ -2,7 +2,8 @@
 
 Delivered at least once (acks_late; a message whose worker died is requeued): the guarded claim
 makes every later delivery of a job that is running or done a no-op. Inline mode (no REDIS_URL)
-calls the same function in-process.
+calls the same function in-process. With fair dispatch (ctxeng.server.fair_queue) a message is a
+turn: it runs the job or preview whose tenant's turn it is, which may not be the job it names.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import time
 
 from django.conf import settings
 
+from ctxeng.server import fair_queue
 from ctxeng.server.celery import app
 
 from .models import AssemblyJob
@@ -20,20 +22,32 @@ from .services import assembly_job_assemble, assembly_job_claim, assembly_job_he
 
 
 @app.task(
+    bind=True,
     name="manifests.run_assembly_job",
     acks_late=True,
     reject_on_worker_lost=True,
-    soft_time_limit=settings.CTXENG_JOB_SOFT_TIME_LIMIT,
-    time_limit=settings.CTXENG_JOB_TIME_LIMIT,
+    # A turn may run an impact preview instead (fair dispatch): the limits cover either (settings).
+    soft_time_limit=settings.CTXENG_TURN_SOFT_TIME_LIMIT,
+    time_limit=settings.CTXENG_TURN_TIME_LIMIT,
     ignore_result=True,
 )
-def run_assembly_job(job_id: str, traceparent: str | None = None) -> str | None:
+def run_assembly_job(self, job_id: str, traceparent: str | None = None) -> str | None:
+    return fair_queue.run_turn(
+        kind="assembly", item_id=job_id, traceparent=traceparent,
+        requeue=lambda countdown: self.apply_async(args=[job_id], kwargs=self.request.kwargs, countdown=countdown),
+    )
+
+
+def _run(job_id: str, traceparent: str | None) -> str | None:
     attempt = assembly_job_claim(job_id=job_id)
     if attempt is None:
         return None
     with assembly_job_heartbeat(job_id=job_id, attempt=attempt):
         _test_hooks(job_id)
         return assembly_job_assemble(job_id=job_id, attempt=attempt, traceparent=traceparent)
+
+
+fair_queue.register("assembly", _run)
 
 
 def _test_hooks(job_id: str) -> None:

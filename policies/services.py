@@ -252,14 +252,21 @@ def impact_preview_start(
 
 
 def impact_preview_enqueue(*, preview_id: uuid.UUID) -> None:
-    """In-process when REDIS_URL is unset, else Celery. Never raises: a preview that could not be
+    """In-process when REDIS_URL is unset, else Celery, in its tenant's fair queue
+    (ctxeng.server.fair_queue). Never raises: a preview that could not be
     sent stays queued, and the editor can cancel it and run another."""
+    from ctxeng.server import fair_queue
+
     from .tasks import run_impact_preview
 
     try:
         if settings.CTXENG_JOBS_INLINE:
             run_impact_preview(str(preview_id))
         else:
+            if fair_queue.enabled():
+                tenant_id = (ImpactPreview.objects.filter(id=preview_id)
+                             .values_list("revision__policy__tenant_id", flat=True).get())
+                fair_queue.push(kind="preview", item_id=str(preview_id), tenant_id=tenant_id)
             run_impact_preview.apply_async(args=[str(preview_id)])
     except Exception:  # noqa: BLE001 - see docstring
         logger.exception("could not hand impact preview %s to the runner", preview_id)

@@ -1,26 +1,40 @@
 """The impact preview task: a thin, named, idempotent wrapper around policies.services.
 
 The claim (`queued -> running`, guarded) makes a second delivery a no-op. Inline mode (no
-REDIS_URL) calls the same function in-process after the starting request commits.
+REDIS_URL) calls the same function in-process after the starting request commits. With fair
+dispatch (ctxeng.server.fair_queue) a message is a turn, which may run another tenant's job.
 """
 
 from __future__ import annotations
 
 from django.conf import settings
 
+from ctxeng.server import fair_queue
 from ctxeng.server.celery import app
 
 from .services import impact_preview_run
 
 
 @app.task(
+    bind=True,
     name="policies.run_impact_preview",
     acks_late=True,
     # The runner stops starting replays at CTXENG_IMPACT_TIME_LIMIT_SECONDS; one replay of a
-    # 20,000-candidate request takes seconds, so these limits only catch a hung replay.
-    soft_time_limit=settings.CTXENG_IMPACT_TIME_LIMIT_SECONDS + 60,
-    time_limit=settings.CTXENG_IMPACT_TIME_LIMIT_SECONDS + 120,
+    # 20,000-candidate request takes seconds, so these limits only catch a hung replay. A turn may
+    # run an assembly job instead (fair dispatch): the limits cover either (settings).
+    soft_time_limit=settings.CTXENG_TURN_SOFT_TIME_LIMIT,
+    time_limit=settings.CTXENG_TURN_TIME_LIMIT,
     ignore_result=True,
 )
-def run_impact_preview(preview_id: str) -> None:
+def run_impact_preview(self, preview_id: str) -> None:
+    fair_queue.run_turn(
+        kind="preview", item_id=preview_id, traceparent=None,
+        requeue=lambda countdown: self.apply_async(args=[preview_id], countdown=countdown),
+    )
+
+
+def _run(preview_id: str, traceparent: str | None) -> None:
     impact_preview_run(preview_id=preview_id)
+
+
+fair_queue.register("preview", _run)

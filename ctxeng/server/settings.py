@@ -379,6 +379,25 @@ if CTXENG_JOB_SOFT_TIME_LIMIT >= CTXENG_JOB_TIME_LIMIT:
 CTXENG_IMPACT_TIME_LIMIT_SECONDS = envfloat("CTXENG_IMPACT_TIME_LIMIT_SECONDS", "120")
 if CTXENG_IMPACT_TIME_LIMIT_SECONDS <= 0:
     raise ImproperlyConfigured("CTXENG_IMPACT_TIME_LIMIT_SECONDS: expected a positive number of seconds")
+# Fair dispatch (ctxeng.server.fair_queue): a worker takes the queued job or preview of the next
+# tenant in turn, round-robin over the tenants with work, instead of the oldest message; 0: first
+# in, first out (one tenant's backlog delays every other tenant's jobs). A tenant may hold at most
+# CTXENG_FAIR_TENANT_MAX_RUNNING workers at once (0: no cap; a cap leaves workers idle when only
+# that tenant has work); a turn that finds every waiting tenant at its cap is requeued after
+# CTXENG_FAIR_REQUEUE_SECONDS. A worker's hold on a slot is a lease it renews; one not renewed
+# for CTXENG_FAIR_LEASE_SECONDS (a killed worker) frees the slot and queues its entry again.
+CTXENG_FAIR_DISPATCH = envbool("CTXENG_FAIR_DISPATCH", "1")
+CTXENG_FAIR_TENANT_MAX_RUNNING = envint("CTXENG_FAIR_TENANT_MAX_RUNNING", "0")
+CTXENG_FAIR_REQUEUE_SECONDS = envfloat("CTXENG_FAIR_REQUEUE_SECONDS", "1")
+CTXENG_FAIR_LEASE_SECONDS = envfloat("CTXENG_FAIR_LEASE_SECONDS", "40")
+if CTXENG_FAIR_TENANT_MAX_RUNNING < 0:
+    raise ImproperlyConfigured("CTXENG_FAIR_TENANT_MAX_RUNNING: expected 0 (no cap) or a positive number of workers")
+if CTXENG_FAIR_REQUEUE_SECONDS < 0 or CTXENG_FAIR_LEASE_SECONDS <= 0:
+    raise ImproperlyConfigured("CTXENG_FAIR_REQUEUE_SECONDS, CTXENG_FAIR_LEASE_SECONDS: expected positive seconds")
+# A turn runs an assembly job or an impact preview, whichever is next (fair dispatch): both tasks
+# get the larger of the two kinds' time limits.
+CTXENG_TURN_SOFT_TIME_LIMIT = max(CTXENG_JOB_SOFT_TIME_LIMIT, round(CTXENG_IMPACT_TIME_LIMIT_SECONDS) + 60)
+CTXENG_TURN_TIME_LIMIT = max(CTXENG_JOB_TIME_LIMIT, round(CTXENG_IMPACT_TIME_LIMIT_SECONDS) + 120)
 # Test hooks read by the task (never set in production): sleep before assembling, or SIGKILL the
 # worker process for jobs of one run id. They make worker-crash tests deterministic.
 CTXENG_TEST_TASK_SLEEP_SECONDS = envfloat("CTXENG_TEST_TASK_SLEEP_SECONDS", "0")
@@ -400,7 +419,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 # that is still running would be delivered twice (harmless, the claim refuses it, but wasteful).
 # Recovery after a crash does not wait for it: the stale-job sweep requeues from the database.
 CELERY_BROKER_TRANSPORT_OPTIONS = {
-    "visibility_timeout": envint("CTXENG_VISIBILITY_TIMEOUT", str(CTXENG_JOB_TIME_LIMIT + 60)),
+    "visibility_timeout": envint("CTXENG_VISIBILITY_TIMEOUT", str(CTXENG_TURN_TIME_LIMIT + 60)),
 }
 
 # --------------------------------------------------------------------------- examples

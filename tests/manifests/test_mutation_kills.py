@@ -83,6 +83,7 @@ def test_a_job_goes_to_the_broker_by_its_id_with_its_traceparent_when_there_is_o
     task = _Recorder()
     monkeypatch.setattr(tasks, "run_assembly_job", task)
     settings.CTXENG_JOBS_INLINE = False
+    settings.CTXENG_FAIR_DISPATCH = False  # the message alone (fair dispatch: tests/service/test_fair_dispatch.py)
     job_id = uuid.uuid4()
     parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     services.assembly_job_enqueue(job_id=job_id, traceparent=parent)
@@ -106,6 +107,7 @@ def test_a_broker_outage_is_logged_naming_the_job_and_does_not_raise(settings, m
 
     monkeypatch.setattr(tasks, "run_assembly_job", _Recorder(fail=True))
     settings.CTXENG_JOBS_INLINE = False
+    settings.CTXENG_FAIR_DISPATCH = False  # the message alone (fair dispatch: tests/service/test_fair_dispatch.py)
     job_id = uuid.uuid4()
     services.assembly_job_enqueue(job_id=job_id)
     assert any(str(job_id) in record.getMessage() for record in caplog.records)
@@ -135,7 +137,7 @@ def test_a_relost_job_records_when_it_was_requeued(lost_job, monkeypatch):
 
     from manifests.models import AssemblyJob
 
-    monkeypatch.setattr(services, "assembly_job_enqueue", lambda *, job_id: None)
+    monkeypatch.setattr(services, "assembly_job_enqueue", lambda *, job_id, **_: None)
     services.assembly_job_claim(job_id=lost_job.id)
     long_ago = timezone.now() - timedelta(minutes=5)
     AssemblyJob.objects.filter(id=lost_job.id).update(heartbeat_at=long_ago, updated_at=long_ago)

@@ -22,7 +22,7 @@ def test_a_stale_running_job_is_requeued_and_then_finishes_once(lost_job, monkey
     import manifests.services
 
     sent = []
-    monkeypatch.setattr(manifests.services, "assembly_job_enqueue", lambda *, job_id: sent.append(job_id))
+    monkeypatch.setattr(manifests.services, "assembly_job_enqueue", lambda *, job_id, **_: sent.append(job_id))
     first = assembly_job_claim(job_id=lost_job.id)
     AssemblyJob.objects.filter(id=lost_job.id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     assert assembly_jobs_recover()["requeued"] == 1
@@ -56,7 +56,7 @@ def test_a_queued_job_whose_message_was_lost_is_sent_again(lost_job, monkeypatch
     import manifests.services
 
     sent = []
-    monkeypatch.setattr(manifests.services, "assembly_job_enqueue", lambda *, job_id: sent.append(job_id))
+    monkeypatch.setattr(manifests.services, "assembly_job_enqueue", lambda *, job_id, **_: sent.append(job_id))
     AssemblyJob.objects.filter(id=lost_job.id).update(enqueued_at=timezone.now() - timedelta(minutes=5))
     assert assembly_jobs_recover()["resent"] == 1
     assert assembly_jobs_recover()["resent"] == 0

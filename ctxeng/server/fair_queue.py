@@ -1,0 +1,297 @@
+"""Fair dispatch of queued jobs between tenants: one tenant's backlog cannot starve another's job.
+
+Celery's Redis queue is first in, first out: 16 heavy jobs of one tenant ahead of another's small
+one made it wait for all 16 (issue 40, finding 5). So a Celery message no longer decides which job
+runs, it is a turn on a worker. Beside it, in the broker's Redis:
+
+- `q:<tenant>`   the tenant's pending entries (`<kind>:<id>`, kind `assembly` or `preview`) in
+                 submit order, deduplicated by `pending:<tenant>`;
+- `ring`         the tenants with pending entries, each once, in turn order (`inring` its set);
+- `run:<tenant>` the entries the tenant has on workers, each with a lease (expiry, Redis time in
+                 ms), and `leases` the same leases of every tenant, by expiry.
+
+Each app's enqueue `push`es the entry (and the tenant on the ring if it was not there), then
+sends the entry's Celery message. `take`, run by whichever message a worker receives, gives the
+turn to the waiting tenant with the fewest entries on workers, the first in the ring among equals:
+its oldest entry is leased to this process, and the tenant goes to the back of the ring. So
+a tenant with nothing running goes before one whose jobs fill the workers, and with T tenants
+waiting a tenant's next entry starts within T turns, whatever the others have queued. A tenant
+with CTXENG_FAIR_TENANT_MAX_RUNNING entries leased is passed over; when every tenant waiting is,
+the turn is requeued (the message is sent again after CTXENG_FAIR_REQUEUE_SECONDS).
+
+Nothing is lost: each push comes with a message, and a message takes an entry while there is one
+(or, when every waiting tenant is capped, is sent again), so every entry is taken. A lease is renewed while its process runs the entry
+(`holding`); a lease not renewed for CTXENG_FAIR_LEASE_SECONDS (a worker killed after `take`) is
+reaped by the next `take`: its entry goes back to the front of its tenant's queue with a new
+message, and the tenant's slot is free again. The job rows stay the source of truth: the claim
+guards every run (a second run of an entry is a no-op), and the stale-job sweep re-sends a queued
+assembly whose entry the broker lost (a Redis restart). A message that finds no entry runs the
+entry it was sent for (one enqueued before fair dispatch was turned on, or re-sent by the sweep).
+
+Off (CTXENG_FAIR_DISPATCH=0), or without Redis (jobs run in the submitting process), messages run
+their own entry, first in, first out. The scripts name their keys themselves (a tenant's keys are
+known only inside them), so the broker must be one Redis, not a cluster, as Celery's is. A run that
+stalls longer than a lease (no renewal reached Redis) loses its slot while it still runs: its
+entry is queued again (that second claim is refused) and its tenant may pass the cap meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.conf import settings
+
+from ctxeng.server.celery import app
+
+if TYPE_CHECKING:
+    import redis
+
+logger = logging.getLogger(__name__)
+
+PREFIX = "ctxeng:fair:"
+
+# The Celery task that runs each kind of entry, by name (sent without importing the app's tasks).
+TASKS = {"assembly": "manifests.run_assembly_job", "preview": "policies.run_impact_preview"}
+
+# kind -> run(item_id, traceparent): registered by each app's tasks module (manifests.tasks,
+# policies.tasks), in the worker that imports both; this module imports neither app.
+_runners: dict[str, Callable[[str, str | None], Any]] = {}
+
+
+def register(kind: str, run: Callable[[str, str | None], Any]) -> None:
+    if kind not in TASKS:
+        raise ValueError(f"kind: {kind!r} is not one of {sorted(TASKS)}")
+    _runners[kind] = run
+
+
+# Every script reads the clock from Redis, so leases do not depend on the workers' clocks agreeing.
+_LUA_PUSH = """
+local function push(p, tenant, entry, front)
+  if redis.call('SADD', p .. 'pending:' .. tenant, entry) == 1 then
+    if front then redis.call('LPUSH', p .. 'q:' .. tenant, entry)
+    else redis.call('RPUSH', p .. 'q:' .. tenant, entry) end
+  end
+  if redis.call('SADD', p .. 'inring', tenant) == 1 then redis.call('RPUSH', p .. 'ring', tenant) end
+end
+"""
+
+PUSH = _LUA_PUSH + """
+push(ARGV[1], ARGV[2], ARGV[3], false)
+return 1
+"""
+
+# ARGV: prefix, lease ms, cap (0: none), most leases reaped per call.
+# Returns {tenant or false, entry or false, capped 0/1, reaped entries as tenant|entry...}.
+TAKE = _LUA_PUSH + """
+local p, lease, cap, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local result = {false, false, 0}
+for _, held in ipairs(redis.call('ZRANGEBYSCORE', p .. 'leases', '-inf', now, 'LIMIT', 0, most)) do
+  local bar = string.find(held, '|', 1, true)
+  local tenant, entry = string.sub(held, 1, bar - 1), string.sub(held, bar + 1)
+  redis.call('ZREM', p .. 'leases', held)
+  redis.call('ZREM', p .. 'run:' .. tenant, entry)
+  push(p, tenant, entry, true)
+  table.insert(result, held)
+end
+-- The turn goes to the waiting tenant with the fewest entries on workers; among equals, the one
+-- first in the ring (the longest since its last turn). A tenant at the cap is passed over.
+local best, fewest = nil, nil
+for _, tenant in ipairs(redis.call('LRANGE', p .. 'ring', 0, -1)) do
+  if redis.call('LLEN', p .. 'q:' .. tenant) == 0 then
+    redis.call('LREM', p .. 'ring', 1, tenant)
+    redis.call('SREM', p .. 'inring', tenant)
+  else
+    local running = redis.call('ZCARD', p .. 'run:' .. tenant)
+    if cap > 0 and running >= cap then
+      result[3] = 1
+    elseif fewest == nil or running < fewest then
+      best, fewest = tenant, running
+    end
+  end
+end
+if best then
+  local queue = p .. 'q:' .. best
+  local entry = redis.call('LPOP', queue)
+  redis.call('SREM', p .. 'pending:' .. best, entry)
+  redis.call('ZADD', p .. 'run:' .. best, now + lease, entry)
+  redis.call('ZADD', p .. 'leases', now + lease, best .. '|' .. entry)
+  redis.call('LREM', p .. 'ring', 1, best)
+  if redis.call('LLEN', queue) > 0 then redis.call('RPUSH', p .. 'ring', best)
+  else redis.call('SREM', p .. 'inring', best) end
+  result[1], result[2], result[3] = best, entry, 0
+end
+return result
+"""
+
+# ARGV: prefix, lease ms, then tenant, entry pairs. Only a lease still held is extended (one
+# reaped meanwhile is not brought back: its entry is queued again).
+RENEW = """
+local p, lease = ARGV[1], tonumber(ARGV[2])
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+for i = 3, #ARGV, 2 do
+  local tenant, entry = ARGV[i], ARGV[i + 1]
+  if redis.call('ZSCORE', p .. 'run:' .. tenant, entry) then
+    redis.call('ZADD', p .. 'run:' .. tenant, now + lease, entry)
+    redis.call('ZADD', p .. 'leases', now + lease, tenant .. '|' .. entry)
+  end
+end
+return 1
+"""
+
+RELEASE = """
+redis.call('ZREM', ARGV[1] .. 'run:' .. ARGV[2], ARGV[3])
+redis.call('ZREM', ARGV[1] .. 'leases', ARGV[2] .. '|' .. ARGV[3])
+return 1
+"""
+
+REAP_AT_MOST = 100
+
+
+def enabled() -> bool:
+    """Fair dispatch applies: jobs go through Celery (REDIS_URL set) and CTXENG_FAIR_DISPATCH is on."""
+    return settings.CTXENG_FAIR_DISPATCH and not settings.CTXENG_JOBS_INLINE
+
+
+_clients: dict[tuple[int, str], redis.Redis] = {}
+
+
+def _redis() -> redis.Redis:
+    """A client of the broker's Redis, one per process (a connection must not cross a fork).
+    Imported here: importing redis-py loads OpenTelemetry, which a process without OTEL_* set
+    must not (tests/service/test_telemetry.py)."""
+    import redis
+
+    url = app.conf.broker_url
+    key = (os.getpid(), url)
+    if key not in _clients:
+        _clients.clear()
+        _clients[key] = redis.Redis.from_url(url, socket_timeout=10, socket_connect_timeout=5)
+    return _clients[key]
+
+
+def _script(source: str, *args: Any) -> Any:
+    return _redis().eval(source, 0, PREFIX, *args)
+
+
+def _lease_ms() -> int:
+    return max(1, round(settings.CTXENG_FAIR_LEASE_SECONDS * 1000))
+
+
+def entry_of(kind: str, item_id: str) -> str:
+    return f"{kind}:{item_id}"
+
+
+def push(*, kind: str, item_id: str, tenant_id: int | str) -> None:
+    """Queue an entry at the back of its tenant's queue (a no-op while it is queued already); the
+    caller then sends its message. Raises what Redis raises: the callers' enqueue never raises,
+    and leaves a job it could not hand over to the stale-job sweep."""
+    _script(PUSH, str(tenant_id), entry_of(kind, item_id))
+
+
+@dataclass(frozen=True)
+class Turn:
+    """What `take` gave this message: an entry (with its tenant), or none; `capped`: entries are
+    waiting, but each of their tenants is at its cap of running entries."""
+
+    tenant: str | None
+    kind: str | None
+    item_id: str | None
+    capped: bool
+
+
+def take() -> Turn:
+    """The next entry in turn (its lease now held by this process); reaped leases are re-sent."""
+    tenant, entry, capped, *reaped = _script(
+        TAKE, _lease_ms(), settings.CTXENG_FAIR_TENANT_MAX_RUNNING, REAP_AT_MOST)
+    for held in reaped:
+        lost_tenant, _, lost = held.decode().partition("|")
+        kind, _, item_id = lost.partition(":")
+        logger.warning("fair dispatch: the lease of %s (tenant %s) expired; queued again", lost, lost_tenant)
+        app.send_task(TASKS[kind], args=[item_id])
+    if not tenant:
+        return Turn(tenant=None, kind=None, item_id=None, capped=bool(capped))
+    kind, _, item_id = entry.decode().partition(":")
+    return Turn(tenant=tenant.decode(), kind=kind, item_id=item_id, capped=False)
+
+
+class _Leases:
+    """One thread per process renews the leases of the entries the process is running, every
+    third of a lease, so a live run keeps its slot and a killed one loses it within a lease."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.held: dict[tuple[str, str], int] = {}
+        self.pid: int | None = None
+
+    def add(self, tenant: str, entry: str) -> None:
+        with self.lock:
+            self.held[(tenant, entry)] = self.held.get((tenant, entry), 0) + 1
+            if self.pid != os.getpid():
+                self.pid = os.getpid()
+                threading.Thread(target=self._run, name="fair-leases", daemon=True).start()
+
+    def remove(self, tenant: str, entry: str) -> None:
+        with self.lock:
+            if self.held.get((tenant, entry), 0) > 1:
+                self.held[(tenant, entry)] -= 1
+            else:
+                self.held.pop((tenant, entry), None)
+
+    def _run(self) -> None:
+        while True:
+            threading.Event().wait(settings.CTXENG_FAIR_LEASE_SECONDS / 3)
+            with self.lock:
+                held = [value for pair in self.held for value in pair]
+            if not held:
+                continue
+            try:
+                _script(RENEW, _lease_ms(), *held)
+            except Exception:  # noqa: BLE001 - a missed renewal must not stop the thread
+                logger.warning("fair dispatch: lease renewal failed", exc_info=True)
+
+
+_leases = _Leases()
+
+
+@contextmanager
+def holding(turn: Turn) -> Iterator[None]:
+    """Keep the turn's lease while the body runs its entry; free the tenant's slot after."""
+    entry = entry_of(turn.kind or "", turn.item_id or "")
+    _leases.add(turn.tenant or "", entry)
+    try:
+        yield
+    finally:
+        _leases.remove(turn.tenant or "", entry)
+        try:
+            _script(RELEASE, turn.tenant, entry)
+        except Exception:  # noqa: BLE001 - an unreleased lease expires by itself
+            logger.warning("fair dispatch: could not release %s; its lease will expire", entry, exc_info=True)
+
+
+def run_turn(*, kind: str, item_id: str, traceparent: str | None, requeue: Callable[[float], Any]) -> Any:
+    """What a message does: run the entry in turn (fair dispatch), else the one it was sent for.
+
+    `requeue(countdown)` sends this message again; called when every waiting tenant is at its cap.
+    The traceparent belongs to the message's own entry; another entry's run reads its own."""
+    if not enabled():
+        return _runners[kind](item_id, traceparent)
+    turn = take()
+    if turn.capped:
+        logger.info("fair dispatch: every waiting tenant is at CTXENG_FAIR_TENANT_MAX_RUNNING=%s; turn requeued",
+                    settings.CTXENG_FAIR_TENANT_MAX_RUNNING)
+        requeue(settings.CTXENG_FAIR_REQUEUE_SECONDS)
+        return None
+    if turn.tenant is None:
+        return _runners[kind](item_id, traceparent)
+    own = (turn.kind, turn.item_id) == (kind, item_id)
+    with holding(turn):
+        return _runners[turn.kind or ""](turn.item_id or "", traceparent if own else None)

@@ -1,0 +1,273 @@
+"""Fair dispatch between tenants (issue 40, finding 5): one tenant's backlog cannot starve another's job.
+
+The rule (ctxeng.server.fair_queue): each turn on a worker goes to the waiting tenant with the
+fewest entries on workers, the first in the ring (round-robin) among equals; a tenant at
+CTXENG_FAIR_TENANT_MAX_RUNNING is passed over and, when every waiting tenant is, the turn is
+requeued; a lease a killed worker stops renewing expires, which frees the slot and queues its
+entry again. First on the queue structures in real Redis (orders
+written by hand from the rule), then end to end on real Celery workers, asserting orders of
+events, never durations.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+import pytest
+
+GENEROUS = 300.0
+TENANT_A, TENANT_B = "tenant-x", "tenant-z"
+
+
+@pytest.fixture
+def fair_redis(celery_jobs):
+    """The broker's Redis, emptied: no queued entry, lease or message of an earlier test."""
+    import redis
+
+    client = redis.Redis.from_url(celery_jobs)
+    client.flushdb()
+    yield client
+    client.flushdb()
+
+
+def ids(count: int) -> list[str]:
+    return [str(uuid.uuid4()) for _ in range(count)]
+
+
+def take_entry() -> tuple[str | None, str | None]:
+    """Take a turn and free its slot at once: (tenant, item id), (None, None) when nothing is queued."""
+    from ctxeng.server import fair_queue
+
+    turn = fair_queue.take()
+    if turn.tenant is not None:
+        fair_queue._script(fair_queue.RELEASE, turn.tenant, fair_queue.entry_of(turn.kind, turn.item_id))
+    return turn.tenant, turn.item_id
+
+
+# --------------------------------------------------------------------------- the queue in Redis
+
+
+def test_turns_go_round_robin_over_the_tenants_with_queued_work(fair_redis):
+    from ctxeng.server import fair_queue
+
+    a, b, c = ids(4), ids(1), ids(2)
+    for tenant, items in (("1", a), ("2", b), ("3", c)):
+        for item in items:
+            fair_queue.push(kind="assembly", item_id=item, tenant_id=tenant)
+    order = [take_entry() for _ in range(8)]
+    # Written from the rule: 1, 2, 3, then the tenants that still have work, in the same turn order.
+    assert order == [("1", a[0]), ("2", b[0]), ("3", c[0]), ("1", a[1]), ("3", c[1]), ("1", a[2]), ("1", a[3]),
+                     (None, None)]
+
+
+def test_a_tenant_with_nothing_running_goes_before_one_whose_jobs_hold_the_workers(fair_redis):
+    """Tenant 1 queued first and holds two workers; tenant 2's entry, queued after tenant 1's
+    third, is taken next: fewest entries running first, ring order only among equals."""
+    from ctxeng.server import fair_queue
+
+    a, b = ids(3), ids(1)
+    for item in a:
+        fair_queue.push(kind="assembly", item_id=item, tenant_id="1")
+    held = [fair_queue.take(), fair_queue.take()]
+    assert [turn.item_id for turn in held] == a[:2]
+    fair_queue.push(kind="assembly", item_id=b[0], tenant_id="2")
+    assert (fair_queue.take().item_id, fair_queue.take().item_id) == (b[0], a[2])
+
+
+def test_an_entry_queued_twice_is_taken_once(fair_redis):
+    from ctxeng.server import fair_queue
+
+    [item] = ids(1)
+    fair_queue.push(kind="assembly", item_id=item, tenant_id="1")
+    fair_queue.push(kind="assembly", item_id=item, tenant_id="1")
+    assert [take_entry(), take_entry()] == [("1", item), (None, None)]
+
+
+def test_a_tenant_at_its_cap_is_passed_over_and_a_turn_with_only_capped_tenants_says_so(fair_redis, settings):
+    from ctxeng.server import fair_queue
+
+    settings.CTXENG_FAIR_TENANT_MAX_RUNNING = 1
+    a, b = ids(2), ids(1)
+    for item in a:
+        fair_queue.push(kind="assembly", item_id=item, tenant_id="1")
+    fair_queue.push(kind="preview", item_id=b[0], tenant_id="2")
+
+    first = fair_queue.take()  # tenant 1's slot is now held
+    assert (first.tenant, first.item_id) == ("1", a[0])
+    second = fair_queue.take()
+    assert (second.tenant, second.kind, second.item_id) == ("2", "preview", b[0])
+    capped = fair_queue.take()
+    assert (capped.tenant, capped.capped) == (None, True)
+
+    with fair_queue.holding(first):
+        pass  # the run ends: the slot is free
+    third = fair_queue.take()
+    assert (third.tenant, third.item_id, third.capped) == ("1", a[1], False)
+
+
+def test_an_expired_lease_frees_the_slot_and_queues_its_entry_again_first(fair_redis, settings):
+    from ctxeng.server import fair_queue
+
+    settings.CTXENG_FAIR_TENANT_MAX_RUNNING = 1
+    settings.CTXENG_FAIR_LEASE_SECONDS = 0.2
+    a = ids(2)
+    for item in a:
+        fair_queue.push(kind="assembly", item_id=item, tenant_id="1")
+    lost = fair_queue.take()  # taken by a worker that then dies: its lease is never renewed
+    assert lost.item_id == a[0]
+
+    deadline = time.monotonic() + 60
+    while (turn := fair_queue.take()).capped:
+        assert time.monotonic() < deadline, "the lease never expired"
+        time.sleep(0.05)
+    # The lost entry comes back ahead of the tenant's other entry, and a message was sent for it.
+    assert (turn.tenant, turn.item_id) == ("1", a[0])
+    sent = [m for m in fair_redis.lrange("celery", 0, -1) if a[0].encode() in m]
+    assert len(sent) == 1
+
+
+# --------------------------------------------------------------------------- on real workers
+
+
+@pytest.fixture
+def two_tenants(published_policy, outsider_user, example_policy_text, api, agent_api):
+    """Tenant A (`tenant-x`, agent_api) and tenant B (`tenant-z`), each with the example policy
+    (B's published revision: `two_tenants["revision"]`)."""
+    from ctxeng.accounts.models import Tenant
+    from policies.services import policy_import
+
+    revision = policy_import(tenant=Tenant.objects.get(slug=TENANT_B), text=example_policy_text, user=outsider_user,
+                             publish=True)
+    return {TENANT_A: agent_api, TENANT_B: api(outsider_user), "revision": revision, "user_b": outsider_user}
+
+
+def submit(clients, example_request, tenant: str, run_id: str) -> str:
+    body = json.loads(json.dumps(example_request).replace(TENANT_A, tenant)) | {"run_id": run_id}
+    response = clients[tenant].post("/api/v1/assemblies/", body, format="json")
+    assert response.status_code == 202, response.content
+    return response.json()["id"]
+
+
+def wait_all_final(job_ids: list[str], workers) -> None:
+    from manifests.models import AssemblyJob
+
+    deadline = time.monotonic() + GENEROUS
+    while AssemblyJob.objects.filter(id__in=job_ids, status__in=("queued", "running")).exists():
+        assert time.monotonic() < deadline, "\n".join(w.log()[-3000:] for w in workers)
+        time.sleep(0.25)
+    statuses = dict(AssemblyJob.objects.filter(id__in=job_ids).values_list("id", "status"))
+    assert set(statuses.values()) == {"ready"}, (statuses, "\n".join(w.log()[-3000:] for w in workers))
+
+
+def claim_order(job_ids: list[str]) -> list[str]:
+    from manifests.models import AssemblyJob
+
+    return [str(pk) for pk in AssemblyJob.objects.filter(id__in=job_ids).order_by("claimed_at").values_list("id", flat=True)]
+
+
+HEAVY = 6
+
+
+@pytest.mark.slow
+def test_a_small_job_of_one_tenant_runs_before_the_second_of_anothers_backlog(
+    fair_redis, two_tenants, example_request, start_worker
+):
+    """Tenant A queues HEAVY jobs, then tenant B one; one worker with one process takes them all.
+    Round-robin over the two tenants gives B the second turn (first in, first out: the last)."""
+    backlog = [submit(two_tenants, example_request, TENANT_A, f"a-{n}") for n in range(HEAVY)]
+    small = submit(two_tenants, example_request, TENANT_B, "b-0")
+    worker = start_worker()
+    wait_all_final([*backlog, small], [worker])
+    order = claim_order([*backlog, small])
+    assert order.index(small) == 1, order
+    assert order == [backlog[0], small, *backlog[1:]]
+
+
+@pytest.mark.slow
+def test_with_fair_dispatch_off_the_small_job_waits_for_the_whole_backlog(
+    fair_redis, two_tenants, example_request, start_worker, settings
+):
+    """The same submissions, first in, first out: the test above would see B last without the fix."""
+    settings.CTXENG_FAIR_DISPATCH = False
+    backlog = [submit(two_tenants, example_request, TENANT_A, f"a-{n}") for n in range(HEAVY)]
+    small = submit(two_tenants, example_request, TENANT_B, "b-0")
+    worker = start_worker(CTXENG_FAIR_DISPATCH="0")
+    wait_all_final([*backlog, small], [worker])
+    assert claim_order([*backlog, small]) == [*backlog, small]
+
+
+@pytest.mark.slow
+def test_a_turn_runs_whichever_kind_of_job_is_next_an_assembly_or_an_impact_preview(
+    fair_redis, two_tenants, example_request, start_worker
+):
+    """Tenant A queues two assemblies, then tenant B an impact preview; one worker process. The
+    messages come in that order (assembly, assembly, preview), the turns go A, B, A: the second
+    assembly's message runs B's preview and the preview's message A's second assembly."""
+    from manifests.models import AssemblyJob
+    from policies.models import ImpactPreview
+    from policies.services import impact_preview_start
+
+    jobs = [submit(two_tenants, example_request, TENANT_A, f"a-{n}") for n in range(2)]
+    preview = impact_preview_start(revision=two_tenants["revision"], user=two_tenants["user_b"])
+    worker = start_worker()
+    wait_all_final(jobs, [worker])
+    deadline = time.monotonic() + GENEROUS
+    while (preview := ImpactPreview.objects.get(id=preview.id)).status in ("queued", "running"):
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.25)
+    assert preview.status == "done", (preview.status, preview.error)
+    first, second = (AssemblyJob.objects.get(id=job) for job in jobs)
+    assert first.finished_at <= preview.started_at <= preview.finished_at <= second.claimed_at
+
+
+@pytest.mark.slow
+def test_jobs_over_a_tenants_cap_are_requeued_and_still_complete_one_at_a_time(
+    fair_redis, two_tenants, example_request, start_worker
+):
+    """Two worker processes, tenant A capped at one: A's jobs never overlap (each is claimed after
+    the one before it finished), the turns that found A at its cap were requeued, and B's job took
+    the free worker before A's second job started."""
+    from manifests.models import AssemblyJob
+
+    env = {"CTXENG_FAIR_TENANT_MAX_RUNNING": "1", "CTXENG_FAIR_REQUEUE_SECONDS": "0.2",
+           "CTXENG_TEST_TASK_SLEEP_SECONDS": "3"}
+    workers = [start_worker(**env), start_worker(**env)]
+    capped = [submit(two_tenants, example_request, TENANT_A, f"a-{n}") for n in range(3)]
+    small = submit(two_tenants, example_request, TENANT_B, "b-0")
+    wait_all_final([*capped, small], workers)
+
+    runs = list(AssemblyJob.objects.filter(id__in=capped).order_by("claimed_at").values_list("claimed_at", "finished_at"))
+    for (_, finished), (claimed, _) in zip(runs, runs[1:], strict=False):
+        assert claimed >= finished, runs
+    assert "turn requeued" in "".join(w.log() for w in workers)
+    order = claim_order([*capped, small])
+    assert order.index(small) < order.index(claim_order(capped)[1]), order
+
+
+@pytest.mark.slow
+def test_the_slot_of_a_killed_worker_is_freed_when_its_lease_expires(
+    fair_redis, two_tenants, example_request, start_worker
+):
+    """Tenant A capped at one; the worker running A's first job is SIGKILLed, so its lease is never
+    released. Once the lease expires the next worker runs A's second job, and the first too (sent
+    again by the stale-job sweep): without the expiry A would stay at its cap for ever."""
+    from manifests.models import AssemblyJob
+
+    quick = {"CTXENG_FAIR_TENANT_MAX_RUNNING": "1", "CTXENG_FAIR_LEASE_SECONDS": "3",
+             "CTXENG_FAIR_REQUEUE_SECONDS": "0.2"}
+    doomed = start_worker(CTXENG_TEST_TASK_SLEEP_SECONDS="600", **quick)
+    first = submit(two_tenants, example_request, TENANT_A, "a-0")
+    deadline = time.monotonic() + GENEROUS
+    while AssemblyJob.objects.get(id=first).status != "running":
+        assert time.monotonic() < deadline, doomed.log()[-3000:]
+        time.sleep(0.1)
+    doomed.kill()
+
+    second = submit(two_tenants, example_request, TENANT_A, "a-1")
+    worker = start_worker(CTXENG_HEARTBEAT_SECONDS="0.5", CTXENG_STALE_AFTER_SECONDS="3", CTXENG_SWEEP_SECONDS="1",
+                          **quick)
+    wait_all_final([first, second], [worker])
+    assert AssemblyJob.objects.get(id=first).attempts == 2
+    assert "expired; queued again" in worker.log()
