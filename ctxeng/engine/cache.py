@@ -50,6 +50,7 @@ the history does).
 from __future__ import annotations
 
 import hashlib
+from collections import OrderedDict
 from typing import Any
 
 from .hashing import canonical_json, sha256_json
@@ -229,20 +230,43 @@ def unit_texts(value: Any) -> list[str]:
     return []
 
 
+# Text tokens of the units counted last, by (estimator, canonical JSON): an agent's next step sends
+# every earlier message again, byte for byte, so each is read and counted once.
+_UNIT_TOKENS: OrderedDict[tuple[str, str], int] = OrderedDict()
+_UNIT_TOKENS_MAX = 20_000
+
+
 def payload_prefix_hashes(units: list[tuple[str, Any]]) -> list[str]:
+    return _hashed(units)[0]
+
+
+def _hashed(units: list[tuple[str, Any]]) -> tuple[list[str], list[str]]:
+    """(prefix hashes, each unit's canonical JSON)."""
     running = hashlib.sha256()
-    hashes = []
+    hashes, texts = [], []
     for _, value in units:
-        running.update((canonical_json(value) + "\n").encode("utf-8"))
+        text = canonical_json(value)
+        running.update((text + "\n").encode("utf-8"))
         hashes.append("sha256:" + running.hexdigest())
-    return hashes
+        texts.append(text)
+    return hashes, texts
+
+
+def _unit_tokens(asm: Assembly, value: Any, text: str) -> int:
+    key = (getattr(asm.tokenizer, "name", type(asm.tokenizer).__name__), text)
+    n = _UNIT_TOKENS.get(key)
+    if n is None:
+        n = _UNIT_TOKENS[key] = sum(asm.tokenizer.count(t) for t in unit_texts(value))
+        if len(_UNIT_TOKENS) > _UNIT_TOKENS_MAX:
+            _UNIT_TOKENS.popitem(last=False)
+    return n
 
 
 def _eligible(asm: Assembly, payload: dict[str, Any]) -> dict[str, Any]:
     """The cache-eligible fields of the record (see the module docstring)."""
     units = payload_units(payload)
-    hashes = payload_prefix_hashes(units)
-    tokens = [sum(asm.tokenizer.count(t) for t in unit_texts(value)) for _, value in units]
+    hashes, texts = _hashed(units)
+    tokens = [_unit_tokens(asm, value, text) for (_, value), text in zip(units, texts, strict=True)]
     previous = asm.request.previous_cache
     if previous is None:
         basis = "no_previous_step"
