@@ -24,7 +24,17 @@ from pydantic import (
     model_validator,
 )
 
-from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, ItemIdRef, JsonObject, PolicyId
+from .limits import (
+    MAX_CANDIDATES,
+    MAX_ID,
+    MAX_INT32,
+    MAX_ITEM_ID,
+    MAX_NAME,
+    Id,
+    ItemIdRef,
+    JsonObject,
+    PolicyId,
+)
 from .vocabulary import (
     AUTHORITY_TRUST,
     AcquisitionOutcome,
@@ -215,6 +225,12 @@ class LifecycleEventRecord(Frozen):
         return self
 
 
+Sha256 = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+# A payload's units: the tools, the system text, and at most two messages per candidate (a call and
+# its result) plus the placeholder and the context message.
+MAX_PAYLOAD_UNITS = 2 * MAX_CANDIDATES + 4
+
+
 class PreviousCache(Frozen):
     """The previous step's cache record, as its manifest sealed it (`manifest.cache`)."""
 
@@ -222,8 +238,9 @@ class PreviousCache(Frozen):
 
     prefix_identity: str | None = Field(description="null: the previous step was blocked (nothing was sent or cached), so this one is a miss")
     invalidation_keys: dict[InvalidationCause, str] = Field(default_factory=dict)
-    payload_prefix_hashes: list[str] = Field(
+    payload_prefix_hashes: list[Sha256] = Field(
         default_factory=list,
+        max_length=MAX_PAYLOAD_UNITS,
         description="the previous step's payload prefix hashes, for this step's cache-eligible tokens; empty: unknown (none are eligible)",
     )
 

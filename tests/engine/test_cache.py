@@ -156,3 +156,11 @@ def test_the_record_names_the_declared_stable_sources_and_counts_the_prefix():
     assert c.stable_prefix_sources == ["system_policy"]
     encoding = tokenizer_for(r.manifest.assembly.estimate.encoding)
     assert c.stable_prefix_tokens == encoding.count("You are a careful research agent. Cite every claim.")
+
+
+def test_a_previous_record_with_a_hash_that_is_not_one_is_refused_naming_the_field():
+    first = run(request())
+    bad = previous(first) | {"payload_prefix_hashes": ["sha256:nothex"]}
+    with pytest.raises(InvalidInput) as exc:
+        run(request(previous_cache=bad))
+    assert any(line.startswith("previous_cache.payload_prefix_hashes[0]") for line in exc.value.errors), exc.value.errors
