@@ -50,6 +50,7 @@ the history does).
 from __future__ import annotations
 
 import hashlib
+import weakref
 from collections import OrderedDict
 from typing import Any
 
@@ -230,9 +231,9 @@ def unit_texts(value: Any) -> list[str]:
     return []
 
 
-# Text tokens of the units counted last, by (estimator, canonical JSON): an agent's next step sends
-# every earlier message again, byte for byte, so each is read and counted once.
-_UNIT_TOKENS: OrderedDict[tuple[str, str], int] = OrderedDict()
+# Text tokens of the units counted last, per tokenizer (weakly held) by canonical JSON: an agent's
+# next step sends every earlier message again, byte for byte, so each is read and counted once.
+_UNIT_TOKENS: weakref.WeakKeyDictionary[Any, OrderedDict[str, int]] = weakref.WeakKeyDictionary()
 _UNIT_TOKENS_MAX = 20_000
 
 
@@ -253,12 +254,15 @@ def _hashed(units: list[tuple[str, Any]]) -> tuple[list[str], list[str]]:
 
 
 def _unit_tokens(asm: Assembly, value: Any, text: str) -> int:
-    key = (getattr(asm.tokenizer, "name", type(asm.tokenizer).__name__), text)
-    n = _UNIT_TOKENS.get(key)
+    try:
+        known = _UNIT_TOKENS.setdefault(asm.tokenizer, OrderedDict())
+    except TypeError:  # a tokenizer that cannot be weakly referenced: counted every time
+        return sum(asm.tokenizer.count(t) for t in unit_texts(value))
+    n = known.get(text)
     if n is None:
-        n = _UNIT_TOKENS[key] = sum(asm.tokenizer.count(t) for t in unit_texts(value))
-        if len(_UNIT_TOKENS) > _UNIT_TOKENS_MAX:
-            _UNIT_TOKENS.popitem(last=False)
+        n = known[text] = sum(asm.tokenizer.count(t) for t in unit_texts(value))
+        if len(known) > _UNIT_TOKENS_MAX:
+            known.popitem(last=False)
     return n
 
 
