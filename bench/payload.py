@@ -125,12 +125,16 @@ def cache_eligible() -> list[Row]:
     enc = tokenizer_for("o200k_base")
     rows = []
     for adapter, model in MODELS.items():
-        eligible = total = 0
+        eligible = total = recorded = recorded_total = 0
         for name, history in (("support", support_chat(30)), ("coding", coding_run(60))):
             session = sdk.Session("chat-agent" if name == "support" else "coding-agent", model=model, adapter=adapter)
             previous: list[str] = []
             for messages in steps_of(history):
-                payload = session.step(messages, tools=TOOLS).raise_for_status().kwargs
+                step = session.step(messages, tools=TOOLS).raise_for_status()
+                payload = step.kwargs
+                cache = step.manifest["cache"]  # the manifest's own figure (tools counted too), beside this one
+                recorded += cache["cache_eligible_tokens"]
+                recorded_total += cache["payload_text_tokens"]
                 now = [json.dumps(m, sort_keys=True) for m in _serialized(payload)]
                 counts = [sum(enc.count(t) for t in _texts(m)) for m in _serialized(payload)]
                 same = 0
@@ -140,8 +144,10 @@ def cache_eligible() -> list[Row]:
                 total += sum(counts)
                 previous = now
         rows.append(Row("8 payload", f"{adapter}: cache-eligible share of input tokens (support 30 turns + coding 60 calls)",
-                        f"{100 * eligible / total:.1f}% ({eligible} of {total} tokens)", round(eligible / total, 3), "(reported)", None,
-                        "leading messages byte-identical to the previous step's payload", {"eligible": eligible, "total": total}))
+                        f"{100 * eligible / total:.1f}% ({eligible} of {total} tokens; the manifests' cache_eligible_share "
+                        f"over the runs {100 * recorded / recorded_total:.1f}%)", round(eligible / total, 3), "(reported)", None,
+                        "leading messages byte-identical to the previous step's payload",
+                        {"eligible": eligible, "total": total, "manifest_eligible": recorded, "manifest_total": recorded_total}))
     return rows
 
 
@@ -159,6 +165,9 @@ def step_time(rounds: int) -> list[Row]:
     def count(messages) -> int:  # the per-message counter the langchain docs show, on the same encoding
         return sum(enc.count(m.content if isinstance(m.content, str) else str(m.content)) for m in messages)
 
+    # Both warmed first (the encoding loaded, the engine imported), so the run's sums compare steps.
+    sdk.Session("coding-agent", model="gpt-4o").step(histories[0], tools=TOOLS)
+    trim_messages(lc_histories[0], max_tokens=100_000, token_counter=count, strategy="last", include_system=True)
     ctx_steps: list[list[float]] = []
     trim_steps: list[list[float]] = []
     for r in range(rounds):

@@ -168,29 +168,42 @@ def run_timeline(run: Run) -> list[AssemblyJob]:
             usage_input=F("manifest__usage__input_tokens"),
             usage_cached=F("manifest__usage__cached_tokens"),
             payload_tokens=payload_tokens_of(),
+            cache_eligible_tokens=cache_figure_of("cache_eligible_tokens"),
+            payload_text_tokens=cache_figure_of("payload_text_tokens"),
         )
         .order_by("created_at", "id")
     )
 
 
 def cache_hit_percent(cached: int | None, input_tokens: int | None) -> float | None:
-    """The share of reported input tokens the provider served from its cache, as a percentage;
-    None when nothing was reported (or 0 input tokens, where no share exists)."""
+    """The share of reported input tokens the provider served from its cache ("provider cached"),
+    as a percentage; None when nothing was reported (or 0 input tokens, where no share exists)."""
     if cached is None or not input_tokens:
         return None
     return 100.0 * cached / input_tokens
 
 
 def run_cache_hits(steps: list[AssemblyJob]) -> dict[str, Any]:
-    """The run's overall cache hit ratio (a percentage) over the steps with a usage report: their
-    cached tokens over their input tokens (weighted by tokens, not a mean of the steps' ratios).
-    `steps` counts the ready ones: a blocked assembly made no model call to report."""
+    """The run's overall provider-cached ratio (a percentage) over the steps with a usage report:
+    their cached tokens over their input tokens (weighted by tokens, not a mean of the steps'
+    ratios). `steps` counts the ready ones: a blocked assembly made no model call to report."""
     reported = [job for job in steps if job.usage_input is not None]
     cached = sum(job.usage_cached for job in reported)
     input_tokens = sum(job.usage_input for job in reported)
     return {"percent": cache_hit_percent(cached, input_tokens) if reported else None, "cached": cached,
             "input_tokens": input_tokens, "reported": len(reported),
             "steps": sum(job.status == JobStatus.READY for job in steps)}
+
+
+def run_cache_eligible(steps: list[AssemblyJob]) -> dict[str, Any]:
+    """The run's cache-eligible share (a percentage): the manifests' `cache.cache_eligible_tokens`
+    over their `cache.payload_text_tokens`, summed over the ready steps that record them (weighted
+    by tokens, the same figure as each manifest's `cache_eligible_share`, over the run)."""
+    counted = [job for job in steps if job.payload_text_tokens is not None and job.cache_eligible_tokens is not None]
+    eligible = sum(job.cache_eligible_tokens for job in counted)
+    total = sum(job.payload_text_tokens for job in counted)
+    return {"percent": 100.0 * eligible / total if total else None, "eligible": eligible, "tokens": total,
+            "counted": len(counted), "steps": sum(job.status == JobStatus.READY for job in steps)}
 
 
 def policy_ids_in(tenant: Tenant) -> list[str]:
@@ -242,7 +255,9 @@ def page_sections(document: dict[str, Any]) -> dict[str, Any]:
     summaries = document.get("summaries") or []
     with_lineage = [row for row in included if row.get("source_lineage")]
     return {
-        **{name: document.get(name) for name in ("assembly", "budget", "cache", "stages", "source_acquisition", "lifecycle_events")},
+        **{name: document.get(name) for name in ("assembly", "budget", "stages", "source_acquisition", "lifecycle_events")},
+        # The payload prefix hashes are for the next step's comparison, not for the page (one per message).
+        "cache": {k: v for k, v in (document.get("cache") or {}).items() if k != "payload_prefix_hashes"} if document.get("cache") else document.get("cache"),
         "included_total": len(included),
         "excluded_total": len(excluded),
         "reason_counts": reason_counts(excluded),
@@ -1337,6 +1352,12 @@ def payload_tokens_of() -> Cast:
     (a text column holding JSON) so the step table reads no document."""
     return Cast(KeyTextTransform("payload_tokens", KeyTransform("budget", Cast("manifest__sections", JSONField()))),
                 IntegerField())
+
+
+def cache_figure_of(name: str) -> Cast:
+    """A number of the sealed `cache` record (`cache_eligible_tokens`, `payload_text_tokens`), read
+    in SQL from `Manifest.sections`; None for a blocked step or a manifest sealed before it existed."""
+    return Cast(KeyTextTransform(name, KeyTransform("cache", Cast("manifest__sections", JSONField()))), IntegerField())
 
 
 def run_step_facts(steps: list[AssemblyJob], previous: AssemblyJob | None) -> dict[Any, StepFacts]:

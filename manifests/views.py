@@ -133,7 +133,9 @@ def _token_story(job: AssemblyJob) -> None:
     job.usable, job.used = usable, used
     job.free = usable - used if usable is not None and used is not None else None
     job.used_percent = min(100, round(100 * used / usable)) if usable and used is not None else 0
-    job.cache_hit = sel.cache_hit_percent(job.usage_cached, job.usage_input)
+    job.provider_cached = sel.cache_hit_percent(job.usage_cached, job.usage_input)
+    job.cache_eligible = (100.0 * job.cache_eligible_tokens / job.payload_text_tokens
+                          if job.payload_text_tokens and job.cache_eligible_tokens is not None else None)
     job.duration = (job.finished_at - job.claimed_at).total_seconds() if job.finished_at and job.claimed_at else None
 
 
@@ -169,6 +171,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     steps = [job for job in jobs if hasattr(job, "manifest")]
     return render(request, "manifests/run.html", {"run": run, "jobs": shown, "page": page, "steps_total": len(steps),
                                                   "attempts_total": len(jobs), "cache_hits": sel.run_cache_hits(steps),
+                                                  "cache_eligible": sel.run_cache_eligible(steps),
                                                   "compare_url": reverse("compare")})
 
 

@@ -29,13 +29,32 @@ the payload is unchanged. OpenAI caches every prompt prefix by itself; with the 
 `cache.prompt_cache_key` the payload carries `prompt_cache_key`, derived from the prefix identity,
 so steps sharing the prefix are routed to the same cache. `CacheRecord.provider_marker` records
 where the payload carries the marker, the prefix identity it covers and its tokens.
+
+The cache-eligible figure (issue 37; the one "cache" figure of the dashboard): what a provider's
+automatic prefix cache could serve of this step, measured on the bytes sent. The serialized payload
+is read as the provider reads it, unit by unit (`payload_units`: unit 0 the model and the tool
+definitions, then the system text, `system` or `instructions`, when the payload has one, then each
+message or input item); `payload_prefix_hashes[i]` is the sha256 of units 0..i, each unit's
+canonical JSON followed by a newline, so equal hashes at i mean the first i+1 units are byte for
+byte the same. The units this step shares with the previous step's hashes
+(`previous_cache.payload_prefix_hashes`) are `cache_eligible_units`, their text tokens (every string
+a unit carries, except its structural fields: role, type, ids, names, the model) are
+`cache_eligible_tokens`, and `cache_eligible_share` is that over the text tokens of every unit. The
+first step of a run, a step after a blocked one and a previous record without hashes have none
+eligible, and `cache_eligible_basis` says which. This is an observation of the payload, like the
+status: it decides nothing and it is independent of the declared stable prefix, which is a policy
+(seed §5, §10: only the small control policy is pinned; the bytes after it repeat only as far as
+the history does).
 """
 
 from __future__ import annotations
 
+import hashlib
+import weakref
+from collections import OrderedDict
 from typing import Any
 
-from .hashing import sha256_json
+from .hashing import canonical_json, sha256_json
 from .models import CacheRecord, ProviderCacheMarker
 from .render import SYSTEM_SEPARATOR, control_items
 from .vocabulary import CacheIdentityField, CacheStatus, InvalidationCause, Zone
@@ -184,6 +203,100 @@ def _status(asm: Assembly, identity: str, keys: dict[InvalidationCause, str]) ->
     return (CacheStatus.MISS, causes) if causes else (CacheStatus.HIT, [])
 
 
+# A unit's fields that carry structure, not text the model reads: left out of its text tokens.
+STRUCTURAL_FIELDS = frozenset({"model", "role", "type", "id", "tool_call_id", "call_id", "tool_use_id", "name"})
+
+
+def payload_units(payload: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The payload as the provider reads it, in order, as (path, value): the model and the tools
+    first, then the system text when the payload has one, then each message or input item."""
+    units: list[tuple[str, Any]] = [("tools", {"model": payload.get("model"), "tools": payload.get("tools") or []})]
+    if "input" in payload:  # openai_responses
+        if payload.get("instructions") is not None:
+            units.append(("instructions", payload["instructions"]))
+        return units + [(f"input[{i}]", item) for i, item in enumerate(payload["input"])]
+    if payload.get("system") is not None:  # anthropic_messages
+        units.append(("system", payload["system"]))
+    return units + [(f"messages[{i}]", m) for i, m in enumerate(payload.get("messages") or [])]
+
+
+def unit_texts(value: Any) -> list[str]:
+    """Every string a unit carries, except its structural fields."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for k, v in value.items() if k not in STRUCTURAL_FIELDS for s in unit_texts(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in unit_texts(v)]
+    return []
+
+
+# Text tokens of the units counted last, per tokenizer (weakly held) by canonical JSON: an agent's
+# next step sends every earlier message again, byte for byte, so each is read and counted once.
+_UNIT_TOKENS: weakref.WeakKeyDictionary[Any, OrderedDict[str, int]] = weakref.WeakKeyDictionary()
+_UNIT_TOKENS_MAX = 20_000
+
+
+def payload_prefix_hashes(units: list[tuple[str, Any]]) -> list[str]:
+    return _hashed(units)[0]
+
+
+def _hashed(units: list[tuple[str, Any]]) -> tuple[list[str], list[str]]:
+    """(prefix hashes, each unit's canonical JSON)."""
+    running = hashlib.sha256()
+    hashes, texts = [], []
+    for _, value in units:
+        text = canonical_json(value)
+        running.update((text + "\n").encode("utf-8"))
+        hashes.append("sha256:" + running.hexdigest())
+        texts.append(text)
+    return hashes, texts
+
+
+def _unit_tokens(asm: Assembly, value: Any, text: str) -> int:
+    try:
+        known = _UNIT_TOKENS.setdefault(asm.tokenizer, OrderedDict())
+    except TypeError:  # a tokenizer that cannot be weakly referenced: counted every time
+        return sum(asm.tokenizer.count(t) for t in unit_texts(value))
+    n = known.get(text)
+    if n is None:
+        n = known[text] = sum(asm.tokenizer.count(t) for t in unit_texts(value))
+        if len(known) > _UNIT_TOKENS_MAX:
+            known.popitem(last=False)
+    return n
+
+
+def _eligible(asm: Assembly, payload: dict[str, Any]) -> dict[str, Any]:
+    """The cache-eligible fields of the record (see the module docstring)."""
+    units = payload_units(payload)
+    hashes, texts = _hashed(units)
+    tokens = [_unit_tokens(asm, value, text) for (_, value), text in zip(units, texts, strict=True)]
+    previous = asm.request.previous_cache
+    if previous is None:
+        basis = "no_previous_step"
+    elif previous.prefix_identity is None:
+        basis = "previous_step_blocked"
+    elif not previous.payload_prefix_hashes:
+        basis = "previous_prefix_hashes_unknown"
+    else:
+        basis = "previous_step"
+    same = 0
+    if basis == "previous_step":
+        before = previous.payload_prefix_hashes  # type: ignore[union-attr]
+        while same < min(len(hashes), len(before)) and hashes[same] == before[same]:
+            same += 1
+    total, eligible = sum(tokens), sum(tokens[:same])
+    return {
+        "payload_prefix_hashes": hashes,
+        "payload_text_tokens": total,
+        "cache_eligible_units": same,
+        "cache_eligible_tokens": eligible,
+        "cache_eligible_share": round(eligible / total, 4) if total else None,
+        "cache_eligible_basis": basis,
+        "cache_eligible_ends_at": units[same][0] if basis == "previous_step" and same < len(units) else None,
+    }
+
+
 def cache_record(asm: Assembly, included: list[Candidate], payload: dict[str, Any] | None = None) -> CacheRecord:
     """`payload`: the serialized input (None when blocked), read for its provider cache marker.
 
@@ -192,7 +305,8 @@ def cache_record(asm: Assembly, included: list[Candidate], payload: dict[str, An
     and identity (and the keys over the prefix's sources) would be hashes of an input that never
     exists, which a blocked manifest never carries (DESIGN: "both input hashes absent")."""
     fields = asm.policy.cache.identity
-    if asm.blocked_reason is not None:
+    sources = list(asm.policy.cache.stable_prefix_sources)
+    if asm.blocked_reason is not None or payload is None:
         return CacheRecord(
             prefix_hash=None,
             prefix_identity=None,
@@ -200,11 +314,14 @@ def cache_record(asm: Assembly, included: list[Candidate], payload: dict[str, An
             policy="bypassed",
             status=CacheStatus.BYPASSED,
             identity_fields=list(fields),
+            stable_prefix_sources=sources,
+            cache_eligible_basis="blocked",
         )
     prefix = stable_prefix(asm, included)
     identity = prefix_identity(asm, prefix)
     keys = invalidation_keys(asm, included, prefix)
     marker = provider_marker(asm, prefix, identity, payload)
+    eligible = _eligible(asm, payload)
     if not prefix:
         return CacheRecord(
             prefix_hash=None,
@@ -215,6 +332,8 @@ def cache_record(asm: Assembly, included: list[Candidate], payload: dict[str, An
             identity_fields=list(fields),
             invalidation_keys=keys,
             provider_marker=marker,
+            stable_prefix_sources=sources,
+            **eligible,
         )
     status, why = _status(asm, identity, keys)
     return CacheRecord(
@@ -227,4 +346,7 @@ def cache_record(asm: Assembly, included: list[Candidate], payload: dict[str, An
         invalidation_keys=keys,
         invalidated_by=why,
         provider_marker=marker,
+        stable_prefix_sources=sources,
+        stable_prefix_tokens=asm.tokenizer.count(prefix_text(prefix)),
+        **eligible,
     )

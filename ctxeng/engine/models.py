@@ -24,7 +24,17 @@ from pydantic import (
     model_validator,
 )
 
-from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, ItemIdRef, JsonObject, PolicyId
+from .limits import (
+    MAX_CANDIDATES,
+    MAX_ID,
+    MAX_INT32,
+    MAX_ITEM_ID,
+    MAX_NAME,
+    Id,
+    ItemIdRef,
+    JsonObject,
+    PolicyId,
+)
 from .vocabulary import (
     AUTHORITY_TRUST,
     AcquisitionOutcome,
@@ -215,6 +225,12 @@ class LifecycleEventRecord(Frozen):
         return self
 
 
+Sha256 = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
+# A payload's units: the tools, the system text, and at most two messages per candidate (a call and
+# its result) plus the placeholder and the context message.
+MAX_PAYLOAD_UNITS = 2 * MAX_CANDIDATES + 4
+
+
 class PreviousCache(Frozen):
     """The previous step's cache record, as its manifest sealed it (`manifest.cache`)."""
 
@@ -222,6 +238,11 @@ class PreviousCache(Frozen):
 
     prefix_identity: str | None = Field(description="null: the previous step was blocked (nothing was sent or cached), so this one is a miss")
     invalidation_keys: dict[InvalidationCause, str] = Field(default_factory=dict)
+    payload_prefix_hashes: list[Sha256] = Field(
+        default_factory=list,
+        max_length=MAX_PAYLOAD_UNITS,
+        description="the previous step's payload prefix hashes, for this step's cache-eligible tokens; empty: unknown (none are eligible)",
+    )
 
 
 class ContextItem(Frozen):
@@ -1581,6 +1602,35 @@ class CacheRecord(Frozen):
     invalidated_by: list[str] = Field(default_factory=list, description="why a would-be hit is a miss")
     provider_marker: ProviderCacheMarker | None = Field(
         default=None, description="the provider cache marker the payload carries (read back from it); null: none was set"
+    )
+    stable_prefix_sources: list[str] = Field(
+        default_factory=list,
+        description="why the prefix is stable: the policy's cache.stable_prefix_sources, the control sources it is made of (seed §5, §10)",
+    )
+    stable_prefix_tokens: int | None = Field(
+        default=None, ge=0, description="the stable prefix text's tokens by the manifest's estimator; null when there is none"
+    )
+    payload_prefix_hashes: list[str] = Field(
+        default_factory=list,
+        description="sha256 of the payload's canonical units 0..i, each unit's canonical JSON followed by a newline "
+                    "(unit 0: model and tools; then system or instructions; then each message or input item); empty when blocked",
+    )
+    payload_text_tokens: int | None = Field(
+        default=None, ge=0, description="the payload units' text tokens by the manifest's estimator (the denominator of cache_eligible_share)"
+    )
+    cache_eligible_units: int = Field(default=0, ge=0, description="leading payload units byte-identical to the previous step's")
+    cache_eligible_tokens: int = Field(
+        default=0, ge=0, description="the text tokens of those units: what a provider's automatic prefix cache could serve"
+    )
+    cache_eligible_share: float | None = Field(
+        default=None, ge=0, le=1, description="cache_eligible_tokens / payload_text_tokens; null when blocked or the payload has no text"
+    )
+    cache_eligible_basis: Literal[
+        "previous_step", "no_previous_step", "previous_step_blocked", "previous_prefix_hashes_unknown", "blocked"
+    ] = Field(default="no_previous_step", description="what the units were compared with, or why nothing could be")
+    cache_eligible_ends_at: str | None = Field(
+        default=None,
+        description="the payload path of the first unit not repeated (`messages[12]`, `system`, `tools`); null when every unit was or nothing was compared",
     )
 
 

@@ -12,6 +12,7 @@ show them, and nothing refuses them.
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from .errors import InvalidInput, load_json_text, load_yaml_text, validate
@@ -79,8 +80,23 @@ def policy_body(policy: ContextPolicy) -> dict[str, Any]:
     return body
 
 
+# The digests of the policies assembled last, by object: a policy is frozen, and an agent's every
+# step assembles under the same object. Each entry holds its policy, so its id is never reused.
+_DIGESTS: dict[int, tuple[ContextPolicy, str]] = {}
+_DIGESTS_MAX = 64
+_DIGESTS_LOCK = threading.Lock()  # assemblies may run in threads (Session.astep)
+
+
 def policy_digest(policy: ContextPolicy) -> str:
-    return sha256_json(policy_body(policy))
+    known = _DIGESTS.get(id(policy))
+    if known is not None and known[0] is policy:
+        return known[1]
+    digest = sha256_json(policy_body(policy))
+    with _DIGESTS_LOCK:
+        if len(_DIGESTS) >= _DIGESTS_MAX:
+            _DIGESTS.pop(next(iter(_DIGESTS)))
+        _DIGESTS[id(policy)] = (policy, digest)
+    return digest
 
 
 def policy_warnings(policy: ContextPolicy) -> list[str]:

@@ -25,6 +25,7 @@ import copy
 import hashlib
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -56,7 +57,8 @@ def detect_format(messages: Any, *, system: Any = None) -> str:
 
 
 def to_neutral(messages: Any, fmt: str, *, system: Any = None) -> list[dict[str, Any]]:
-    """The history as OpenAI chat dicts (a copy; the caller's list is never changed)."""
+    """The history as OpenAI chat dicts, read only: the caller's messages are never changed (an
+    OpenAI history is not copied, which cost more than the rest of reading it at every step)."""
     if fmt == "langchain":
         from .langchain import to_openai_messages
 
@@ -67,7 +69,7 @@ def to_neutral(messages: Any, fmt: str, *, system: Any = None) -> list[dict[str,
             messages = messages["messages"]
         return anthropic_to_openai(messages, system)
     if fmt == "openai":
-        return copy.deepcopy(list(messages))
+        return list(messages)
     raise SDKError(f"format: {fmt!r} is not one of {', '.join(FORMATS)}")
 
 
@@ -159,6 +161,30 @@ def content_hash(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class Digests:
+    """The digests of texts read at earlier steps of a session, the newest `size`: an agent sends
+    its whole history at every step, and a message seen before is not hashed again (a text's
+    digest is a pure function of it, so the cache changes no id and no hash)."""
+
+    def __init__(self, size: int = 50_000) -> None:
+        self._known: OrderedDict[tuple[str, ...], str] = OrderedDict()
+        self._size = size
+
+    def _get(self, key: tuple[str, ...], make: Callable[[], str]) -> str:
+        found = self._known.get(key)
+        if found is None:
+            found = self._known[key] = make()
+            if len(self._known) > self._size:
+                self._known.popitem(last=False)
+        return found
+
+    def content_hash(self, text: str) -> str:
+        return self._get(("content", text), lambda: content_hash(text))
+
+    def digest(self, *parts: str) -> str:
+        return self._get(("digest", *parts), lambda: _digest(*parts))
+
+
 class MessageItems:
     """The candidates and tool calls of one history, with ids that stay the same across steps.
 
@@ -168,8 +194,10 @@ class MessageItems:
     step to step and the run timeline follows it."""
 
     def __init__(self, tool_sources: dict[str, str] | None = None, role_of: Callable[[str], str] | None = None,
-                 tools: dict[str, Any] | None = None, subject_scope: Callable[[Any], str] | None = None) -> None:
+                 tools: dict[str, Any] | None = None, subject_scope: Callable[[Any], str] | None = None,
+                 digests: Digests | None = None) -> None:
         self.tool_sources = tool_sources or {}
+        self.digests = digests or Digests()
         # Session(tools=...): which object each declared tool reads or writes (ctxeng.sdk._tools),
         # and the revision of each object as this history has it (successful declared writes so far).
         self.tools = tools or {}
@@ -184,7 +212,7 @@ class MessageItems:
 
     def _item_id(self, message: dict[str, Any], role: str, text: str) -> str:
         own = message.get("id")
-        base = f"msg-{own}" if isinstance(own, str) and _SAFE_ID.match(own) else f"{role}-{_digest(role, text)[:16]}"
+        base = f"msg-{own}" if isinstance(own, str) and _SAFE_ID.match(own) else f"{role}-{self.digests.digest(role, text)[:16]}"
         n = self._seen.get(base, 0) + 1
         self._seen[base] = n
         return base if n == 1 else f"{base}-{n}"
@@ -274,7 +302,8 @@ class MessageItems:
 
     def _add(self, message: dict[str, Any], role: str, text: str, *, ref_key: str, **fields: Any) -> dict[str, Any]:
         item_id = self._item_id(message, role, text)
-        cand = {"item_id": item_id, "content": text, "content_hash": content_hash(text), "source_ref": {ref_key: item_id}, **fields}
+        cand = {"item_id": item_id, "content": text, "content_hash": self.digests.content_hash(text), "source_ref": {ref_key: item_id},
+                **fields}
         self.candidates.append(cand)
         return cand
 
@@ -287,7 +316,8 @@ class MessageItems:
             raise SDKError(f"{where}.id: call id {call_id!r} is used twice in the history")
         raw = function.get("arguments")
         try:
-            arguments = json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+            # Arguments given as a dict are copied: the request must not share the caller's object.
+            arguments = json.loads(raw) if isinstance(raw, str) and raw.strip() else copy.deepcopy(raw or {})
         except ValueError:
             raise SDKError(f"{where}.function.arguments: not JSON: {raw[:60]!r}") from None
         if not isinstance(arguments, dict):
@@ -304,7 +334,7 @@ class MessageItems:
         if call.get("result_item_id"):
             raise SDKError(f"{where}.tool_call_id: call {call_id!r} already has a result")
         text = _text(message.get("content"), f"{where}.content")
-        item_id = f"result-{_digest(call_id)[:16]}"
+        item_id = f"result-{self.digests.digest(call_id)[:16]}"
         source_type = self.tool_sources.get(call["tool_name"], "tool_output")
         ref = {"call_id": call_id, "tool_name": call["tool_name"]}
         if source_type == "test_log":  # the whole log's identity, which its reduction keeps (failures + artifact ref)
@@ -318,7 +348,7 @@ class MessageItems:
             "source_type": source_type,
             "intended_role": self.role_of(source_type),
             "content": text,
-            "content_hash": content_hash(text),
+            "content_hash": self.digests.content_hash(text),
             "source_ref": ref,
             "call_id": call_id,
             "relevance": recency,

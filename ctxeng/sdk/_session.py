@@ -41,13 +41,15 @@ class Step:
     """One assembled model call. `kwargs` is what the provider SDK takes; `messages` the same
     context in the caller's own message format, with the caller's own tool-call ids."""
 
-    def __init__(self, *, manifest: dict[str, Any], payload: dict[str, Any] | None, fmt: str,
+    def __init__(self, *, manifest: Any, payload: dict[str, Any] | None, fmt: str,
                  job_id: str | None = None, dashboard_url: str | None = None,
                  reporter: Callable[[dict[str, int]], dict[str, Any]] | None = None) -> None:
         # The sealed manifest stays as sealed; `manifest` is what the caller reads, with the
         # provider's actual input tokens once `report_usage` recorded them (engine.seal.with_actual_usage).
-        self.sealed_manifest = manifest
-        self.manifest = manifest
+        # Local, it is the engine's manifest, turned into its JSON form when first read: an agent
+        # that never reads it does not wait for that at every step.
+        self._sealed = manifest
+        self._manifest: dict[str, Any] | None = None
         self._job_id = job_id
         self.payload = payload
         self.format = fmt
@@ -57,7 +59,23 @@ class Step:
         self._traceparent: str | None = None  # local: the assembly span's, when traced (ctxeng.telemetry)
 
     @property
+    def sealed_manifest(self) -> dict[str, Any]:
+        if not isinstance(self._sealed, dict):
+            self._sealed = self._sealed.model_dump(mode="json")
+        return self._sealed
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        return self._manifest if self._manifest is not None else self.sealed_manifest
+
+    @manifest.setter
+    def manifest(self, value: dict[str, Any]) -> None:
+        self._manifest = value
+
+    @property
     def status(self) -> str:
+        if not isinstance(self._sealed, dict) and self._manifest is None:
+            return self._sealed.assembly.status.value
         return self.manifest["assembly"]["status"]
 
     @property
@@ -72,6 +90,12 @@ class Step:
     @property
     def ready(self) -> bool:
         return self.status == "ready"
+
+    def _cache_record(self) -> dict[str, Any] | None:
+        """The sealed manifest's `cache` record, for the next step's `previous_cache`."""
+        if not isinstance(self._sealed, dict):
+            return self._sealed.cache.model_dump(mode="json")
+        return self._sealed.get("cache")
 
     def raise_for_status(self) -> Step:
         if not self.ready or self.payload is None:
@@ -222,7 +246,8 @@ class Session:
         if missing:
             raise SDKError(f"principal.{missing[0]}: field required")
         self.policy = _load_policy(policy)
-        self._starter = isinstance(policy, str) and _is_policy(self.policy) and policy == self.policy.policy.id
+        self._parsed = _is_policy(self.policy)  # a policy parsed here, not a reference to one on a server
+        self._starter = isinstance(policy, str) and self._parsed and policy == self.policy.policy.id
         if url is None and isinstance(self.policy, dict):
             raise SDKError(f"policy: {policy!r} names a policy on a server; give url= and token=, or a starter name, path or dict")
         self.model = model_spec(model)
@@ -235,6 +260,9 @@ class Session:
         self.steps: list[Step] = []
         self._seen_at: dict[str, str] = {}
         self._previous_cache: dict[str, Any] | None = None
+        # What the session has read before, so a message seen at an earlier step is not hashed again.
+        self._digests = _messages.Digests()
+        self._roles: dict[str, str] = {}  # source type -> the role of its tool results (_result_role)
         self._artifacts = _artifact_store(artifacts)
         self.tool_sources = dict(tool_sources or {})
         self.tools = _tools.declarations(tools)
@@ -258,7 +286,7 @@ class Session:
         """The assembly request `step` would submit (and the detected format), without assembling."""
         fmt = format or _messages.detect_format(messages, system=system)
         neutral = _messages.to_neutral(messages, fmt, system=system)
-        built = _messages.MessageItems(self.tool_sources, self._result_role, self.tools, self._subject_scope)
+        built = _messages.MessageItems(self.tool_sources, self._result_role, self.tools, self._subject_scope, self._digests)
         built.read(neutral)
         self.revisions.update({f"{k}={v}": n for (k, v), n in built.revisions.items()})
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -269,7 +297,7 @@ class Session:
                                "observed_at": self._seen_at.setdefault(cand["item_id"], now)})
         for i, item in enumerate(items):
             candidates.append(self._extra_item(item, i, now))
-        if _is_policy(self.policy):
+        if self._parsed:
             ref: dict[str, Any] = {"id": self.policy.policy.id, "revision": self.policy.policy.revision}
             if self.remote and self._starter:  # the server's current revision of the starter (an editor may have revised it)
                 ref = {"id": self.policy.policy.id}
@@ -303,7 +331,13 @@ class Session:
         that source type may not be data (a policy mapping a tool's output to `trusted_state` makes
         it state, seed `default_by_source`); then the first role its `role_limits` allow. A policy
         on a server (not parsed here) is read as the seed's table: `runtime_state` is state."""
-        if not _is_policy(self.policy):
+        role = self._roles.get(source_type)
+        if role is None:
+            role = self._roles[source_type] = self._role_of_results(source_type)
+        return role
+
+    def _role_of_results(self, source_type: str) -> str:
+        if not self._parsed:
             return "state" if source_type == "runtime_state" else "untrusted_data"
         trust = self.policy.trust.default_by_source.get(source_type)
         allowed = [r.value for r in self.policy.role_limits.get(trust, [])] if trust is not None else []
@@ -338,7 +372,7 @@ class Session:
         step = self._remote(request, fmt) if self.remote else self._local(request, fmt)
         self.steps.append(step)
         if step.ready:  # a blocked step sent nothing, so the provider's cache is still the last sent step's
-            self._previous_cache = step.manifest.get("cache")
+            self._previous_cache = step._cache_record()
         return step
 
     async def astep(self, messages: Any, **kwargs: Any) -> Step:
@@ -358,7 +392,7 @@ class Session:
             result = assemble(parse_request(request), self.policy, artifacts=self._artifacts)  # type: ignore[arg-type]
         except InvalidInput as exc:
             raise SDKError("; ".join(exc.errors)) from None
-        step = Step(manifest=result.manifest_dict(), payload=result.serialized_input, fmt=fmt)
+        step = Step(manifest=result.manifest, payload=result.serialized_input, fmt=fmt)
         # With the OTel variables set, the same spans as the service's (ctxeng.telemetry).
         step._traceparent = telemetry.record_local_assembly(result=result, started_ns=started_ns,
                                                             ended_ns=time.perf_counter_ns())

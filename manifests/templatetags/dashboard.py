@@ -155,6 +155,15 @@ def minus(value: Any, other: Any) -> Any:
 
 
 @register.filter
+def percent_of_one(value: Any) -> str:
+    """A share of one (0.9671) as a percentage with one decimal (96.7%): the run page's form."""
+    try:
+        return f"{100 * float(value):.1f}%"
+    except (TypeError, ValueError):
+        return "—"
+
+
+@register.filter
 def signed(value: Any) -> str:
     try:
         number = int(value)

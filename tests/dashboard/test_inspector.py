@@ -178,7 +178,7 @@ def test_a_blocked_assemblys_cache_prefix_reads_absent_not_none(owner_client, ex
     """A blocked manifest's cache record has no prefix identity (no payload was produced): the
     overview says so, where it would otherwise print a hash."""
     assert manifest_document(Manifest.objects.get(job=example["blocked"]))["cache"]["prefix_identity"] is None
-    row = _get(owner_client, f"/assemblies/{example['blocked'].id}/").split("<dt>cache prefix</dt>", 1)[1].split("</dd>", 1)[0]
+    row = _get(owner_client, f"/assemblies/{example['blocked'].id}/").split("<dt>stable prefix</dt>", 1)[1].split("</dd>", 1)[0]
     assert "— (absent: no payload was produced)" in row and "None" not in row and "<code title=" not in row
-    ready = _get(owner_client, f"/assemblies/{example['ready'].id}/").split("<dt>cache prefix</dt>", 1)[1].split("</dd>", 1)[0]
+    ready = _get(owner_client, f"/assemblies/{example['ready'].id}/").split("<dt>stable prefix</dt>", 1)[1].split("</dd>", 1)[0]
     assert '<code title="sha256:' in ready and "absent" not in ready

@@ -109,17 +109,17 @@ def test_the_manifest_page_shows_every_section_side_by_side(owner_client, exampl
     body = owner_client.get(f"/assemblies/{example['ready'].id}/").content.decode()
     for text in ("assembly_input_hash", "tiktoken/o200k_base", "openai_chat", "response reserve",
                  "protocol overhead", "safety margin", "direct_evidence", "stale_revision", "not_retrieved",
-                 "retrieval_failed", "evidence-pi-transform-context-raw", "cache prefix"):
+                 "retrieval_failed", "evidence-pi-transform-context-raw", "stable prefix", "cache-eligible"):
         assert text in body, text
     # the transforms and tool pairs load as their own regions
     transforms = owner_client.get(f"/assemblies/{example['ready'].id}/transforms/").content.decode()
     assert "transform-result-call-c-excerpt" in transforms and "failure_lines_kept" in transforms
     tool_pairs = owner_client.get(f"/assemblies/{example['ready'].id}/tool_pairs/").content.decode()
     assert "call-c" in tool_pairs and "diagnostic_only" in tool_pairs
-    # The cache prefix row names the stable-prefix items: the request's system_policy candidates.
+    # The stable prefix row names the stable-prefix items: the request's system_policy candidates.
     stable = [c["item_id"] for c in example_json("request.json")["candidates"] if c["source_type"] == "system_policy"]
     assert stable
-    cache_row = body.split("<dt>cache prefix</dt>")[1].split("</dd>")[0]
+    cache_row = body.split("<dt>stable prefix</dt>")[1].split("</dd>")[0]
     for item_id in stable:
         assert f"<code>{item_id}</code>" in cache_row, item_id
     # acquisition outcomes are counted apart and listed as source requests, never as excluded items

@@ -1,7 +1,8 @@
 """The run page's item timeline: per item, one cell per step (in with its partition, out with its
 reason, or absent), each cell opening that step's inspector on the item; paged in bounded queries.
-Each attempt shows the provider cache hit ratio of its reported usage, and the run its overall
-ratio; the expected ratios are computed here by hand from the reports the tests post."""
+Each attempt shows its manifest's cache-eligible share and the provider-reported cached ratio of its
+usage, and the run each overall; the expected ratios are computed here by hand from the reports the
+tests post and from the payloads compared byte for byte."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from ctxeng.accounts.models import Tenant
 from manifests.examples import example_json, example_text
+from manifests.selectors import manifest_document, manifest_payload
 from policies.services import policy_import
 
 from .conftest import run_job
@@ -95,13 +97,24 @@ def _attempts(body: str) -> dict[str, str]:
 
 
 def _cache_hit(row: str) -> tuple[str, str]:
-    """(title, text) of a step row's cache-hit cell."""
-    title, text = re.search(r'<td class="num cache-hit"><span[^>]* title="([^"]*)">([^<]*)</span>', row).groups()
+    """(title, text) of a step row's provider-cached cell."""
+    title, text = re.search(r'<td class="num provider-cached"><span[^>]* title="([^"]*)">([^<]*)</span>', row).groups()
     return title, " ".join(text.split())
 
 
 def _run_ratio(body: str) -> tuple[str, str]:
-    title, text = re.search(r'<p class="cache-run">.*?<strong title="([^"]*)">([^<]*)</strong>', body, re.S).groups()
+    title, text = re.search(r'<p class="provider-cached-run">.*?<strong title="([^"]*)">([^<]*)</strong>', body, re.S).groups()
+    return title, text
+
+
+def _eligible(row: str) -> tuple[str, str]:
+    """(title, text) of a step row's cache-eligible cell."""
+    title, text = re.search(r'<td class="num cache-eligible"><span[^>]* title="([^"]*)">([^<]*)</span>', row).groups()
+    return title, " ".join(text.split())
+
+
+def _run_eligible(body: str) -> tuple[str, str]:
+    title, text = re.search(r'<p class="cache-eligible-run">.*?<strong title="([^"]*)">([^<]*)</strong>', body, re.S).groups()
     return title, text
 
 
@@ -177,3 +190,42 @@ def test_cache_hit_ratios_cost_no_query_per_step(owner_client, example, api):
         job = run_job(example["owner"], dict(request, step_id=f"step-cached-{step}"), f"cached-{step}")
         _report(owner_api, job, 1000 + step, 500)
     assert queries() == before
+
+
+# --------------------------------------------------------------------------- the cache-eligible share
+
+
+def _units(payload: dict) -> list:
+    """The payload as a provider reads it: model and tools, the system text, then each message."""
+    return [{"model": payload["model"], "tools": payload.get("tools") or []},
+            *([payload["system"]] if "system" in payload else []), *payload["messages"]]
+
+
+def test_the_run_page_shows_the_manifests_cache_eligible_share_step_by_step_and_over_the_run(owner_client, example):
+    """The same request sent again with the first step's cache record: the two payloads are the
+    same bytes (compared here), so the second step is all eligible, the first (no previous step)
+    none, and the run half."""
+    request = example_json("request.json")
+    first = run_job(example["owner"], dict(request, run_id="run-cache", step_id="step-1"), "cache-1")
+    second = run_job(example["owner"], dict(request, run_id="run-cache", step_id="step-2",
+                                            previous_cache=manifest_document(first.manifest)["cache"]),
+                     "cache-2")
+    a, b = manifest_payload(first.manifest), manifest_payload(second.manifest)
+    assert json.dumps(_units(a), sort_keys=True) == json.dumps(_units(b), sort_keys=True)
+    body = owner_client.get("/runs/run-cache/").content.decode()
+    rows = _attempts(body)
+    assert _eligible(rows["step-1"])[1] == "0.0%"
+    title, text = _eligible(rows["step-2"])
+    assert text == "100.0%"
+    total = int(title.split(" of ")[1].split()[0])
+    assert title == f"{total} of {total} payload text tokens repeat the previous step's payload" and total > 0
+    assert _run_eligible(body) == (f"{total} of {2 * total} payload text tokens repeat the previous step's payload", "50.0%")
+    inspector = owner_client.get(f"/assemblies/{second.id}/").content.decode()
+    assert re.search(r'<dd class="cache-eligible"><strong>100.0%</strong>', inspector)
+
+
+def test_a_blocked_step_has_no_cache_eligible_share(owner_client, example):
+    body = owner_client.get("/runs/run-42/").content.decode()
+    (row,) = re.findall(r'<tr class="step-row blocked".*?</tr>', body, re.S)
+    cell = re.search(r'<td class="num cache-eligible">(.*?)</td>', row).group(1)
+    assert 'title="no payload"' in cell and "%" not in cell

@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from ctxeng.engine import InvalidInput, parse_policy
+from ctxeng.engine.tokens import tokenizer_for
 
 from .builders import item, policy, request, run, system_text
 
@@ -130,3 +131,36 @@ def test_an_unknown_identity_field_is_refused_by_path():
     with pytest.raises(InvalidInput) as exc:
         parse_policy(policy(cache={"identity": ["ordered_source_ids", "phase_of_moon"]}))
     assert exc.value.errors[0].startswith("cache.identity[1]: unknown value 'phase_of_moon'")
+
+
+def test_nothing_is_cache_eligible_without_the_previous_steps_payload_hashes():
+    first = run(request())
+    unknown = run(request(previous_cache=previous(first) | {"payload_prefix_hashes": []})).manifest.cache
+    assert (unknown.cache_eligible_basis, unknown.cache_eligible_tokens, unknown.cache_eligible_share) == ("previous_prefix_hashes_unknown", 0, 0)
+    known = run(request(previous_cache=previous(first))).manifest.cache
+    assert known.cache_eligible_basis == "previous_step" and known.cache_eligible_share == 1  # the same request, the same bytes
+
+
+def test_after_a_blocked_step_nothing_is_cache_eligible_and_a_blocked_step_has_no_figure():
+    req = request()
+    req["candidates"] = [c for c in req["candidates"] if c["kind"] != "open_items_summary"]
+    blocked = run(req).manifest.cache
+    assert (blocked.cache_eligible_basis, blocked.cache_eligible_share, blocked.payload_text_tokens, blocked.payload_prefix_hashes) == ("blocked", None, None, [])
+    after = run(request(previous_cache=blocked.model_dump(mode="json"))).manifest.cache
+    assert (after.cache_eligible_basis, after.cache_eligible_tokens) == ("previous_step_blocked", 0)
+
+
+def test_the_record_names_the_declared_stable_sources_and_counts_the_prefix():
+    r = run(request())
+    c = r.manifest.cache
+    assert c.stable_prefix_sources == ["system_policy"]
+    encoding = tokenizer_for(r.manifest.assembly.estimate.encoding)
+    assert c.stable_prefix_tokens == encoding.count("You are a careful research agent. Cite every claim.")
+
+
+def test_a_previous_record_with_a_hash_that_is_not_one_is_refused_naming_the_field():
+    first = run(request())
+    bad = previous(first) | {"payload_prefix_hashes": ["sha256:nothex"]}
+    with pytest.raises(InvalidInput) as exc:
+        run(request(previous_cache=bad))
+    assert any(line.startswith("previous_cache.payload_prefix_hashes[0]") for line in exc.value.errors), exc.value.errors

@@ -241,3 +241,95 @@ def test_a_max_tokens_that_leaves_no_room_for_input_is_a_clear_error_naming_it()
 def test_a_param_that_is_a_payload_field_is_refused_by_name():
     with pytest.raises(sdk.SDKError, match=r"params\.instructions"):
         session().step(support_chat(1), tools=TOOLS, instructions="be brief")
+
+
+# --------------------------------------------------------------------------- the cache-eligible figure
+# The oracle compares the payloads the test received, unit by unit, as Python values: the tools
+# (with the model) first, then the system text, then each message; what repeats the previous
+# step's payload from the start is what a provider's automatic prefix cache could serve.
+
+UNSPOKEN = {"model", "role", "type", "id", "tool_call_id", "call_id", "tool_use_id", "name"}
+
+
+def units(payload: dict) -> list:
+    return [{"model": payload["model"], "tools": payload.get("tools") or []}, *payload_messages(payload)]
+
+
+def spoken(value) -> list[str]:
+    """The strings the model reads in a unit: everything but the structural fields."""
+    if isinstance(value, dict):
+        return [s for k, v in value.items() if k not in UNSPOKEN for s in spoken(v)]
+    return strings(value) if not isinstance(value, list) else [s for v in value for s in spoken(v)]
+
+
+def path_of(adapter: str, unit: int) -> str:
+    """The payload path of unit `unit` (the list `units` builds)."""
+    system = {"anthropic_messages": "system", "openai_responses": "instructions"}.get(adapter)
+    if unit == 0:
+        return "tools"
+    if system is None:
+        return f"messages[{unit - 1}]"
+    return system if unit == 1 else f"{'input' if adapter == 'openai_responses' else 'messages'}[{unit - 2}]"
+
+
+def repeated(before: list, now: list) -> int:
+    n = 0
+    while n < min(len(before), len(now)) and before[n] == now[n]:
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("adapter", list(MODELS))
+def test_the_cache_eligible_tokens_are_the_leading_units_the_previous_step_sent_the_same(adapter):
+    enc = tokenizer_for("cl100k_base" if adapter == "anthropic_messages" else "o200k_base")  # the manifest's estimator
+    s = session(adapter)
+    full = support_chat(3)
+    before: list | None = None
+    for end in range(2, len(full) + 1):
+        history = full[:end]
+        if history[-1]["role"] == "assistant" and history[-1].get("tool_calls"):
+            continue
+        step = s.step(history, tools=TOOLS).raise_for_status()
+        now, cache = units(step.kwargs), step.manifest["cache"]
+        counts = [sum(enc.count(t) for t in spoken(u)) for u in now]
+        assert cache["payload_text_tokens"] == sum(counts)
+        if before is None:
+            assert (cache["cache_eligible_basis"], cache["cache_eligible_units"], cache["cache_eligible_tokens"]) == ("no_previous_step", 0, 0)
+        else:
+            same = repeated(before, now)
+            assert same >= len(before) - (1 if adapter == "anthropic_messages" else 0)  # append-only: all, or all but a joined last
+            assert cache["cache_eligible_basis"] == "previous_step"
+            assert (cache["cache_eligible_units"], cache["cache_eligible_tokens"]) == (same, sum(counts[:same]))
+            assert cache["cache_eligible_share"] == round(sum(counts[:same]) / sum(counts), 4)
+            assert cache["cache_eligible_ends_at"] == (None if same == len(now) else path_of(adapter, same))
+        before = now
+
+
+def test_an_earlier_message_edited_ends_the_eligible_prefix_at_that_message():
+    s = session()
+    history = support_chat(2)
+    first = s.step(history, tools=TOOLS).raise_for_status().kwargs
+    edited = [*history[:1], {**history[1], "content": "Hi, where is my order A-1000? It is late."}, *history[2:]]
+    step = s.step(edited, tools=TOOLS).raise_for_status()
+    now, cache = units(step.kwargs), step.manifest["cache"]
+    same = repeated(units(first), now)
+    assert now[same]["content"] == "Hi, where is my order A-1000? It is late."  # the first unit that differs is the edit
+    assert cache["cache_eligible_units"] == same and cache["cache_eligible_ends_at"] == f"messages[{same - 1}]"
+
+
+def test_another_model_or_other_tools_make_nothing_eligible():
+    s = session()
+    history = support_chat(1)
+    s.step(history, tools=TOOLS).raise_for_status()
+    cache = s.step(history, tools=[]).raise_for_status().manifest["cache"]
+    assert (cache["cache_eligible_units"], cache["cache_eligible_tokens"], cache["cache_eligible_ends_at"]) == (0, 0, "tools")
+    assert cache["cache_eligible_share"] == 0
+
+
+def test_the_same_payload_twice_is_all_eligible():
+    s = session()
+    history = support_chat(2)
+    s.step(history, tools=TOOLS)
+    cache = s.step(history, tools=TOOLS).raise_for_status().manifest["cache"]
+    assert cache["cache_eligible_share"] == 1 and cache["cache_eligible_ends_at"] is None
+    assert cache["cache_eligible_tokens"] == cache["payload_text_tokens"] > 0

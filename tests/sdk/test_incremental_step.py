@@ -1,0 +1,71 @@
+"""What a session remembers from step to step (issue 37, point 5: a message seen at an earlier step
+is not hashed, validated or counted again) changes no decision: each step's sealed manifest and
+payload are those a fresh engine gives for the same request, under a policy parsed anew. The
+oracle is that fresh assembly, made without the session (outputs compared, never timings)."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from ctxeng import sdk, starters
+from ctxeng.engine import assemble, parse_request
+
+READ_FILE = {"type": "function", "function": {"name": "read_file", "description": "Read a file",
+             "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
+
+
+def coding_history(calls: int) -> list[dict]:
+    """A request, then file reads; the third file is read again after an edit of its content."""
+    messages: list[dict] = [{"role": "system", "content": "You are a coding agent. Read before you edit."},
+                            {"role": "user", "content": "Find why the retry loop drops the last error."}]
+    for n in range(calls):
+        path = f"src/module_{n % 3}.py"  # files read again: the same path, new content
+        messages += [
+            {"role": "assistant", "content": f"Reading {path}.", "tool_calls": [
+                {"id": f"call_{n}", "type": "function", "function": {"name": "read_file", "arguments": {"path": path}}}]},
+            {"role": "tool", "tool_call_id": f"call_{n}", "content": f"def retry_{n}(attempt):\n    return attempt + {n}\n"},
+        ]
+        if n == 4:
+            messages.append({"role": "user", "content": "Also check the backoff."})
+    return messages
+
+
+def without_seal_facts(manifest: dict) -> dict:
+    """The manifest without what differs between two seals of one request: the assembly id and time."""
+    out = copy.deepcopy(manifest)
+    for key in ("id", "created_at"):
+        out["assembly"].pop(key, None)
+    return out
+
+
+@pytest.mark.parametrize("adapter", ["openai_chat", "anthropic_messages"])
+def test_each_steps_manifest_and_payload_are_a_fresh_engines_for_the_same_request(adapter):
+    model = "claude-sonnet-4-5" if adapter == "anthropic_messages" else "gpt-4o"
+    session = sdk.Session("coding-agent", model=model, adapter=adapter, run_id="run-incremental",
+                          tools={"read_file": sdk.reads("path")})
+    full = coding_history(8)
+    ends = [end for end in range(2, len(full) + 1) if full[end - 1]["role"] in ("user", "tool")]
+    assert len(ends) == 10
+    for end in ends:
+        request, _ = session.request(full[:end], tools=[READ_FILE], max_tokens=512)
+        step = session.step(full[:end], tools=[READ_FILE], max_tokens=512)
+        fresh = assemble(parse_request(json.loads(json.dumps(request))), starters.load("coding-agent"))
+        assert fresh.status == step.status == "ready"
+        assert step.payload == fresh.serialized_input
+        assert without_seal_facts(step.manifest) == without_seal_facts(fresh.manifest_dict())
+
+
+def test_a_session_never_changes_the_callers_messages():
+    history = coding_history(4)
+    before = copy.deepcopy(history)
+    session = sdk.Session("coding-agent", model="gpt-4o")
+    for end in range(2, len(history) + 1):
+        session.step(history[:end], tools=[READ_FILE])
+    assert history == before
+    request, _ = session.request(history, tools=[READ_FILE])
+    (call,) = [c for c in request["tool_calls"] if c["call_id"] == "call_0"]
+    call["arguments"]["path"] = "changed"  # the request holds its own copy of dict arguments
+    assert history[2]["tool_calls"][0]["function"]["arguments"] == {"path": "src/module_0.py"}
