@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, ItemIdRef, JsonObject, PolicyId
+from .limits import MAX_ID, MAX_INT32, MAX_ITEM_ID, MAX_NAME, Id, ItemIdRef, JsonObject, PolicyId, is_blank
 from .vocabulary import (
     AUTHORITY_TRUST,
     AcquisitionOutcome,
@@ -579,6 +579,9 @@ class TrustPolicy(Frozen):
                 )
             if not names:
                 raise ValueError(f"producers.{source_type}: list at least one producer (no item of the type could ever enter)")
+            for j, name in enumerate(names):
+                if is_blank(name):
+                    raise ValueError(f"producers.{source_type}[{j}]: a blank producer names nobody (an item with no producer identity would match it)")
         return self
 
     def unbound_authority_types(self) -> list[str]:
@@ -1187,6 +1190,14 @@ class ApprovalSource(Frozen):
     producers: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
         min_length=1, description="the principals that may give it; never the agent (scope.principal_policy, the request's principal)"
     )
+
+    @field_validator("producers")
+    @classmethod
+    def _named(cls, v: list[str]) -> list[str]:
+        for j, name in enumerate(v):
+            if is_blank(name):
+                raise ValueError(f"[{j}]: a blank producer names nobody (an item with no producer identity would match it)")
+        return v
 
 
 class StagePolicy(Frozen):
