@@ -103,9 +103,15 @@ def interactions(draw):
     else:
         pol["resident"]["include"] = []
     if context == "evidence":
+        # Data items: some a gate excludes, some marked incomplete (a status in their fence header,
+        # admitted as diagnostic when the policy allows), some large (left uncounted until the
+        # budget needs their size).
+        if draw(st.booleans()):
+            pol["admission"]["allow_incomplete"] = ["diagnostic"]
         for k in range(draw(st.integers(1, 3))):
-            fields = {"freshness": "expired"} if draw(st.booleans()) else {}
-            cands.append(item(f"ev-{k}", "repository_source", draw(texts(f"marker-ev-{k}")), **fields))
+            fields = {"freshness": "expired"} if draw(st.integers(0, 3)) == 0 else {}
+            fields["completeness"] = draw(st.sampled_from(["complete", "partial", "unknown"]))
+            cands.append(item(f"ev-{k}", "repository_source", draw(texts(f"marker-ev-{k}", large=draw(st.booleans()))), **fields))
     # The conversation: turns 1..n, opening with either speaker.
     # Either any sequence, or a conversation whose only user turn opens it (the context message
     # then stands first, and its tool calls may be the first message after the system text).
@@ -360,7 +366,7 @@ def test_the_generators_draw_the_interactions_they_are_for():
     """Guard on `interactions()`: the combinations above are drawn, read back from the requests
     and the payloads (not from the generator's intent), and most cases are ready."""
     seen = {"ready": 0, "cases": 0, "context_pair_first_user_turn_no_blocks": 0, "blank_prefix_anthropic": 0,
-            "non_success_sent": 0, "synthetic_sent": 0, "omitted_call": 0, "turn_calls": 0}
+            "non_success_sent": 0, "synthetic_sent": 0, "omitted_call": 0, "turn_calls": 0, "incomplete_data_sent": 0}
     adapters: set[str] = set()
 
     @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -388,6 +394,8 @@ def test_the_generators_draw_the_interactions_they_are_for():
         seen["synthetic_sent"] += any(p.decision != "included" and p.unresolved_handling == "synthetic_result" for p in m.tool_pairs)
         seen["omitted_call"] += any(p.unresolved_handling == "omit_call" for p in m.tool_pairs)
         seen["turn_calls"] += any(p.turn is not None and p.decision == "included" for p in m.tool_pairs)
+        incomplete = {c["item_id"] for c in req["candidates"] if c.get("completeness", "complete") != "complete"}
+        seen["incomplete_data_sent"] += bool(incomplete & set(m.included_ids()))
 
     sample()
     assert seen["ready"] >= 0.7 * seen["cases"], seen
