@@ -154,8 +154,15 @@ def validate(payload: dict[str, Any], adapter: str) -> None:
 
 
 def call_ids(payload: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(tool call ids in order, tool result ids in order) in either provider's payload."""
+    """(tool call ids in order, tool result ids in order) in any of the three adapters' payloads."""
     calls, results = [], []
+    if "input" in payload:  # openai_responses
+        for entry in payload["input"]:
+            if entry.get("type") == "function_call":
+                calls.append(entry["call_id"])
+            elif entry.get("type") == "function_call_output":
+                results.append(entry["call_id"])
+        return calls, results
     for msg in payload["messages"]:
         for tc in msg.get("tool_calls") or []:
             calls.append(tc["id"])
