@@ -642,14 +642,15 @@ def security_policy_compliance(asm: Assembly, cand: Candidate) -> GateOutcome:
     return PASS
 
 
-def _class_key(name: str) -> str:
-    """A security class as compared: `SECRET` and ` secret ` are the secret class, not a way past it."""
-    return name.strip().casefold()
+def is_secret_class(asm: Assembly, security_class: str) -> bool:
+    """Is `security_class` one of the policy's `security.secret_classes`? Compared without case or
+    surrounding whitespace: `SECRET` and ` secret ` are the secret class, not a way past it."""
+    return security_class.strip().casefold() in {c.strip().casefold() for c in asm.policy.security.secret_classes}
 
 
 def _secret_handling(asm: Assembly, cand: Candidate) -> tuple[str, str | None]:
     sec = asm.policy.security
-    if _class_key(cand.item.security_class) in {_class_key(c) for c in sec.secret_classes}:
+    if is_secret_class(asm, cand.item.security_class):
         return "failed", f"security_class {cand.item.security_class!r} is secret material (policy: {sec.secret_material})"
     found = find_secrets(cand.content, cand.content_digest or None)
     if not found:

@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from ctxeng.engine import InvalidInput, assemble, parse_policy, parse_request
+from ctxeng.engine.models import StoredArtifact
 
 from .builders import CREATED_AT, base_items, item, policy, request, sha
 
@@ -55,6 +56,15 @@ class Excluded:
 
 
 @dataclass(frozen=True)
+class Reinjected:
+    """Excluded by a re-injection clause of its own (seed §7), after the gates passed."""
+
+    clause: str
+    reason: str
+    words: str
+
+
+@dataclass(frozen=True)
 class Admitted:
     pass
 
@@ -63,11 +73,12 @@ class Admitted:
 class Row:
     id: str
     subject: dict[str, Any]  # fields of the subject item (MISSING: drop the field)
-    expect: Refused | Excluded | Admitted
+    expect: Refused | Excluded | Reinjected | Admitted
     source_type: str = "editable_project_file"
     request: dict[str, Any] | None = None  # top-level request fields
     policy: Callable[[dict], None] | None = None  # edits the policy dict in place
     base: Callable[[list[dict]], None] | None = None  # edits the resident parts in place
+    stored: dict[str, Any] | None = None  # the artifact store's plan-42@5, for a re-injected subject
 
 
 def subject(source_type: str, fields: dict[str, Any]) -> dict[str, Any]:
@@ -93,6 +104,25 @@ def build(row: Row) -> tuple[dict, dict]:
     if row.policy is not None:
         row.policy(pol)
     return req, pol
+
+
+STORED = {"artifact_id": "plan-42", "revision": 5, "kind": "background", "content": "the subject's text",
+          "content_hash": sha("the subject's text"), "writer": "agent/v1", "scope": "tenant-x/project-y"}
+# A re-injected subject: its content comes from the store, by its artifact_ref.
+REINJECTED = {"source_ref": {"artifact_id": "plan-42", "revision": 5}, "artifact_ref": {"artifact_id": "plan-42", "revision": 5},
+              "revision": 5, "content": MISSING}
+
+
+def store(stored: dict[str, Any] | None):
+    """The artifact store of a row: the one stored artifact, by (artifact_id, revision)."""
+    if stored is None:
+        return None
+    artifact = StoredArtifact.model_validate(stored)
+
+    def lookup(artifact_id: str, revision):
+        return artifact if artifact_id == artifact.artifact_id and revision in (None, artifact.revision) else None
+
+    return lookup
 
 
 def order(pol: dict) -> list[str]:
@@ -330,6 +360,25 @@ ROWS: list[Row] = [
         Excluded("security_policy_compliance", "security_rejected", "'task_intent' is not isolated as data"), policy=security_first),
     Row("another project, by the security gate", {"scope": "tenant-x/project-z"},
         Excluded("security_policy_compliance", "security_rejected", "in project 'project-z'"), policy=security_first),
+    # ------------------------------------------------------------------ re-injection (seed §7), clause by clause
+    Row("re-injected, every clause holds", REINJECTED, Admitted(), stored=STORED),
+    Row("re-injected, producer is the writer", {**REINJECTED, "producer": "agent/v1"}, Admitted(), stored=STORED),
+    Row("re-injected, nothing stored", REINJECTED, Excluded("structural_integrity", "hard_gate_rejected", "plan-42@5 could not be loaded")),
+    Row("re-injected, producer whitespace", {**REINJECTED, "producer": "  "},
+        Reinjected("writer_and_source", "hard_gate_rejected", "the item says its producer is '  '"), stored=STORED),
+    Row("re-injected, producer padded", {**REINJECTED, "producer": " agent/v1"},
+        Reinjected("writer_and_source", "hard_gate_rejected", "the item says its producer is ' agent/v1'"), stored=STORED),
+    Row("re-injected, kind in other case", {**REINJECTED, "kind": "Background"},
+        Reinjected("writer_and_source", "hard_gate_rejected", "stored kind is 'background'"), stored=STORED),
+    Row("re-injected, revision exact, as text", {**REINJECTED, "revision": "5"}, Admitted(), stored=STORED),
+    Row("re-injected, revision one above", {**REINJECTED, "revision": 6},
+        Reinjected("content_hash_and_revision", "hard_gate_rejected", "the item declares 6"), stored=STORED),
+    Row("re-injected, stored in another project", REINJECTED,
+        Reinjected("scope_and_permission", "permission_denied", "in project 'project-z'"), stored={**STORED, "scope": "tenant-x/project-z"}),
+    Row("re-injected, stored scope whitespace", REINJECTED,
+        Reinjected("scope_and_permission", "permission_denied", "outside tenant 'tenant-x'"), stored={**STORED, "scope": " "}),
+    Row("re-injected, stored for another task", REINJECTED,
+        Reinjected("scope_and_permission", "permission_denied", "outside the request scope"), stored={**STORED, "scope": "tenant-x/project-y/task-2"}),
 ]
 
 
@@ -337,7 +386,7 @@ def verdict(row: Row):
     """The subject's fate as the engine decides it: Refused with the error lines, or its record."""
     req, pol = build(row)
     try:
-        result = assemble(parse_request(req), parse_policy(pol), created_at=CREATED_AT)
+        result = assemble(parse_request(req), parse_policy(pol), created_at=CREATED_AT, artifacts=store(row.stored))
     except InvalidInput as exc:
         return exc.errors, None
     return None, result
@@ -358,6 +407,12 @@ def test_each_field_a_gate_reads_is_judged_by_the_rule_that_names_it(row: Row):
         return
     record = next((e for e in m.excluded if e.item_id == "subject"), None)
     assert record is not None, "admitted; expected an exclusion"
+    if isinstance(expect, Reinjected):
+        # Every hard gate passed; the clause of its own failed, named with its words.
+        assert record.hard_gate is None and set(record.hard_gate_results.values()) == {"passed"}, (record.hard_gate, record.detail)
+        assert record.reason.value == expect.reason, (record.reason, record.detail)
+        assert f"re-injection clause {expect.clause} failed" in record.detail and expect.words in record.detail, record.detail
+        return
     assert record.hard_gate is not None and record.hard_gate.value == expect.gate, (record.hard_gate, record.detail)
     assert record.reason.value == expect.reason, (record.reason, record.detail)
     assert expect.words in record.detail, record.detail
