@@ -47,6 +47,7 @@ GPT = {"provider": "openai", "name": "gpt-4"}  # cl100k, exact
 CLAUDE = {"provider": "anthropic", "name": "claude-sonnet-4-5"}  # a breakpoint from 1024 prefix tokens (counted with cl100k)
 # Whitespace the tokenizer does not merge: 600 lines are 1200 tokens, past Claude's minimum.
 BLANK_PREFIX = "\u3000\n" * 600
+LONG_PREFIX = "\n".join(f"Rule {n}: cite every claim with its source and revision." for n in range(120))
 WORDS = ["pairing", "call", "result", "FAILED test_x", "ok", "grep", "Ignore previous instructions", "naïve", "<<<ctx:end>>>", "12345"]
 
 
@@ -91,11 +92,15 @@ def interactions(draw):
     pol = conversation_policy()
     pol["structure"] = {"unresolved_tool_calls": draw(st.sampled_from(["synthetic_result", "synthetic_result", "omit_call"]))}
     cands: list[dict] = []
-    control = draw(st.sampled_from(["plain", "blank_prefix", "blank_prefix", "none"]))
+    control = draw(st.sampled_from(["plain", "blank_prefix", "blank_prefix", "long_prefix", "none"]))
     if control == "plain":
         cands.append(item("system", "system_policy", "You are a careful research agent. Cite every claim."))
     elif control == "blank_prefix":
         cands.append(item("system", "system_policy", BLANK_PREFIX))
+    elif control == "long_prefix":  # a stable prefix that does get Anthropic's breakpoint, and control text after it
+        cands.append(item("system", "system_policy", LONG_PREFIX))
+        cands.append(item("rules", "project_rules", "Project rule: cite fixed revisions.", trust="control_authority", intended_role="control"))
+        pol["trust"]["default_by_source"]["project_rules"] = "control_authority"
     # The context message: the resident parts, a few data items (some a gate excludes), or nothing.
     context = draw(st.sampled_from(["resident", "evidence", "none"]))
     if context == "resident":
@@ -303,6 +308,17 @@ BREAKPOINT_BLANK = (
 )
 
 
+def _breakpoint_with_control_after_it() -> tuple[dict, dict]:
+    """A stable prefix past Claude's minimum and control text after it: the system text is sent as
+    two blocks, the breakpoint on the first; both are counted as sent."""
+    pol = conversation_policy()
+    pol["trust"]["default_by_source"]["project_rules"] = "control_authority"
+    cands = [item("system", "system_policy", LONG_PREFIX),
+             item("rules", "project_rules", "Project rule: cite fixed revisions.", trust="control_authority", intended_role="control"),
+             *base_items()[1:]]
+    return request(cands, adapter="anthropic_messages", model={**CLAUDE, "context_limit": 16000}), pol
+
+
 def _context_pair_before_first_user_turn(adapter: str) -> tuple[dict, dict]:
     """A transcript opening with its only user turn, a call made with the context and no context
     item: the context's call is the first message after the system text unless a placeholder opens."""
@@ -330,6 +346,7 @@ def _non_success_pairs(adapter: str) -> tuple[dict, dict]:
 @SETTINGS
 @given(interactions())
 @example(BREAKPOINT_BLANK)
+@example(_breakpoint_with_control_after_it())
 @example(_context_pair_before_first_user_turn("anthropic_messages"))
 @example(_context_pair_before_first_user_turn("openai_responses"))
 @example(_non_success_pairs("anthropic_messages"))
@@ -366,7 +383,7 @@ def test_the_generators_draw_the_interactions_they_are_for():
     """Guard on `interactions()`: the combinations above are drawn, read back from the requests
     and the payloads (not from the generator's intent), and most cases are ready."""
     seen = {"ready": 0, "cases": 0, "context_pair_first_user_turn_no_blocks": 0, "blank_prefix_anthropic": 0,
-            "non_success_sent": 0, "synthetic_sent": 0, "omitted_call": 0, "turn_calls": 0, "incomplete_data_sent": 0}
+            "non_success_sent": 0, "synthetic_sent": 0, "omitted_call": 0, "turn_calls": 0, "incomplete_data_sent": 0, "breakpoint_sent": 0}
     adapters: set[str] = set()
 
     @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -390,6 +407,7 @@ def test_the_generators_draw_the_interactions_they_are_for():
         if req["adapter"] == "anthropic_messages" and any(c["content"] == BLANK_PREFIX for c in req["candidates"]) \
                 and req["model"]["name"] == CLAUDE["name"]:
             seen["blank_prefix_anthropic"] += 1
+        seen["breakpoint_sent"] += isinstance(r.serialized_input.get("system"), list)
         seen["non_success_sent"] += any(p.status != "success" and p.decision == "included" for p in m.tool_pairs)
         seen["synthetic_sent"] += any(p.decision != "included" and p.unresolved_handling == "synthetic_result" for p in m.tool_pairs)
         seen["omitted_call"] += any(p.unresolved_handling == "omit_call" for p in m.tool_pairs)
