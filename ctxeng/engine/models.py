@@ -212,6 +212,10 @@ class LifecycleEventRecord(Frozen):
         targets = [t for t in (self.item_id, self.scope, self.artifact_id) if t is not None]
         if len(targets) != 1:
             raise ValueError("item_id: give exactly one of item_id, scope or artifact_id")
+        for name, value in (("item_id", self.item_id), ("scope", self.scope), ("artifact_id", self.artifact_id)):
+            # A blank scope would be every item's ancestor (the event would hit them all); a blank id, none.
+            if value is not None and is_blank(value.replace("/", "")):
+                raise ValueError(f"{name}: a blank {name} names nothing to act on")
         return self
 
 
