@@ -98,6 +98,14 @@ class Principal(Frozen):
         default_factory=list, description="the principal's grants; a change invalidates the prompt cache (permission_change)"
     )
 
+    @field_validator("tenant", "project")
+    @classmethod
+    def _named(cls, v: str) -> str:
+        # Scopes are compared segment by segment with these: a blank one would match a blank segment.
+        if is_blank(v) or "/" in v:
+            raise ValueError("must name one scope segment: not blank, no '/'")
+        return v
+
 
 class ModelSpec(Frozen):
     # The providers the adapters, the estimators (Azure's are OpenAI's models) and the SDK know.

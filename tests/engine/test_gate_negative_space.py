@@ -221,6 +221,13 @@ ROWS: list[Row] = [
     Row("a trailing separator", {"scope": "tenant-x/project-y/task-1/"}, Admitted()),
     Row("empty segments", {"scope": "/tenant-x//project-y/"}, Admitted()),
     Row("request outside the principal's project", {}, Refused("scope"), request={"scope": "tenant-x/project-z/task-1"}),
+    Row("principal's tenant whitespace", {"scope": "  /project-y/task-1"}, Refused("principal.tenant"),
+        request={"principal": {"id": "agent/v1", "tenant": "  ", "project": "project-y"}, "scope": "  /project-y/task-1"}),
+    Row("principal's project whitespace", {"scope": "tenant-x/ /task-1"}, Refused("principal.project"),
+        request={"principal": {"id": "agent/v1", "tenant": "tenant-x", "project": " "}, "scope": "tenant-x/ /task-1"}),
+    Row("principal's project two segments", {}, Refused("principal.project"),
+        request={"principal": {"id": "agent/v1", "tenant": "tenant-x", "project": "project-y/task-1"}}),
+    Row("principal's tenant absent", {}, Refused("principal.tenant"), request={"principal": {"id": "agent/v1", "project": "project-y"}}),
     # ------------------------------------------------------------------ required_revision
     Row("required revision absent", {"source_ref": PLAN}, Excluded("required_revision", "stale_revision", "at revision None"), request=REQUIRED),
     Row("required revision empty", {"source_ref": {**PLAN, "revision": ""}}, Excluded("required_revision", "stale_revision", "at revision ''"), request=REQUIRED),
