@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from .hashing import sha256_json, sha256_text
 from .lifecycle import named_artifact
+from .limits import is_blank
 from .models import LifecycleEventRecord, LineageNode, TransformRecord
 from .ranking import is_pinned
 from .render import block_tokens
@@ -445,7 +446,7 @@ def trust_role_compatibility(asm: Assembly, cand: Candidate) -> GateOutcome:
             f"trust {trust.value!r} may not take role {cand.role.value!r} (allowed: {names})",
         )
     if source_type in AGENT_OUTPUT_SOURCE_TYPES:
-        missing = [name for name, ok in (("source_refs", bool(cand.item.source_refs)), ("producer", bool(cand.item.producer.strip()))) if not ok]
+        missing = [name for name, ok in (("source_refs", bool(cand.item.source_refs)), ("producer", not is_blank(cand.item.producer))) if not ok]
         if missing:
             return _fail(
                 ExclusionReason.HARD_GATE_REJECTED,
@@ -473,12 +474,24 @@ REQUIRED_SOURCE_REF: dict[str, tuple[tuple[str, ...], ...]] = {
 }
 
 
+def _locates(value: object) -> bool:
+    """Does a source_ref field say something? Not when absent, null, a blank string (whitespace or
+    invisible characters locate nothing) or an empty list or object; 0 and false are values."""
+    if value is None:
+        return False
+    if isinstance(value, str):
+        return not is_blank(value)
+    if isinstance(value, (list, dict)):
+        return bool(value)
+    return True
+
+
 def _ref_complete(source_type: str, ref: dict) -> tuple[bool, str]:
     alternatives = REQUIRED_SOURCE_REF.get(source_type)
     if alternatives is None:
         return (bool(ref), "source_ref is empty")
     for fields in alternatives:
-        if all(ref.get(f) not in (None, "") for f in fields):
+        if all(_locates(ref.get(f)) for f in fields):
             return True, ""
     wanted = " or ".join("+".join(f) for f in alternatives)
     return False, f"source_ref for {source_type!r} needs {wanted}"
@@ -629,9 +642,15 @@ def security_policy_compliance(asm: Assembly, cand: Candidate) -> GateOutcome:
     return PASS
 
 
+def is_secret_class(asm: Assembly, security_class: str) -> bool:
+    """Is `security_class` one of the policy's `security.secret_classes`? Compared without case or
+    surrounding whitespace: `SECRET` and ` secret ` are the secret class, not a way past it."""
+    return security_class.strip().casefold() in {c.strip().casefold() for c in asm.policy.security.secret_classes}
+
+
 def _secret_handling(asm: Assembly, cand: Candidate) -> tuple[str, str | None]:
     sec = asm.policy.security
-    if cand.item.security_class in sec.secret_classes:
+    if is_secret_class(asm, cand.item.security_class):
         return "failed", f"security_class {cand.item.security_class!r} is secret material (policy: {sec.secret_material})"
     found = find_secrets(cand.content, cand.content_digest or None)
     if not found:

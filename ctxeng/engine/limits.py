@@ -143,6 +143,13 @@ def id_problem(value: str) -> str | None:
             "characters only (no control, format or line-separator characters)")
 
 
+def is_blank(value: str) -> bool:
+    """Does `value` show nothing: empty, or only whitespace and invisible characters (control,
+    format, separators)? Such a string names nobody and locates nothing, so it is no producer
+    identity, no producer a policy can bind, and no source_ref locator."""
+    return all(ch.isspace() or unicodedata.category(ch) in UNPRINTABLE_CATEGORIES for ch in value)
+
+
 def _printable_id(value: Any) -> Any:
     problem = id_problem(value) if isinstance(value, str) else None  # not a string: the str type says so
     if problem:

@@ -34,6 +34,7 @@ from .limits import (
     ItemIdRef,
     JsonObject,
     PolicyId,
+    is_blank,
 )
 from .vocabulary import (
     AUTHORITY_TRUST,
@@ -107,6 +108,14 @@ class Principal(Frozen):
     permissions: list[str] = Field(
         default_factory=list, description="the principal's grants; a change invalidates the prompt cache (permission_change)"
     )
+
+    @field_validator("tenant", "project")
+    @classmethod
+    def _named(cls, v: str) -> str:
+        # Scopes are compared segment by segment with these: a blank one would match a blank segment.
+        if is_blank(v) or "/" in v:
+            raise ValueError("must name one scope segment: not blank, no '/'")
+        return v
 
 
 class ModelSpec(Frozen):
@@ -222,6 +231,10 @@ class LifecycleEventRecord(Frozen):
         targets = [t for t in (self.item_id, self.scope, self.artifact_id) if t is not None]
         if len(targets) != 1:
             raise ValueError("item_id: give exactly one of item_id, scope or artifact_id")
+        for name, value in (("item_id", self.item_id), ("scope", self.scope), ("artifact_id", self.artifact_id)):
+            # A blank scope would be every item's ancestor (the event would hit them all); a blank id, none.
+            if value is not None and is_blank(value.replace("/", "")):
+                raise ValueError(f"{name}: a blank {name} names nothing to act on")
         return self
 
 
@@ -600,6 +613,9 @@ class TrustPolicy(Frozen):
                 )
             if not names:
                 raise ValueError(f"producers.{source_type}: list at least one producer (no item of the type could ever enter)")
+            for j, name in enumerate(names):
+                if is_blank(name):
+                    raise ValueError(f"producers.{source_type}[{j}]: a blank producer names nobody (an item with no producer identity would match it)")
         return self
 
     def unbound_authority_types(self) -> list[str]:
@@ -1208,6 +1224,14 @@ class ApprovalSource(Frozen):
     producers: Unique[Annotated[str, Field(min_length=1, max_length=MAX_NAME)]] = Field(
         min_length=1, description="the principals that may give it; never the agent (scope.principal_policy, the request's principal)"
     )
+
+    @field_validator("producers")
+    @classmethod
+    def _named(cls, v: list[str]) -> list[str]:
+        for j, name in enumerate(v):
+            if is_blank(name):
+                raise ValueError(f"[{j}]: a blank producer names nobody (an item with no producer identity would match it)")
+        return v
 
 
 class StagePolicy(Frozen):

@@ -22,7 +22,7 @@ not checked here (the hard gates still run on every item).
 
 from __future__ import annotations
 
-from .gates import cross_scope_problem, trust_ceiling
+from .gates import cross_scope_problem, is_secret_class, trust_ceiling
 from .vocabulary import TRUST_RANK, ExclusionReason, GateResult, HardGate, ReinjectionClause
 from .working import Assembly, Candidate, Exclusion
 
@@ -48,7 +48,7 @@ def _own_clause(asm: Assembly, cand: Candidate, clause: ReinjectionClause) -> st
             return f"trust {cand.trust.value if cand.trust else None!r} is not within source type {item.source_type!r}'s default {ceiling.value if ceiling else None!r}"
         return None
     if clause == ReinjectionClause.SECURITY_CLASSIFICATION:
-        if item.security_class in asm.policy.security.secret_classes:
+        if is_secret_class(asm, item.security_class):
             return f"security_class {item.security_class!r} is a secret class"
         return None
     if stored is None:

@@ -48,6 +48,7 @@ import re
 from . import findings
 from .gates import admitted_input_trusts, cross_scope_problem
 from .hashing import sha256_json, sha256_text
+from .limits import is_blank
 from .models import (
     CheckpointState,
     ContextItem,
@@ -192,7 +193,7 @@ def check_summary(asm: Assembly, cand: Candidate) -> dict[str, AssertionResult]:
     rng = item.input_range
     results["input_items"] = P if ids and (rng is None or (rng.start_item_id in ids and rng.end_item_id in ids)) else F
     results["trust_not_raised"] = P if _trust_not_raised(asm, cand) else F
-    results["producer_present"] = P if item.producer.strip() else F
+    results["producer_present"] = F if is_blank(item.producer) else P
     inputs, unresolved = resolve_inputs(asm, cand)
     if not ids:
         results["inputs_resolve"] = F

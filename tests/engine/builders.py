@@ -207,6 +207,10 @@ def excluded_record(result: AssemblyResult, item_id: str):
 
 def system_text(payload: dict[str, Any]) -> str:
     """Every string the provider treats as system/developer instruction."""
+    if "instructions" in payload:  # openai_responses: the instructions and any system-side input message
+        extra = [p.get("text", "") for m in payload["input"] if m.get("type") == "message" and m["role"] in ("system", "developer")
+                 for p in m["content"]]
+        return "\n".join([payload["instructions"], *extra])
     if "system" in payload:
         system = payload["system"]
         return system if isinstance(system, str) else "\n".join(b.get("text", "") for b in system)

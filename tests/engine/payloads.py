@@ -1,4 +1,5 @@
-"""A structural validator for provider payloads: what OpenAI chat and Anthropic messages accept.
+"""A structural validator for provider payloads: what OpenAI chat, Anthropic messages and OpenAI
+responses accept.
 
 Not the providers' full schemas; the rules the engine could break: roles, where system text may
 be, tool call / tool result pairing both ways, Anthropic's user/assistant alternation, and the id
@@ -57,7 +58,20 @@ def validate_anthropic_messages(payload: dict[str, Any]) -> None:
     assert isinstance(payload.get("model"), str) and payload["model"]
     assert isinstance(payload.get("max_tokens"), int) and payload["max_tokens"] > 0
     system = payload.get("system")
-    assert system is None or isinstance(system, str)
+    if isinstance(system, list):
+        # System blocks (a cache breakpoint splits the system text): Anthropic refuses a text block
+        # without non-whitespace text, and a cache_control marks a block that holds some.
+        assert system, "an empty system block list"
+        marked = 0
+        for block in system:
+            assert block["type"] == "text" and isinstance(block["text"], str)
+            assert block["text"].strip(), "system text blocks must contain non-whitespace text"
+            if "cache_control" in block:
+                marked += 1
+                assert block["cache_control"] in ({"type": "ephemeral"}, {"type": "ephemeral", "ttl": "5m"}, {"type": "ephemeral", "ttl": "1h"})
+        assert 1 <= marked <= 4, "a system block list is sent only to carry a cache breakpoint"
+    else:
+        assert system is None or isinstance(system, str)
     messages = payload["messages"]
     assert messages and messages[0]["role"] == "user", "must start with a user message"
     for i, msg in enumerate(messages):
@@ -69,6 +83,8 @@ def validate_anthropic_messages(payload: dict[str, Any]) -> None:
         blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
         for block in blocks:
             assert block["type"] in ("text", "tool_use", "tool_result"), block["type"]
+            if block["type"] == "text":
+                assert block["text"], "text content blocks must be non-empty"
             if block["type"] == "tool_use":
                 assert msg["role"] == "assistant"
                 assert CALL_ID.match(block["id"]) and TOOL_NAME.match(block["name"])
@@ -94,13 +110,59 @@ def validate_anthropic_messages(payload: dict[str, Any]) -> None:
         assert TOOL_NAME.match(tool["name"]) and tool["input_schema"].get("type") == "object"
 
 
+def validate_openai_responses(payload: dict[str, Any]) -> None:
+    """The Responses API's input list: system text only in `instructions`; messages of the user and
+    the assistant (user-side parts `input_text`, assistant parts `output_text`); every
+    `function_call` answered by exactly one `function_call_output` with its `call_id`, after it,
+    and no output answering a call not made; call ids unique; the conversation opens with a user
+    message, as the other two adapters' do."""
+    assert isinstance(payload.get("model"), str) and payload["model"]
+    assert isinstance(payload.get("instructions"), str) and payload["instructions"]
+    items = payload["input"]
+    assert items, "no input"
+    called: list[str] = []
+    answered: list[str] = []
+    first = items[0]
+    assert first.get("type") == "message" and first["role"] == "user", "the input opens with a user message"
+    for item in items:
+        kind = item["type"]
+        if kind == "message":
+            assert item["role"] in ("user", "assistant"), f"role {item['role']} belongs in instructions"
+            part = "input_text" if item["role"] == "user" else "output_text"
+            assert item["content"], "empty message"
+            for p in item["content"]:
+                assert p["type"] == part and isinstance(p["text"], str), p
+        elif kind == "function_call":
+            assert CALL_ID.match(item["call_id"]) and TOOL_NAME.match(item["name"])
+            assert isinstance(item["arguments"], str)
+            assert item["call_id"] not in called, "duplicate call id"
+            called.append(item["call_id"])
+        else:
+            assert kind == "function_call_output", kind
+            assert item["call_id"] in called, "orphaned function_call_output"
+            assert item["call_id"] not in answered, "a call answered twice"
+            assert isinstance(item["output"], str)
+            answered.append(item["call_id"])
+    assert sorted(called) == sorted(answered), f"calls {called} answered by {answered}"
+    for tool in payload.get("tools", []):
+        assert tool["type"] == "function" and TOOL_NAME.match(tool["name"]) and tool["parameters"].get("type") == "object"
+
+
 def validate(payload: dict[str, Any], adapter: str) -> None:
-    {"openai_chat": validate_openai_chat, "anthropic_messages": validate_anthropic_messages}[adapter](payload)
+    {"openai_chat": validate_openai_chat, "anthropic_messages": validate_anthropic_messages,
+     "openai_responses": validate_openai_responses}[adapter](payload)
 
 
 def call_ids(payload: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(tool call ids in order, tool result ids in order) in either provider's payload."""
+    """(tool call ids in order, tool result ids in order) in any of the three adapters' payloads."""
     calls, results = [], []
+    if "input" in payload:  # openai_responses
+        for entry in payload["input"]:
+            if entry.get("type") == "function_call":
+                calls.append(entry["call_id"])
+            elif entry.get("type") == "function_call_output":
+                results.append(entry["call_id"])
+        return calls, results
     for msg in payload["messages"]:
         for tc in msg.get("tool_calls") or []:
             calls.append(tc["id"])

@@ -137,7 +137,7 @@ def cases(draw, base: bool | None = None):
     req = request(
         [cands[i] for i in order],
         tool_calls=calls,
-        adapter=draw(st.sampled_from(["openai_chat", "anthropic_messages"])),
+        adapter=draw(st.sampled_from(["openai_chat", "anthropic_messages", "openai_responses"])),
         model={"provider": "openai", "name": "gpt-4", "context_limit": draw(st.sampled_from([limit, limit, max(1, limit // 3)]))},
     )
     return req, pol
