@@ -37,6 +37,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
 
+from .errors import SDKError
+
 __all__ = ["context_filter", "to_chat_messages", "to_responses_items"]
 
 OnBlocked = Literal["raise", "passthrough"] | Callable[[Any, Any], Any]
@@ -142,7 +144,7 @@ def to_chat_messages(items: str | Sequence[Any], *, instructions: str | None = N
         elif kind == "message":
             message = {"role": item["role"], "content": _chat_content(item["role"], item["content"])}
         else:
-            raise ValueError(f"ctxeng.sdk.openai_agents: a {kind!r} item has no OpenAI chat form; the filter cannot assemble it")
+            raise SDKError(f"ctxeng.sdk.openai_agents: a {kind!r} item has no OpenAI chat form; the filter cannot assemble it")
         item_id = item.get("id")
         if isinstance(item_id, str) and item_id != _PLACEHOLDER_ID and counts[item_id] == 1:
             message["id"] = item_id
@@ -164,7 +166,7 @@ def _texts(parts: Sequence[dict[str, Any]], where: str) -> list[str]:
         elif part.get("type") == "refusal":
             texts.append(part["refusal"])
         else:
-            raise ValueError(f"ctxeng.sdk.openai_agents: a {part.get('type')!r} part of {where} is not text; only text is assembled")
+            raise SDKError(f"ctxeng.sdk.openai_agents: a {part.get('type')!r} part of {where} is not text; only text is assembled")
     return texts
 
 
