@@ -112,8 +112,10 @@ def anthropic_to_openai(messages: list[dict[str, Any]], system: Any = None) -> l
                             **({"status": "error"} if block.get("is_error") else {})})
             elif kind == "tool_use":
                 calls.append({"id": block.get("id"), "type": "function", "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})}})
-            else:
+            elif isinstance(block, str) or kind == "text":
                 texts.append(_text([block], f"{where}.content"))
+            else:  # named at its own index, not as the first of a list of one
+                raise SDKError(f"{where}.content[{j}]: only text content is assembled, not {kind or type(block).__name__!r}")
         if texts or calls:
             msg: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
             if calls:
