@@ -24,8 +24,11 @@ A blocked assembly is handled as `on_blocked` says:
   `ainvoke`): its answer stands in for the model's (e.g. an `AIMessage` telling the user what is
   missing); the model is not called.
 
-Provider built-in tools (dicts that are not `{"type": "function", ...}`) are not assembled and
-pass through to the model as the agent gave them.
+Provider built-in tools (dicts whose `type` is not `function`: `{"type": "web_search"}`, Anthropic's
+`web_search_20250305`, ...) are not assembled and pass through to the model as the agent gave them,
+after the function tools; a dict without a `type` is a function's schema and is assembled. A call an
+AI message lists both in `tool_calls` and among its content blocks is carried once, by `tool_calls`;
+any other content block that is not text is refused by the session, naming it.
 
 `to_openai_messages` / `from_openai_messages` are the conversion `Session.step` uses for
 `format="langchain"`: system (and `developer`, LangChain's `__openai_role__`), human, AI with

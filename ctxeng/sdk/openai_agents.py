@@ -8,7 +8,9 @@ Contract: the Agents SDK calls the filter just before each model call with the a
 the instructions as the system message first; a `function_call` joins the assistant message
 before it, as one chat turn; an item's `id` is the dict's `"id"`, the item id ctxeng keeps stable
 across steps, except the SDK's placeholder id and ids that more than one item carries), takes
-`session.step(messages, tools=<the agent's function tools>)`, and returns the assembled step as
+`session.step(messages, tools=<the function tools the SDK offers at this call>)` (`offered_tools`:
+the agent's `FunctionTool`s whose `is_enabled`, a bool or a callable of the run context and the
+agent, is true, then its MCP servers' tools), and returns the assembled step as
 `ModelInputData(input=<step.messages as Responses items>, instructions=step.system)`
 (`to_responses_items`). The caller's own call ids are restored, so the SDK pairs results as it
 always does. The SDK's response has no place for the assembly id: the session's `steps` list
@@ -21,12 +23,14 @@ A blocked assembly is handled as `on_blocked` says:
 - a callable `(step, data: CallModelData) -> ModelInputData`: what it returns is sent.
 
 What the filter cannot change: the SDK sends the agent's tool definitions itself, so the tools the
-manifest lists are the agent's enabled function tools as given; hosted tools and handoffs are not
-assembled. `reasoning` items have no place in a chat payload and are left out. A run that lets the
+manifest lists are the function tools it offers, as given; hosted tools and handoffs are not
+assembled (the SDK still sends them). `reasoning` items have no place in a chat payload and are left
+out; any other item kind with no chat form (`computer_call`, `web_search_call`, `item_reference`,
+...) and any part that is not text is refused with an `SDKError` naming it. A run that lets the
 server keep the conversation (`conversation_id`, `previous_response_id`) sends only new items and
 is not one this filter can assemble.
 
-Needs `openai-agents` (`pip install 'ctxeng-governor[frameworks]'`), imported when the filter first runs.
+Needs `openai-agents` (`pip install 'ctxeng-governor[frameworks]'`), imported when the filter is made.
 """
 
 from __future__ import annotations
