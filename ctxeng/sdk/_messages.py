@@ -114,8 +114,10 @@ def anthropic_to_openai(messages: list[dict[str, Any]], system: Any = None) -> l
                             **({"status": "error"} if block.get("is_error") else {})})
             elif kind == "tool_use":
                 calls.append({"id": block.get("id"), "type": "function", "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})}})
-            else:
+            elif isinstance(block, str) or kind == "text":
                 texts.append(_text([block], f"{where}.content"))
+            else:  # named at its own index, not as the first of a list of one
+                raise SDKError(f"{where}.content[{j}]: only text content is assembled, not {kind or type(block).__name__!r}")
         if texts or calls:
             msg: dict[str, Any] = {"role": role, "content": "\n".join(texts) if texts else None}
             if calls:
@@ -387,7 +389,13 @@ def tool_definitions(tools: Any) -> list[dict[str, Any]]:
     for i, tool in enumerate(tools or []):
         if not isinstance(tool, dict):
             raise SDKError(f"tools[{i}]: expected a tool dict (OpenAI, Anthropic or {{name, description, parameters}})")
-        spec = tool.get("function") if tool.get("type") == "function" and isinstance(tool.get("function"), dict) else tool
+        kind = tool.get("type")
+        if kind not in (None, "function") and not (kind == "custom" and "input_schema" in tool):
+            # A provider built-in ({"type": "web_search"}, Anthropic's {"type": "web_search_20250305",
+            # "name": ...}) runs on the provider's side: it is not a function the engine can define.
+            raise SDKError(f"tools[{i}].type: {kind!r} is a provider built-in tool, which ctxeng does not assemble; "
+                           "pass function tools here and add the built-in to the provider call yourself")
+        spec = tool.get("function") if kind == "function" and isinstance(tool.get("function"), dict) else tool
         if not spec.get("name"):
             raise SDKError(f"tools[{i}].name: field required")
         parameters = spec.get("parameters", spec.get("input_schema")) or {"type": "object", "properties": {}}

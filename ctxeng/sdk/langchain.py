@@ -24,8 +24,11 @@ A blocked assembly is handled as `on_blocked` says:
   `ainvoke`): its answer stands in for the model's (e.g. an `AIMessage` telling the user what is
   missing); the model is not called.
 
-Provider built-in tools (dicts that are not `{"type": "function", ...}`) are not assembled and
-pass through to the model as the agent gave them.
+Provider built-in tools (dicts whose `type` is not `function`: `{"type": "web_search"}`, Anthropic's
+`web_search_20250305`, ...) are not assembled and pass through to the model as the agent gave them,
+after the function tools; a dict without a `type` is a function's schema and is assembled. A call an
+AI message lists both in `tool_calls` and among its content blocks is carried once, by `tool_calls`;
+any other content block that is not text is refused by the session, naming it.
 
 `to_openai_messages` / `from_openai_messages` are the conversion `Session.step` uses for
 `format="langchain"`: system (and `developer`, LangChain's `__openai_role__`), human, AI with
@@ -84,6 +87,13 @@ def _to_openai(message: BaseMessage) -> dict[str, Any]:
         calls = [_openai_call(c["id"], c["name"], json.dumps(c["args"], ensure_ascii=False)) for c in message.tool_calls]
         # Arguments the provider sent that did not parse stay as sent; the session decides.
         calls += [_openai_call(c["id"], c["name"] or "", c["args"] or "") for c in message.invalid_tool_calls]
+        if isinstance(content, list):
+            # A provider that lists each call among the content blocks too (Anthropic's `tool_use`,
+            # the standard `tool_call`, the Responses API's `function_call`) has it in `tool_calls`:
+            # the call is carried there, once. Any other block stays, and the session refuses what
+            # is not text by name.
+            call_ids = {c["id"] for c in calls}
+            content = [b for b in content if not _is_listed_call(b, call_ids)]
         out = {"role": "assistant", "content": content}
         if calls:
             out["content"] = content or None
@@ -99,6 +109,16 @@ def _to_openai(message: BaseMessage) -> dict[str, Any]:
     if message.id is not None:
         out["id"] = message.id
     return out
+
+
+# The content blocks in which providers repeat a tool call that `tool_calls` already holds.
+_CALL_BLOCKS = ("tool_use", "tool_call", "function_call", "invalid_tool_call")
+
+
+def _is_listed_call(block: Any, call_ids: set[str]) -> bool:
+    if not isinstance(block, dict) or block.get("type") not in _CALL_BLOCKS:
+        return False
+    return block.get("id") in call_ids or block.get("call_id") in call_ids
 
 
 def _openai_call(call_id: str | None, name: str, arguments: str) -> dict[str, Any]:
@@ -180,10 +200,14 @@ def _middleware_class() -> type:
     extended = getattr(middleware, "ExtendedModelResponse", ())
 
     def is_function_tool(tool: Any) -> bool:
-        return not isinstance(tool, dict) or tool.get("type") == "function"
+        # A dict with a type other than "function" is a provider built-in ({"type": "web_search"}),
+        # as LangChain's provider integrations read it; a dict without one is a schema of a function
+        # (Anthropic's {name, input_schema}, a JSON schema), which convert_to_openai_tool reads.
+        return not isinstance(tool, dict) or tool.get("type", "function") == "function"
 
     def tool_name(tool: Any) -> str:
-        return convert_to_openai_tool(tool)["function"]["name"]
+        converted = convert_to_openai_tool(tool)
+        return converted.get("function", converted)["name"]  # the Responses API's function tools are flat
 
     def stamped(result: Any, step: Any) -> Any:
         """The handler's (or on_blocked's) answer with the step in each AI message's metadata."""

@@ -8,7 +8,9 @@ Contract: the Agents SDK calls the filter just before each model call with the a
 the instructions as the system message first; a `function_call` joins the assistant message
 before it, as one chat turn; an item's `id` is the dict's `"id"`, the item id ctxeng keeps stable
 across steps, except the SDK's placeholder id and ids that more than one item carries), takes
-`session.step(messages, tools=<the agent's function tools>)`, and returns the assembled step as
+`session.step(messages, tools=<the function tools the SDK offers at this call>)` (`offered_tools`:
+the agent's `FunctionTool`s whose `is_enabled`, a bool or a callable of the run context and the
+agent, is true, then its MCP servers' tools), and returns the assembled step as
 `ModelInputData(input=<step.messages as Responses items>, instructions=step.system)`
 (`to_responses_items`). The caller's own call ids are restored, so the SDK pairs results as it
 always does. The SDK's response has no place for the assembly id: the session's `steps` list
@@ -21,20 +23,25 @@ A blocked assembly is handled as `on_blocked` says:
 - a callable `(step, data: CallModelData) -> ModelInputData`: what it returns is sent.
 
 What the filter cannot change: the SDK sends the agent's tool definitions itself, so the tools the
-manifest lists are the agent's enabled function tools as given; hosted tools and handoffs are not
-assembled. `reasoning` items have no place in a chat payload and are left out. A run that lets the
+manifest lists are the function tools it offers, as given; hosted tools and handoffs are not
+assembled (the SDK still sends them). `reasoning` items have no place in a chat payload and are left
+out; any other item kind with no chat form (`computer_call`, `web_search_call`, `item_reference`,
+...) and any part that is not text is refused with an `SDKError` naming it. A run that lets the
 server keep the conversation (`conversation_id`, `previous_response_id`) sends only new items and
 is not one this filter can assemble.
 
-Needs `openai-agents` (`pip install 'ctxeng-governor[frameworks]'`), imported when the filter first runs.
+Needs `openai-agents` (`pip install 'ctxeng-governor[frameworks]'`), imported when the filter is made.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
+
+from .errors import SDKError
 
 __all__ = ["context_filter", "to_chat_messages", "to_responses_items"]
 
@@ -51,21 +58,25 @@ def context_filter(
     """A `call_model_input_filter` that assembles every model call of a run with `session`.
 
     `items` and `stage` are passed to every `session.step`; `on_blocked` is `"raise"` (the
-    default), `"passthrough"` or a callable `(step, data) -> ModelInputData`.
+    default), `"passthrough"` or a callable `(step, data) -> ModelInputData` (or an awaitable of one).
+    The filter is a coroutine function (the SDK awaits it): an agent's `is_enabled` callables and
+    its MCP servers' tool lists may be awaitables, and the assembly runs in a worker thread.
     """
     if on_blocked not in ("raise", "passthrough") and not callable(on_blocked):
         raise ValueError(f"on_blocked must be 'raise', 'passthrough' or a callable, not {on_blocked!r}")
+    model_input_data = _model_input_data()
     items = tuple(items)
 
-    def assemble(data: Any) -> Any:
-        model_input_data = _model_input_data()
+    async def assemble(data: Any) -> Any:
         messages = to_chat_messages(data.model_data.input, instructions=data.model_data.instructions)
-        step = session.step(messages, tools=agent_tools(data.agent) or None, items=items, stage=stage, format="openai",
-                            **reply_params(data.agent))
+        tools = await offered_tools(data.agent, data.context)
+        step = await session.astep(messages, tools=tools or None, items=items, stage=stage, format="openai",
+                                   **reply_params(data.agent))
         if step.status == "blocked" and on_blocked == "passthrough":
             return data.model_data
         if step.status == "blocked" and callable(on_blocked):
-            return on_blocked(step, data)
+            answer = on_blocked(step, data)
+            return await answer if inspect.isawaitable(answer) else answer
         assembled = step.messages  # raises ContextBlocked for a blocked step
         rest = assembled[1:] if assembled and assembled[0]["role"] == "system" else assembled
         return model_input_data(input=to_responses_items(rest), instructions=step.system)
@@ -88,14 +99,28 @@ def _model_input_data() -> type:
     return ModelInputData
 
 
-def agent_tools(agent: Any) -> list[dict[str, Any]]:
-    """The agent's enabled function tools as OpenAI chat tool definitions."""
-    from agents import FunctionTool
+async def offered_tools(agent: Any, context: Any) -> list[dict[str, Any]]:
+    """The function tools the SDK offers the model at this call, as OpenAI chat tool definitions: the
+    agent's `FunctionTool`s whose `is_enabled` (a bool, or a callable of the run context and the
+    agent, maybe async) is true, as `Agent.get_all_tools` decides it, then its MCP servers' tools.
+    Hosted tools (web search, file search, code interpreter, ...) and handoffs are the SDK's to send."""
+    from agents import FunctionTool, RunContextWrapper
 
+    wrapper = RunContextWrapper(context=context)
+
+    async def enabled(tool: FunctionTool) -> bool:
+        flag = tool.is_enabled
+        if isinstance(flag, bool):
+            return flag
+        answer = flag(wrapper, agent)
+        return bool(await answer if inspect.isawaitable(answer) else answer)
+
+    tools = [t for t in agent.tools if isinstance(t, FunctionTool) and await enabled(t)]
+    if getattr(agent, "mcp_servers", None):
+        tools += [t for t in await agent.get_mcp_tools(wrapper) if isinstance(t, FunctionTool)]
     return [
         {"type": "function", "function": {"name": t.name, "description": t.description or "", "parameters": t.params_json_schema}}
-        for t in agent.tools
-        if isinstance(t, FunctionTool) and t.is_enabled is not False
+        for t in tools
     ]
 
 
@@ -107,7 +132,8 @@ def to_chat_messages(items: str | Sequence[Any], *, instructions: str | None = N
     counts = Counter(item.get("id") for item in items)
     messages: list[dict[str, Any]] = [{"role": "system", "content": instructions}] if instructions else []
     for item in items:
-        kind = item.get("type") or "message"
+        # An item with neither a type nor a role is the union's only untyped member, an item_reference.
+        kind = item.get("type") or ("message" if "role" in item else "item_reference")
         if kind == "reasoning":
             continue
         if kind == "function_call":
@@ -122,7 +148,7 @@ def to_chat_messages(items: str | Sequence[Any], *, instructions: str | None = N
         elif kind == "message":
             message = {"role": item["role"], "content": _chat_content(item["role"], item["content"])}
         else:
-            raise ValueError(f"ctxeng.sdk.openai_agents: a {kind!r} item has no OpenAI chat form; the filter cannot assemble it")
+            raise SDKError(f"ctxeng.sdk.openai_agents: a {kind!r} item has no OpenAI chat form; the filter cannot assemble it")
         item_id = item.get("id")
         if isinstance(item_id, str) and item_id != _PLACEHOLDER_ID and counts[item_id] == 1:
             message["id"] = item_id
@@ -144,7 +170,7 @@ def _texts(parts: Sequence[dict[str, Any]], where: str) -> list[str]:
         elif part.get("type") == "refusal":
             texts.append(part["refusal"])
         else:
-            raise ValueError(f"ctxeng.sdk.openai_agents: a {part.get('type')!r} part of {where} is not text; only text is assembled")
+            raise SDKError(f"ctxeng.sdk.openai_agents: a {part.get('type')!r} part of {where} is not text; only text is assembled")
     return texts
 
 
