@@ -189,6 +189,7 @@ class ItemDecisionOut(_Out):
     item_id: str
     assembly: uuid.UUID
     assembly_id: str
+    tenant: str = Field(description="the tenant of the run: a user in several tenants can hold the same run id in each")
     run_id: str
     step_id: str
     manifest_status: str
@@ -473,6 +474,7 @@ class ItemDecisionsApi(APIView):
                 "item_id": row.item_id,
                 "assembly": str(row.manifest.job_id),
                 "assembly_id": row.manifest.assembly_id,
+                "tenant": row.manifest.job.tenant.slug,
                 "run_id": row.manifest.job.run.run_id,
                 "step_id": row.manifest.job.step_id,
                 "manifest_status": row.manifest.status,

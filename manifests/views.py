@@ -220,7 +220,7 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
                "earlier": max(1, first - MATRIX_STEPS_SHOWN) if first > 1 else None,
                "later": first + MATRIX_STEPS_SHOWN if first - 1 + MATRIX_STEPS_SHOWN < len(steps) else None}
     return render_region(request, "manifests/partials/run_matrix.html", context, title=f"Items across the steps of run {run.run_id}",
-                         back_url=reverse("run", args=[run.run_id]), back_label=f"run {run.run_id}")
+                         back_url=reverse("run", args=[run.run_id]) + tenant_query(request), back_label=f"run {run.run_id}")
 
 
 @require_GET
@@ -233,7 +233,8 @@ def run_window_region(request: HttpRequest, run_id: str) -> HttpResponse:
     steps = _run_steps_with_manifest(run)
     return render_region(request, "manifests/partials/run_window.html", {"run": run, "steps": steps,
                                                                            "window": _run_window(request, steps)},
-                         title=f"What is eating the window, run {run.run_id}", back_url=reverse("run", args=[run.run_id]),
+                         title=f"What is eating the window, run {run.run_id}",
+                         back_url=reverse("run", args=[run.run_id]) + tenant_query(request),
                          back_label=f"run {run.run_id}")
 
 
@@ -810,7 +811,8 @@ def compare(request: HttpRequest) -> HttpResponse:
     elif not problems and side_a["job"] is None and (side_a["run"] or side_b["run"]):
         problems.append("Pick the two steps to compare: A and B.")
     context: dict[str, Any] = {"sides": [side_a, side_b], "problems": problems, "result": None,
-                               "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids)}
+                               # the runs a typed run id opens here: the tenant the page acts in
+                               "recent_runs": sel.recent_run_ids([request.tenancy.current.id] if request.tenancy.current else [])}
     if not problems and side_a["job"] is not None and side_b["job"] is not None:
         job_a, job_b = side_a["job"], side_b["job"]
         wanted = ("assembly", "budget", "included", "excluded")
