@@ -439,8 +439,6 @@ class AssemblyUsageApi(APIView):
             raise Forbidden(f"the agent role is required in tenant {job.tenant.slug!r}")
         payload = read_model(request, UsageBody, what="usage report")
         manifest = _sealed_manifest(job)
-        if manifest.status != JobStatus.READY:
-            raise Conflict(f"assembly {job.id} is {manifest.status}; no model call was made with it")
         report = services.usage_report_record(manifest=manifest, user=request.user, **payload.model_dump())
         return Response({
             "id": str(job.id),
