@@ -180,26 +180,34 @@ def test_the_api_diff_reads_from_to_as_asked(example, api):
 
 # --------------------------------------------------------------------------- ?item= round trips
 
-ODD_IDS = {"trace-old-1": "trace a&b=c", "trace-old-2": "trace#frag", "trace-old-3": "trace+plus",
-           "trace-old-4": "trace with space", "trace-old-5": "trace%41pct/%2F", "web-blog-expired": "wéb-ünï✓ 日本"}
+# Included items (a transformed tool result, a document, the plan, evidence) and excluded ones, so
+# that every kind of link names one: the payload's blocks, tool pairs, transforms, flips, lists.
+ODD_IDS = {"result-call-c": "result c&d=e#x", "web-context7-overview": "web+plus overview",
+           "plan-42-r5": "plan%41/%2F", "evidence-continue-construct": "évidence ünï✓ 日本",
+           "trace-old-1": "trace a&b=c", "trace-old-2": "trace#frag"}
+FLIPS = "web+plus overview"  # scoped to another tenant at step-20: included, then excluded
 
 
-def _odd_request(step_id: str, *, drop: tuple[str, ...] = ()) -> dict:
+def _odd_request(step_id: str, *, drop: tuple[str, ...] = (), flip: tuple[str, ...] = ()) -> dict:
     text = json.dumps(example_json("request.json"))
     for plain, odd in ODD_IDS.items():
-        assert text.count(json.dumps(plain)) == 1, plain  # only its own candidate names it
-        text = text.replace(json.dumps(plain), json.dumps(odd))
+        assert json.dumps(plain) in text, plain
+        text = text.replace(json.dumps(plain), json.dumps(odd))  # every reference to it too
     request = json.loads(text)
     request.update(run_id="run-odd", step_id=step_id)
     request["candidates"] = [c for c in request["candidates"] if c["item_id"] not in drop]
+    for candidate in request["candidates"]:
+        if candidate["item_id"] in flip:
+            candidate["scope"] = candidate["scope"].replace("tenant-x", "tenant-o")
     return request
 
 
 @pytest.fixture
 def odd(example):
-    """run-odd: step-19 with the odd item ids, step-20 the same without `trace a&b=c` (only in A)."""
+    """run-odd: step-19 with the odd item ids; step-20 the same without `trace a&b=c` (only in A)
+    and with FLIPS excluded (a flip)."""
     first = run_job(example["owner"], _odd_request("step-19"), "odd-1")
-    second = run_job(example["owner"], _odd_request("step-20", drop=("trace a&b=c",)), "odd-2")
+    second = run_job(example["owner"], _odd_request("step-20", drop=("trace a&b=c",), flip=(FLIPS,)), "odd-2")
     assert first.status == second.status == "ready"
     return {**example, "first": first, "second": second}
 
@@ -256,11 +264,12 @@ def test_odd_item_ids_round_trip_through_every_item_link(owner_client, odd):
             assert value in known, f"{page} links {link!r}: item {value!r} is no item of its run"
             if value in ODD_IDS.values():
                 seen_ids.add(value)
-                if link.split("?")[0] == f"/assemblies/{job.group(1)}/" and link not in visited:
-                    queue.append(link)
-            if "/item/" in link and value in ODD_IDS.values():
-                region = owner_client.get(link).content.decode()
-                assert html.escape(value) in region or value in html.unescape(region), (link, value)
+                if link not in visited:
+                    queue.append(link)  # the inspector, its regions and the payload page, followed
+        if "/item/" in page and "item_id=" in page:
+            wanted = parse_qs(urlsplit(page).query)["item_id"][0]
+            if wanted in ids_of[page.split("/")[2]]:
+                assert wanted in html.unescape(body), (page, wanted)
         if page.startswith("/assemblies/") and "?item=" in page:
             wanted = parse_qs(urlsplit(page).query)["item"][0]
             if wanted in ids_of[page.split("/")[2]]:
