@@ -806,6 +806,11 @@ def compare(request: HttpRequest) -> HttpResponse:
             side_a["job"].created_at, str(side_a["job"].pk)):  # the earlier step is A
         side_a, side_b = _compare_side(request, "A", "", ref_b), _compare_side(request, "B", "", ref_a)
     problems += [side["problem"] for side in (side_a, side_b) if side["problem"]]
+    # Both sides in one tenant (picked by assembly id, in any of the user's tenants): the page acts
+    # in it, so its header and its links name that tenant.
+    shown = {side["run"].tenant_id for side in (side_a, side_b) if side["run"] is not None}
+    if len(shown) == 1:
+        act_in(request, shown.pop())
     if not problems and (side_a["job"] is None) != (side_b["job"] is None):
         problems.append(f"Pick {'B' if side_b['job'] is None else 'A'} too: a comparison needs two steps.")
     elif not problems and side_a["job"] is None and (side_a["run"] or side_b["run"]):

@@ -337,3 +337,25 @@ def test_the_compare_before_and_after_columns_are_a_and_b_and_swap_with_them(own
     assert _flip_row(forward, FLIPPED) == ("included", "excluded")
     backward = owner_client.get("/compare/", {"a": str(later.id), "b": str(ready.id)}).content.decode()
     assert _flip_row(backward, FLIPPED) == ("excluded", "included")
+
+
+# --------------------------------------------------------------------------- sort direction
+
+
+def test_the_inspector_sorted_by_tokens_lists_the_largest_first(owner_client, example):
+    body = owner_client.get(f"/assemblies/{example['ready'].id}/", {"sort": "tokens"}).content.decode()
+    rows = [row for row in re.findall(r"<tr id=[^>]*>(.*?)</tr>", body, re.S) if 'class="item-cell"' in row]
+    cells = [re.search(r'<td class="num">(?:<span title="a lower bound[^"]*">[^<]*</span>)?(\d*)</td>', row).group(1)
+             for row in rows]
+    tokens = [int(cell) for cell in cells if cell]
+    assert len(tokens) >= 10 and len(set(tokens)) > 1
+    assert tokens == sorted(tokens, reverse=True)
+
+
+def test_the_runs_list_shows_the_newest_run_first(owner_client, example):
+    later = example_json("request.json")
+    later["run_id"] = "run-later"
+    run_job(example["owner"], later, "later")
+    body = owner_client.get("/runs/").content.decode()
+    order = re.findall(r'<td><a href="/runs/([^/"?]+)/', body)
+    assert order[:2] == ["run-later", "run-42"], order

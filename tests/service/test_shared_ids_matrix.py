@@ -491,3 +491,20 @@ def test_the_tables_name_every_route_and_operation(db, api):
 _DEFAULTED = ("partition", "source", "sort", "kind", "source_type", "window", "window_sort", "pick", "next",
               "include", "note", "part", "role", "action", "username", "roles", "body", "text", "time_display",
               "display")
+
+
+def test_a_compare_of_the_other_tenants_steps_acts_in_their_tenant(shared):
+    """Steps picked by assembly id (a run page's timeline columns) may be the other tenant's: the
+    page then acts in their tenant, its header and its links naming it, not the session's."""
+    client = Client()
+    client.force_login(shared.user)
+    for session in SLUGS:
+        _set_session(client, session)
+        for slug, world in shared.worlds.items():
+            ready, blocked = world.objects[0]["job_id"], world.objects[1]["job_id"]
+            body = response_text(client.get("/compare/", {"pick": [ready, blocked]}))
+            assert selected_tenant(body) == [slug], (session, slug)
+            assert ready in body and not leaked(body, shared.other(slug)), (session, slug)
+            for link in links_of(body):
+                if link.startswith(("/runs/", "/policies/")) and _names_an_object(link):
+                    assert f"tenant={slug}" in link, (session, slug, link)
