@@ -189,6 +189,7 @@ class ItemDecisionOut(_Out):
     item_id: str
     assembly: uuid.UUID
     assembly_id: str
+    tenant: str = Field(description="the tenant of the run: a user in several tenants can hold the same run id in each")
     run_id: str
     step_id: str
     manifest_status: str
@@ -441,8 +442,6 @@ class AssemblyUsageApi(APIView):
             raise Forbidden(f"the agent role is required in tenant {job.tenant.slug!r}")
         payload = read_model(request, UsageBody, what="usage report")
         manifest = _sealed_manifest(job)
-        if manifest.status != JobStatus.READY:
-            raise Conflict(f"assembly {job.id} is {manifest.status}; no model call was made with it")
         report = services.usage_report_record(manifest=manifest, user=request.user, **payload.model_dump())
         return Response({
             "id": str(job.id),
@@ -476,6 +475,7 @@ class ItemDecisionsApi(APIView):
                 "item_id": row.item_id,
                 "assembly": str(row.manifest.job_id),
                 "assembly_id": row.manifest.assembly_id,
+                "tenant": row.manifest.job.tenant.slug,
                 "run_id": row.manifest.job.run.run_id,
                 "step_id": row.manifest.job.step_id,
                 "manifest_status": row.manifest.status,

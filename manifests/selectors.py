@@ -191,7 +191,7 @@ def item_decisions(user: AbstractBaseUser, item_id: str) -> QuerySet[ManifestIte
     """Every manifest where `item_id` appeared, newest first: one indexed query on item_id."""
     return (
         ManifestItem.objects.filter(entry__tenant__in=tenants_for(user), entry__item_id=item_id)
-        .select_related("manifest__job__run")
+        .select_related("manifest__job__run", "manifest__job__tenant")
         .order_by("-manifest__created_at", "id")
     )
 

@@ -716,7 +716,10 @@ def usage_report_record(
 
     The cached part is part of the input (clients fold Anthropic's cache reads and writes into
     `input_tokens`), so more cached than input tokens is no report: BadReference. A count far from
-    the estimate is recorded, and calibration leaves it out (selectors.usage_in_band)."""
+    the estimate is recorded, and calibration leaves it out (selectors.usage_in_band). Only a ready
+    assembly produced a model input: usage for any other is no call's usage (Conflict)."""
+    if manifest.status != JobStatus.READY:
+        raise Conflict(f"assembly {manifest.job_id} is {manifest.status}; no model call was made with it")
     if cached_tokens > input_tokens:
         raise BadReference(f"cached_tokens: {cached_tokens} is more than input_tokens {input_tokens} "
                            "(the cached part is counted in the input)")

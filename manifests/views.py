@@ -223,7 +223,7 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
                "earlier": max(1, first - MATRIX_STEPS_SHOWN) if first > 1 else None,
                "later": first + MATRIX_STEPS_SHOWN if first - 1 + MATRIX_STEPS_SHOWN < len(steps) else None}
     return render_region(request, "manifests/partials/run_matrix.html", context, title=f"Items across the steps of run {run.run_id}",
-                         back_url=reverse("run", args=[run.run_id]), back_label=f"run {run.run_id}")
+                         back_url=reverse("run", args=[run.run_id]) + tenant_query(request), back_label=f"run {run.run_id}")
 
 
 @require_GET
@@ -236,7 +236,8 @@ def run_window_region(request: HttpRequest, run_id: str) -> HttpResponse:
     steps = _run_steps_with_manifest(run)
     return render_region(request, "manifests/partials/run_window.html", {"run": run, "steps": steps,
                                                                            "window": _run_window(request, steps)},
-                         title=f"What is eating the window, run {run.run_id}", back_url=reverse("run", args=[run.run_id]),
+                         title=f"What is eating the window, run {run.run_id}",
+                         back_url=reverse("run", args=[run.run_id]) + tenant_query(request),
                          back_label=f"run {run.run_id}")
 
 
@@ -808,12 +809,18 @@ def compare(request: HttpRequest) -> HttpResponse:
             side_a["job"].created_at, str(side_a["job"].pk)):  # the earlier step is A
         side_a, side_b = _compare_side(request, "A", "", ref_b), _compare_side(request, "B", "", ref_a)
     problems += [side["problem"] for side in (side_a, side_b) if side["problem"]]
+    # Both sides in one tenant (picked by assembly id, in any of the user's tenants): the page acts
+    # in it, so its header and its links name that tenant.
+    shown = {side["run"].tenant_id for side in (side_a, side_b) if side["run"] is not None}
+    if len(shown) == 1:
+        act_in(request, shown.pop())
     if not problems and (side_a["job"] is None) != (side_b["job"] is None):
         problems.append(f"Pick {'B' if side_b['job'] is None else 'A'} too: a comparison needs two steps.")
     elif not problems and side_a["job"] is None and (side_a["run"] or side_b["run"]):
         problems.append("Pick the two steps to compare: A and B.")
     context: dict[str, Any] = {"sides": [side_a, side_b], "problems": problems, "result": None,
-                               "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids)}
+                               # the runs a typed run id opens here: the tenant the page acts in
+                               "recent_runs": sel.recent_run_ids([request.tenancy.current.id] if request.tenancy.current else [])}
     if not problems and side_a["job"] is not None and side_b["job"] is not None:
         job_a, job_b = side_a["job"], side_b["job"]
         wanted = ("assembly", "budget", "included", "excluded")

@@ -23,7 +23,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from ctxeng.accounts.models import Role
-from ctxeng.accounts.pages import act_in, dashboard_page
+from ctxeng.accounts.pages import act_in, dashboard_page, tenant_query
 from ctxeng.audit.selectors import audit_events_for_policy
 from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.limits import MAX_INT32
@@ -116,7 +116,8 @@ def revision_new(request: HttpRequest, policy_id: str) -> HttpResponse:
     if source is not latest:
         messages.success(request, f"Revision {draft.revision} is a new draft restored from revision {source.revision}: "
                                   "review it, preview its impact and publish it to roll back.")
-    return HttpResponseRedirect(reverse("policy-revision-edit", args=[policy.policy_id, draft.revision]))
+    return HttpResponseRedirect(reverse("policy-revision-edit", args=[policy.policy_id, draft.revision])
+                                + tenant_query(request))
 
 
 @require_http_methods(["GET", "POST"])
@@ -268,7 +269,7 @@ def _impact_region(request: HttpRequest, policy: Policy, rev: PolicyRevision, pr
                                       draft_errors=draft_errors),
                       status=422 if draft_errors else 200)
     page = "policy-revision-edit" if from_editor else "policy-revision-impact"
-    return HttpResponseRedirect(reverse(page, args=[policy.policy_id, rev.revision]) + "#impact")
+    return HttpResponseRedirect(reverse(page, args=[policy.policy_id, rev.revision]) + tenant_query(request) + "#impact")
 
 
 @require_POST
@@ -304,7 +305,7 @@ def revision_impact_preview(request: HttpRequest, policy_id: str, revision: int,
     return render_region(request, "policies/partials/impact_preview.html",
                          _impact_context(request, policy, rev, preview, from_editor=from_editor),
                          title=f"Impact preview of {policy.policy_id} revision {rev.revision}",
-                         back_url=reverse(page, args=[policy.policy_id, rev.revision]) + "#impact",
+                         back_url=reverse(page, args=[policy.policy_id, rev.revision]) + tenant_query(request) + "#impact",
                          back_label="the revision's page")
 
 
@@ -337,4 +338,4 @@ def revision_publish(request: HttpRequest, policy_id: str, revision: int) -> Htt
                                                                   "errors": exc.errors}, status=409)
     retired = f"; revision {previous.revision} is retired" if previous else ""
     messages.success(request, f"Revision {rev.revision} of {policy.policy_id} is published{retired}.")
-    return HttpResponseRedirect(reverse("policy", args=[policy.policy_id]) + f"#rev-{rev.revision}")
+    return HttpResponseRedirect(reverse("policy", args=[policy.policy_id]) + tenant_query(request) + f"#rev-{rev.revision}")

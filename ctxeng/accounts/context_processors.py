@@ -23,4 +23,6 @@ def time_display(request: HttpRequest) -> dict[str, str]:
 
 
 def tenant_link(request: HttpRequest) -> dict[str, str]:
-    return {"tenant_query": tenant_query(request)}
+    query = tenant_query(request)
+    # `tenant_and`: the same parameter after a link's own query (`?from=3&to=4&tenant=...`).
+    return {"tenant_query": query, "tenant_and": f"&{query[1:]}" if query else ""}

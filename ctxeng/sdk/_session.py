@@ -142,12 +142,15 @@ class Step:
         else:
             usage = usage_from_response(response)
         estimate = self.manifest["budget"].get("payload_tokens")
-        self.usage = {**usage, "estimated_input_tokens": estimate}
+        # A blocked step made no call: the service refuses its report (409), and locally
+        # with_actual_usage does; a refused report leaves the step as it was, with no usage.
         if self._reporter is not None:
             reported = self._reporter(usage)
             self.manifest = _with_actual_usage(self.sealed_manifest, usage["input_tokens"])
+            self.usage = {**usage, "estimated_input_tokens": estimate}
             return reported
         self.manifest = _with_actual_usage(self.sealed_manifest, usage["input_tokens"])
+        self.usage = {**usage, "estimated_input_tokens": estimate}
         if self._traceparent is not None:
             from .. import telemetry
 
