@@ -59,6 +59,7 @@ from ctxeng.engine.models import BudgetCalibration, ModelSpec
 from ctxeng.engine.render import cite_id, split_fences
 from ctxeng.engine.vocabulary import ExclusionReason
 
+from .item_labels import request_labels
 from .models import AssemblyJob, Decision, ItemDecision, JobStatus, Manifest, ManifestItem, Run, UsageReport
 from .selectors import (
     CALIBRATION_WINDOW,
@@ -362,6 +363,38 @@ def kept_lines_in_context(job: AssemblyJob, item_id: str, numbers: list[int],
         windows[-1].extend({"number": n, "text": lines[n - 1], "kept": n in kept} for n in range(start, end + 1))
         last = max(last, end)
     return windows
+
+
+LABEL_REQUESTS = 10  # at most this many submitted requests read for one page's labels
+# A request with more items than this is not read for labels (its page shows the labels the
+# decisions' source refs give): the inspector of a 20,000-item manifest never reads every body.
+LABEL_ITEMS_MAX = 400
+
+
+def item_labels_of(jobs: list[AssemblyJob], *, items: int | None = None) -> dict[str, str]:
+    """item_id -> label (`manifests.item_labels.request_labels`) from the submitted requests of
+    `jobs` (the first LABEL_REQUESTS distinct ones, one read each; a later job's label wins),
+    skipping a step of more than LABEL_ITEMS_MAX items (`items`: the count, when the caller knows
+    it and there is one job; else one COUNT per job). The jobs were found in the user's tenants;
+    each request is read from its own tenant's store."""
+    labels: dict[str, str] = {}
+    seen: set[Any] = set()
+    for job in jobs:
+        if job is None or job.pk in seen or len(seen) >= LABEL_REQUESTS:
+            continue
+        seen.add(job.pk)
+        size = items if items is not None and len(jobs) == 1 else ManifestItem.bare.filter(manifest__job_id=job.pk).count()
+        if size <= LABEL_ITEMS_MAX:
+            labels.update(request_labels(job_request(job, keys=("candidates", "tool_calls"))))
+    return labels
+
+
+def jobs_by_ids(tenant_ids: list[int], job_ids: list[Any]) -> list[AssemblyJob]:
+    """The jobs `job_ids` names in the user's tenants, in that order (newest first on /why/), each
+    once, without the manifest; one query."""
+    wanted = list(dict.fromkeys(job_ids))[:LABEL_REQUESTS]
+    found = {job.pk: job for job in AssemblyJob.objects.filter(pk__in=wanted, tenant_id__in=tenant_ids)}
+    return [found[pk] for pk in reversed(wanted) if pk in found]  # the newest last: its label wins
 
 
 def request_of(job: AssemblyJob):

@@ -215,6 +215,7 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
         known = next((cell["row"] for cell in row_cells if cell["row"]), None)
         grid.append({"item_id": item_id, "row": known, "cells": row_cells})
     context = {"run": run, "steps": shown, "steps_total": len(steps), "first": first, "grid": grid, "page": page,
+               "labels": sel.item_labels_of([shown[0], shown[-1]]) if shown and grid else {},
                "last_shown": first + len(shown) - 1, "changed_only": changed_only, "q": q, "reason": reason, "sort": order, "reasons": sel.REASON_ORDER,
                "sorts": sel.RUN_ITEM_SORTS, "problems": problems,
                "earlier": max(1, first - MATRIX_STEPS_SHOWN) if first > 1 else None,
@@ -570,6 +571,7 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "problems": problems,
         "items_page": _item_list_page(manifest, sealed, item_filter, request.GET, selected),
         "selected": selected,
+        "labels": sel.item_labels_of([job], items=context["included_total"] + context["excluded_total"]),
     })
     if context["usage"] is not None:
         context["usage_delta"] = context["usage"].input_tokens - int(budget.get("estimated_used") or 0)
@@ -737,8 +739,11 @@ def why(request: HttpRequest) -> HttpResponse:
         sel.group_steps(rows, list(page.object_list))
     else:
         page = page_of(rows, request.GET.get("page"), 50)
+    shown_jobs = [g["last"]["job_id"] for g in page.object_list if g.get("last")] if grouped else [
+        row.manifest.job_id for row in page.object_list]
     return render(request, "manifests/why.html", {
         **query, "searched": searched, "problems": problems, "grouped": grouped, "page": page,
+        "labels": sel.item_labels_of(sel.jobs_by_ids(request.tenancy.tenant_ids, shown_jobs)),
         "decisions_total": decisions_total,
         "reasons": sel.REASON_ORDER, "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids),
     })
@@ -815,7 +820,7 @@ def compare(request: HttpRequest) -> HttpResponse:
         job_a, job_b = side_a["job"], side_b["job"]
         wanted = ("assembly", "budget", "included", "excluded")
         context.update({
-            "job_a": job_a, "job_b": job_b,
+            "job_a": job_a, "job_b": job_b, "labels": sel.item_labels_of([job_a, job_b]),
             "result": sel.compare_sections(sel.manifest_sections(job_a.manifest.pk, wanted),
                                            sel.manifest_sections(job_b.manifest.pk, wanted)),
         })
