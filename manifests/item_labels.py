@@ -39,9 +39,18 @@ def call_text(tool_name: str, arguments: Any) -> str:
     return f"{tool_name}(" + ", ".join(f"{key}={argument_text(value)}" for key, value in args.items()) + ")"
 
 
-def first_words(text: str, words: int = MESSAGE_WORDS) -> str:
+def first_words(text: str, limit: int, words: int = MESSAGE_WORDS) -> str:
+    """The first `words` words of `text` that fit in `limit` characters, "…" when some are left
+    out; cut inside a word only when the first word alone is longer."""
     parts = text.split()
-    return " ".join(parts[:words]) + ("…" if len(parts) > words else "")
+    kept: list[str] = []
+    for part in parts[:words]:
+        if len(" ".join([*kept, part])) > limit - 1:
+            break
+        kept.append(part)
+    if not kept:
+        return clip(parts[0], limit) if parts else ""
+    return " ".join(kept) + ("…" if len(kept) < len(parts) else "")
 
 
 def ref_label(*, item_id: Any, kind: Any, source_ref: Any) -> str:
@@ -82,7 +91,8 @@ def candidate_label(candidate: dict[str, Any], calls: dict[str, dict[str, Any]])
     says_nothing = by_ref in ("", kind.replace("_", " "))
     if isinstance(content, str) and content.strip() and (turn is not None or "message" in kind or says_nothing):
         speaker = turn.get("speaker") if turn else kind.replace("_", " ")
-        return clip(f"{speaker}: “{first_words(content)}”", LABEL_CHARS)
+        head = clip(f"{speaker}: “", LABEL_CHARS // 3)
+        return head + first_words(content, LABEL_CHARS - len(head) - 1) + "”"  # the quote stays closed
     return by_ref
 
 
