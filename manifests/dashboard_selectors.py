@@ -1329,6 +1329,59 @@ def step_in_run(steps: list[AssemblyJob], ref: str) -> tuple[AssemblyJob | None,
     return None, f"this run has no step “{ref[:80]}”"
 
 
+# --------------------------------------------------------------------------- run against run
+
+
+ALIGNED_CHANGES_SHOWN = 8  # changed items listed per step on the page (the export has every one)
+
+
+def _decisions_by_step(run: Run) -> dict[Any, dict[str, tuple[str, str]]]:
+    """job id -> {item_id: (decision, reason)} for every sealed step of `run`: one query."""
+    found: dict[Any, dict[str, tuple[str, str]]] = {}
+    rows = ManifestItem.objects.filter(manifest__job__run=run).values_list("manifest__job_id", "item_id", "decision", "reason")
+    for job_id, item_id, decision, reason in rows.iterator(chunk_size=2000):
+        found.setdefault(job_id, {})[item_id] = (decision, reason)
+    return found
+
+
+def step_changes(a: dict[str, tuple[str, str]], b: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
+    """The items whose decision or reason differs between two steps' decisions, or that only one
+    holds, in item id order: {item_id, change (flipped, reason, only_a, only_b), decision_a,
+    reason_a, decision_b, reason_b}."""
+    changes = []
+    for item_id in sorted(a.keys() | b.keys()):
+        before, after = a.get(item_id), b.get(item_id)
+        if before == after:
+            continue
+        if before is None:
+            change = "only_b"
+        elif after is None:
+            change = "only_a"
+        else:
+            change = "flipped" if before[0] != after[0] else "reason"
+        changes.append({"item_id": item_id, "change": change,
+                        "decision_a": before[0] if before else None, "reason_a": before[1] if before else None,
+                        "decision_b": after[0] if after else None, "reason_b": after[1] if after else None})
+    return changes
+
+
+def runs_aligned(run_a: Run, steps_a: list[AssemblyJob], run_b: Run, steps_b: list[AssemblyJob]) -> list[dict[str, Any]]:
+    """Two runs lined up by step: the Nth step (submission order, attempts counted) of A beside
+    the Nth of B, with the items that changed between them; a step only one run has is marked
+    (`a` or `b` None). Two queries, whatever the runs' lengths."""
+    decisions_a = _decisions_by_step(run_a)
+    decisions_b = decisions_a if run_b.pk == run_a.pk else _decisions_by_step(run_b)
+    aligned = []
+    for index in range(max(len(steps_a), len(steps_b))):
+        a = steps_a[index] if index < len(steps_a) else None
+        b = steps_b[index] if index < len(steps_b) else None
+        changes = (step_changes(decisions_a.get(a.pk, {}), decisions_b.get(b.pk, {})) if a and b else [])
+        aligned.append({"number": index + 1, "a": a, "b": b, "changes": changes,
+                        "status_changed": bool(a and b and a.status != b.status),
+                        "only": "" if a and b else ("a" if a else "b")})
+    return aligned
+
+
 # --------------------------------------------------------------------------- exports
 
 

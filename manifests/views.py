@@ -22,7 +22,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from ctxeng.accounts.pages import SESSION_TENANT, act_in, dashboard_page, tenant_query, without_tenant_param
@@ -795,6 +795,8 @@ def compare(request: HttpRequest) -> HttpResponse:
     is named by its id, `step-19#2` for the second attempt, or picked from the run's steps, each
     labelled with its attempt number and time). A half-filled or wrong form answers this page with
     the form and a message saying what is missing (404 when a named run or assembly is not found)."""
+    if request.GET.get("by") == "step":
+        return _compare_runs(request)
     run_a, ref_a = request.GET.get("run", "").strip(), request.GET.get("a", "").strip()
     run_b, ref_b = request.GET.get("run_b", "").strip(), request.GET.get("b", "").strip()
     picks = [value.strip() for value in request.GET.getlist("pick") if value.strip()]
@@ -826,6 +828,90 @@ def compare(request: HttpRequest) -> HttpResponse:
         })
     status = 404 if side_a["missing"] or side_b["missing"] else 200
     return render(request, "manifests/compare.html", context, status=status)
+
+
+ALIGNED_PAGE_SIZE = 50
+
+
+def _runs_to_align(request: HttpRequest) -> tuple[list[dict[str, Any]], list[str], bool]:
+    """Both sides of a run-against-run comparison (`?by=step&run=&run_b=`; B's run defaults to
+    A's), each resolved in the user's tenants: (sides, problems, a named run not found)."""
+    run_a = request.GET.get("run", "").strip()
+    run_b = request.GET.get("run_b", "").strip() or run_a
+    if not run_a:
+        return [_compare_side(request, "A", "", ""), _compare_side(request, "B", run_b, "")], [
+            "A: give the run to compare step by step (and B's run, or B compares A with itself)."], False
+    sides = [_compare_side(request, "A", run_a, ""), _compare_side(request, "B", run_b, "")]
+    problems = [side["problem"] for side in sides if side["problem"]]
+    return sides, problems, any(side["missing"] for side in sides)
+
+
+def _compare_runs(request: HttpRequest) -> HttpResponse:
+    """Two runs lined up by step (`sel.runs_aligned`): step N of A beside step N of B, the items
+    that changed between them (each a link to that step's inspector on the item), the steps only
+    one run has; a page of ALIGNED_PAGE_SIZE steps, the whole comparison as CSV or JSON."""
+    sides, problems, missing = _runs_to_align(request)
+    context: dict[str, Any] = {"sides": sides, "problems": problems, "result": None, "by_step": True,
+                               "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids)}
+    if not problems:
+        side_a, side_b = sides
+        aligned = sel.runs_aligned(side_a["run"], side_a["steps"], side_b["run"], side_b["steps"])
+        page = page_of(aligned, request.GET.get("page"), ALIGNED_PAGE_SIZE)
+        context.update({
+            "run_a": side_a["run"], "run_b": side_b["run"], "aligned": page,
+            "changes_shown": sel.ALIGNED_CHANGES_SHOWN,
+            "export_query": urlencode({"run": side_a["run"].run_id, "run_b": side_b["run"].run_id}),
+            # the page's last step names the items (one request read): a label, not the decision
+            "labels": sel.item_labels_of([row["b"] or row["a"] for row in list(page.object_list)[-1:]]),
+            "aligned_summary": {
+                "steps": len(aligned), "paired": sum(1 for row in aligned if not row["only"]),
+                "changed_steps": sum(1 for row in aligned if row["changes"] or row["status_changed"]),
+                "status_changed": sum(1 for row in aligned if row["status_changed"]),
+                "only_a": sum(1 for row in aligned if row["only"] == "a"),
+                "only_b": sum(1 for row in aligned if row["only"] == "b"),
+            },
+        })
+    return render(request, "manifests/compare.html", context, status=404 if missing else 200)
+
+
+ALIGNED_COLUMNS = ["step", "step_a", "attempt_a", "assembly_a", "status_a", "step_b", "attempt_b", "assembly_b", "status_b",
+                   "item_id", "change", "decision_a", "reason_a", "decision_b", "reason_b"]
+
+
+@require_GET
+@dashboard_page
+def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    """A run-against-run comparison (`?run=&run_b=`) as CSV or JSON: per step, one row per
+    changed item (`change`: flipped, reason, only_a, only_b), `unchanged` for a step with none,
+    `step_only_a` / `step_only_b` for a step one run lacks. From the user's tenants only."""
+    if fmt not in exports.EXPORT_FORMATS:
+        raise Http404("no such format")
+    sides, problems, missing = _runs_to_align(request)
+    if missing:
+        raise Http404("run not found")
+    if problems:
+        return HttpResponse("\n".join(problems) + "\n", status=400, content_type="text/plain; charset=utf-8")
+    side_a, side_b = sides
+
+    def rows():
+        for row in sel.runs_aligned(side_a["run"], side_a["steps"], side_b["run"], side_b["steps"]):
+            a, b = row["a"], row["b"]
+            head = {"step": row["number"],
+                    "step_a": a.step_id if a else None, "attempt_a": a.step_attempt if a else None,
+                    "assembly_a": str(a.id) if a else None, "status_a": a.status if a else None,
+                    "step_b": b.step_id if b else None, "attempt_b": b.step_attempt if b else None,
+                    "assembly_b": str(b.id) if b else None, "status_b": b.status if b else None}
+            if row["only"]:
+                yield {**head, "change": f"step_only_{row['only']}"}
+            elif not row["changes"]:
+                yield {**head, "change": "unchanged"}
+            for change in row["changes"]:
+                yield {**head, **change}
+
+    run_a, run_b = side_a["run"], side_b["run"]
+    return exports.rows_response(fmt, filename=exports.safe_filename("compare", run_a.run_id, run_b.run_id),
+                                 columns=ALIGNED_COLUMNS, rows=rows(),
+                                 head={"run_a": run_a.run_id, "run_b": run_b.run_id, "aligned_by": "step number"})
 
 
 # --------------------------------------------------------------------------- token estimates vs provider usage
