@@ -155,13 +155,25 @@ def run_get(*, tenant_ids: list[int], run_id: str, prefer_tenant: Tenant | None)
 _RUN_REVISION_BODY = ("policy_revision__body", "policy_revision__source_text", "policy_revision__publish_note")
 
 
-def run_timeline(run: Run) -> list[AssemblyJob]:
-    """A run's attempts in order, with the manifest's budget figures pulled out of the document
-    and the provider's reported usage (`usage_input`, `usage_cached`; None when no report), in
-    the same query: a usage report belongs to one manifest, so to this run's tenant."""
+def run_step_index(run: Run) -> list[dict[str, Any]]:
+    """Every attempt of a run in order, as a few columns (id, step_id, status, `sealed`: the
+    manifest's id or None, the provider's reported `usage_input` and `usage_cached`): what the run
+    page counts over the whole run, while it builds full rows for one page of steps only."""
+    return list(AssemblyJob.objects.filter(tenant_id=run.tenant_id, run=run).order_by("created_at", "id")
+                .values("id", "step_id", "status", sealed=F("manifest__id"), usage_input=F("manifest__usage__input_tokens"),
+                        usage_cached=F("manifest__usage__cached_tokens")))
+
+
+def run_timeline(run: Run, ids: list[Any] | None = None) -> list[AssemblyJob]:
+    """A run's attempts in order (only those `ids`, when given), with the manifest's budget figures
+    pulled out of the document and the provider's reported usage (`usage_input`, `usage_cached`;
+    None when no report), in the same query: a usage report belongs to one manifest, so to this
+    run's tenant."""
+    jobs = light_jobs([run.tenant_id]).filter(run=run)
+    if ids is not None:
+        jobs = jobs.filter(pk__in=ids)
     return list(
-        light_jobs([run.tenant_id])
-        .filter(run=run)
+        jobs
         .defer(*_RUN_REVISION_BODY)
         .annotate(
             usable_input=F("manifest__usable_input"),

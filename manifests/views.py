@@ -15,6 +15,7 @@ later pages of tool pairs and transforms load on demand with their region.
 from __future__ import annotations
 
 from datetime import date
+from types import SimpleNamespace
 from typing import Any
 
 from django.core.paginator import Paginator
@@ -147,14 +148,17 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     and changes in two more. The window summary and the item × step matrix are regions that load
     when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
     run = _run_or_404(request, run_id)
-    jobs = sel.run_timeline(run)
-    sel.label_attempts(jobs)
-    page = page_of(jobs, request.GET.get("steps_page"), STEP_PAGE_SIZE)
-    shown = list(page.object_list)
-    previous = None
-    for job in jobs[: page.start_index() - 1] if shown else []:
-        if hasattr(job, "manifest"):
-            previous = job
+    # Every attempt as a few columns (numbering, attempts, totals); full rows for the page only.
+    attempts = [SimpleNamespace(**row) for row in sel.run_step_index(run)]
+    sel.label_attempts(attempts)
+    page = page_of(attempts, request.GET.get("steps_page"), STEP_PAGE_SIZE)
+    on_page = list(page.object_list)
+    full = {job.pk: job for job in sel.run_timeline(run, [row.id for row in on_page])}
+    shown = [full[row.id] for row in on_page]
+    for row, job in zip(on_page, shown, strict=True):
+        job.step_attempt, job.step_attempts = row.step_attempt, row.step_attempts
+    before = [row for row in attempts[: page.start_index() - 1] if row.sealed is not None] if shown else []
+    previous = AssemblyJob(id=before[-1].id) if before else None  # only its id is read (its decisions)
     facts = sel.run_step_facts([job for job in shown if hasattr(job, "manifest")], previous)
     for index, job in enumerate(shown):
         _token_story(job)
@@ -166,9 +170,9 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
                           f"#rev-{job.policy_revision.revision}")
         if hasattr(job, "manifest"):
             previous = job
-    steps = [job for job in jobs if hasattr(job, "manifest")]
+    steps = [row for row in attempts if row.sealed is not None]
     return render(request, "manifests/run.html", {"run": run, "jobs": shown, "page": page, "steps_total": len(steps),
-                                                  "attempts_total": len(jobs), "cache_hits": sel.run_cache_hits(steps),
+                                                  "attempts_total": len(attempts), "cache_hits": sel.run_cache_hits(steps),
                                                   "compare_url": reverse("compare")})
 
 
@@ -215,7 +219,9 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
         known = next((cell["row"] for cell in row_cells if cell["row"]), None)
         grid.append({"item_id": item_id, "row": known, "cells": row_cells})
     context = {"run": run, "steps": shown, "steps_total": len(steps), "first": first, "grid": grid, "page": page,
-               "labels": sel.item_labels_of([shown[0], shown[-1]]) if shown and grid else {},
+               # the labels the decisions' source refs give: reading a step's request for calls and
+               # words would cost the matrix 4 queries more than its bound of 10
+               "labels": {},
                "last_shown": first + len(shown) - 1, "changed_only": changed_only, "q": q, "reason": reason, "sort": order, "reasons": sel.REASON_ORDER,
                "sorts": sel.RUN_ITEM_SORTS, "problems": problems,
                "earlier": max(1, first - MATRIX_STEPS_SHOWN) if first > 1 else None,
