@@ -59,7 +59,7 @@ from ctxeng.engine.models import BudgetCalibration, ModelSpec
 from ctxeng.engine.render import cite_id, split_fences
 from ctxeng.engine.vocabulary import ExclusionReason
 
-from .item_labels import request_labels
+from .item_labels import candidate_label, request_labels
 from .models import AssemblyJob, Decision, ItemDecision, JobStatus, Manifest, ManifestItem, Run, UsageReport
 from .selectors import (
     CALIBRATION_WINDOW,
@@ -317,17 +317,21 @@ class ItemBody:
     total_chars: int
     from_artifact: str | None = None
     candidate: dict[str, Any] = field(default_factory=dict)
+    label: str = ""  # manifests.item_labels.candidate_label: a tool result's call, a message's first words
 
 
 BODY_LIMIT = 20_000
 
 
 def _submitted(job: AssemblyJob, item_id: str) -> tuple[dict[str, Any], str | None, str | None] | None:
-    """(the candidate, its whole content, the artifact it was re-injected from) as submitted."""
+    """(the candidate, its whole content, the artifact it was re-injected from) as submitted; the
+    candidate carries its label (`label`, from the request's tool calls) beside its own fields."""
     raw = job_request(job)
     candidate = next((c for c in raw.get("candidates", []) if c.get("item_id") == item_id), None)
     if candidate is None:
         return None
+    calls = {str(c.get("call_id")): c for c in raw.get("tool_calls") or [] if isinstance(c, dict)}
+    candidate = {**candidate, "label": candidate_label(candidate, calls)}
     content = candidate.get("content")
     from_artifact = None
     if content is None and candidate.get("artifact_ref"):
@@ -346,9 +350,9 @@ def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
     candidate, content, from_artifact = submitted
     total = len(content or "")
     shown = (content or "")[:BODY_LIMIT] if content is not None else None
-    meta = {k: v for k, v in candidate.items() if k != "content"}
+    meta = {k: v for k, v in candidate.items() if k not in ("content", "label")}
     return ItemBody(content=shown, truncated=total > BODY_LIMIT, total_chars=total, from_artifact=from_artifact,
-                    candidate=meta)
+                    candidate=meta, label=candidate["label"])
 
 
 LINE_CONTEXT = 2  # lines shown before and after each kept line
@@ -383,20 +387,18 @@ LABEL_REQUESTS = 10  # at most this many submitted requests read for one page's 
 LABEL_ITEMS_MAX = 400
 
 
-def item_labels_of(jobs: list[AssemblyJob], *, items: int | None = None) -> dict[str, str]:
+def item_labels_of(jobs: list[AssemblyJob]) -> dict[str, str]:
     """item_id -> label (`manifests.item_labels.request_labels`) from the submitted requests of
     `jobs` (the first LABEL_REQUESTS distinct ones, one read each; a later job's label wins),
-    skipping a step of more than LABEL_ITEMS_MAX items (`items`: the count, when the caller knows
-    it and there is one job; else one COUNT per job). The jobs were found in the user's tenants;
-    each request is read from its own tenant's store."""
+    skipping a step of more than LABEL_ITEMS_MAX items (one COUNT per job). The jobs were found
+    in the user's tenants; each request is read from its own tenant's store."""
     labels: dict[str, str] = {}
     seen: set[Any] = set()
     for job in jobs:
         if job is None or job.pk in seen or len(seen) >= LABEL_REQUESTS:
             continue
         seen.add(job.pk)
-        size = items if items is not None and len(jobs) == 1 else ManifestItem.bare.filter(manifest__job_id=job.pk).count()
-        if size <= LABEL_ITEMS_MAX:
+        if ManifestItem.bare.filter(manifest__job_id=job.pk).count() <= LABEL_ITEMS_MAX:
             labels.update(request_labels(job_request(job, keys=("candidates", "tool_calls"))))
     return labels
 
@@ -1387,7 +1389,9 @@ def runs_aligned(run_a: Run, steps_a: list[AssemblyJob], run_b: Run, steps_b: li
     for index in range(max(len(steps_a), len(steps_b))):
         a = steps_a[index] if index < len(steps_a) else None
         b = steps_b[index] if index < len(steps_b) else None
-        changes = (step_changes(decisions_a.get(a.pk, {}), decisions_b.get(b.pk, {})) if a and b else [])
+        # items are compared only between two sealed steps: one still queued or failed has no decisions
+        sealed = a is not None and b is not None and hasattr(a, "manifest") and hasattr(b, "manifest")
+        changes = step_changes(decisions_a.get(a.pk, {}), decisions_b.get(b.pk, {})) if sealed else []
         aligned.append({"number": index + 1, "a": a, "b": b, "changes": changes,
                         "status_changed": bool(a and b and a.status != b.status),
                         "only": "" if a and b else ("a" if a else "b")})

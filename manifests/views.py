@@ -577,7 +577,9 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "problems": problems,
         "items_page": _item_list_page(manifest, sealed, item_filter, request.GET, selected),
         "selected": selected,
-        "labels": sel.item_labels_of([job], items=context["included_total"] + context["excluded_total"]),
+        # the labels the decisions' source refs give: the list reads no request (its queries stay
+        # the same at 100 and 20,000 items); the item's content region names its call or first words
+        "labels": {},
     })
     if context["usage"] is not None:
         context["usage_delta"] = context["usage"].input_tokens - int(budget.get("estimated_used") or 0)

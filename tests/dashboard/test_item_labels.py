@@ -55,14 +55,16 @@ def test_the_label_is_escaped_in_the_page():
     assert "<img" not in shown and html.unescape(shown) == labels["x"]
 
 
-def test_the_inspector_list_and_selected_item_show_the_labels(owner_client, example):
+def test_the_inspector_names_files_and_pages_in_its_list_and_calls_and_words_in_the_items_content(owner_client, example):
     page = f"/assemblies/{example['ready'].id}/"
-    for item_id, label in {"result-call-a": RESULT_A, "result-call-c": RESULT_C, "task-goal": GOAL,
-                           "evidence-pi-transform-context": FILE, "web-context7-overview": URL}.items():
+    for item_id, label in {"evidence-pi-transform-context": FILE, "web-context7-overview": URL}.items():
         listed = html.unescape(owner_client.get(page, {"q": item_id}).content.decode())
         assert f'<div class="item-label">{label}</div>' in listed, item_id
         selected = html.unescape(owner_client.get(page, {"item": item_id}).content.decode())
         assert f'<span class="item-label big-label">{label}</span>' in selected, item_id
+    for item_id, label in {"result-call-a": RESULT_A, "result-call-c": RESULT_C, "task-goal": GOAL}.items():
+        content = html.unescape(owner_client.get(f"{page}item/", {"item_id": item_id}).content.decode())
+        assert f'<dd class="item-label submitted-label">{label}</dd>' in content, item_id
 
 
 def test_the_matrix_why_and_compare_show_the_labels(owner_client, example):
