@@ -144,8 +144,8 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     """A run as a step table, a page of steps at a time (`?steps_page=`): per attempt its status,
     tokens used of usable, included and excluded by reason (each a link to that step's inspector
     filtered to it), what changed from the step before (a link to compare them) and how long it
-    took. Its queries do not grow with the steps or items: the jobs in one query, the page's counts
-    and changes in two more. The window summary and the item × step matrix are regions that load
+    took. Its queries do not grow with the steps or items: every attempt as a few columns in one
+    query, the page's steps in full in another, the page's counts and changes in two more. The window summary and the item × step matrix are regions that load
     when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
     run = _run_or_404(request, run_id)
     # Every attempt as a few columns (numbering, attempts, totals); full rows for the page only.
