@@ -10,10 +10,11 @@ import html
 import io
 import json
 import re
+from datetime import timedelta
 
 import pytest
 
-from manifests.models import Manifest
+from manifests.models import AssemblyJob, JobStatus, Manifest
 from manifests.selectors import manifest_document
 
 from .long_run import long_run
@@ -104,3 +105,15 @@ def test_the_form_offers_the_tenants_runs_and_another_tenant_finds_none(client, 
     assert "run-x" not in client.get("/compare/").content.decode()
     assert client.get("/compare/", {"by": "step", "run": "run-x", "run_b": "run-y"}).status_code == 404
     assert client.get("/compare/export.csv", {"run": "run-x", "run_b": "run-y"}).status_code == 404
+
+
+def test_a_step_not_sealed_yet_compares_its_status_and_no_items(owner_client, two_runs):
+    run_x, run_y = two_runs
+    last = run_y[-1]
+    queued = AssemblyJob.objects.create(tenant=last.tenant, run=last.run, step_id="step-5", request_packed=last.request_packed,
+                                        request_digest=last.request_digest, policy_revision=last.policy_revision,
+                                        status=JobStatus.QUEUED, submitted_by=last.submitted_by)
+    AssemblyJob.objects.filter(pk=queued.pk).update(created_at=last.created_at + timedelta(seconds=1))  # the fifth step
+    body = html.unescape(owner_client.get("/compare/", {"by": "step", "run": "run-x", "run_b": "run-y"}).content.decode())
+    fifth = _row(body, 5)
+    assert "status ready → queued" in fifth and "?item=" not in fifth
