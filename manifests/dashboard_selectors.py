@@ -59,6 +59,7 @@ from ctxeng.engine.models import BudgetCalibration, ModelSpec
 from ctxeng.engine.render import cite_id, split_fences
 from ctxeng.engine.vocabulary import ExclusionReason
 
+from .item_labels import candidate_label, request_labels
 from .models import AssemblyJob, Decision, ItemDecision, JobStatus, Manifest, ManifestItem, Run, UsageReport
 from .selectors import (
     CALIBRATION_WINDOW,
@@ -154,13 +155,28 @@ def run_get(*, tenant_ids: list[int], run_id: str, prefer_tenant: Tenant | None)
 _RUN_REVISION_BODY = ("policy_revision__body", "policy_revision__source_text", "policy_revision__publish_note")
 
 
-def run_timeline(run: Run) -> list[AssemblyJob]:
-    """A run's attempts in order, with the manifest's budget figures pulled out of the document
-    and the provider's reported usage (`usage_input`, `usage_cached`; None when no report), in
-    the same query: a usage report belongs to one manifest, so to this run's tenant."""
+def run_step_index(run: Run) -> list[dict[str, Any]]:
+    """Every attempt of a run in order, as a few columns (id, step_id, status, `sealed`: the
+    manifest's id or None, the provider's reported `usage_input` and `usage_cached`, the sealed
+    cache record's `cache_eligible_tokens` and `payload_text_tokens`): what the run page counts over
+    the whole run, while it builds full rows for one page of steps only."""
+    return list(AssemblyJob.objects.filter(tenant_id=run.tenant_id, run=run).order_by("created_at", "id")
+                .values("id", "step_id", "status", sealed=F("manifest__id"), usage_input=F("manifest__usage__input_tokens"),
+                        usage_cached=F("manifest__usage__cached_tokens"),
+                        cache_eligible_tokens=cache_figure_of("cache_eligible_tokens"),
+                        payload_text_tokens=cache_figure_of("payload_text_tokens")))
+
+
+def run_timeline(run: Run, ids: list[Any] | None = None) -> list[AssemblyJob]:
+    """A run's attempts in order (only those `ids`, when given), with the manifest's budget figures
+    pulled out of the document and the provider's reported usage (`usage_input`, `usage_cached`;
+    None when no report), in the same query: a usage report belongs to one manifest, so to this
+    run's tenant."""
+    jobs = light_jobs([run.tenant_id]).filter(run=run)
+    if ids is not None:
+        jobs = jobs.filter(pk__in=ids)
     return list(
-        light_jobs([run.tenant_id])
-        .filter(run=run)
+        jobs
         .defer(*_RUN_REVISION_BODY)
         .annotate(
             usable_input=F("manifest__usable_input"),
@@ -319,17 +335,21 @@ class ItemBody:
     total_chars: int
     from_artifact: str | None = None
     candidate: dict[str, Any] = field(default_factory=dict)
+    label: str = ""  # manifests.item_labels.candidate_label: a tool result's call, a message's first words
 
 
 BODY_LIMIT = 20_000
 
 
 def _submitted(job: AssemblyJob, item_id: str) -> tuple[dict[str, Any], str | None, str | None] | None:
-    """(the candidate, its whole content, the artifact it was re-injected from) as submitted."""
+    """(the candidate, its whole content, the artifact it was re-injected from) as submitted; the
+    candidate carries its label (`label`, from the request's tool calls) beside its own fields."""
     raw = job_request(job)
     candidate = next((c for c in raw.get("candidates", []) if c.get("item_id") == item_id), None)
     if candidate is None:
         return None
+    calls = {str(c.get("call_id")): c for c in raw.get("tool_calls") or [] if isinstance(c, dict)}
+    candidate = {**candidate, "label": candidate_label(candidate, calls)}
     content = candidate.get("content")
     from_artifact = None
     if content is None and candidate.get("artifact_ref"):
@@ -348,9 +368,9 @@ def item_body(job: AssemblyJob, item_id: str) -> ItemBody | None:
     candidate, content, from_artifact = submitted
     total = len(content or "")
     shown = (content or "")[:BODY_LIMIT] if content is not None else None
-    meta = {k: v for k, v in candidate.items() if k != "content"}
+    meta = {k: v for k, v in candidate.items() if k not in ("content", "label")}
     return ItemBody(content=shown, truncated=total > BODY_LIMIT, total_chars=total, from_artifact=from_artifact,
-                    candidate=meta)
+                    candidate=meta, label=candidate["label"])
 
 
 LINE_CONTEXT = 2  # lines shown before and after each kept line
@@ -377,6 +397,36 @@ def kept_lines_in_context(job: AssemblyJob, item_id: str, numbers: list[int],
         windows[-1].extend({"number": n, "text": lines[n - 1], "kept": n in kept} for n in range(start, end + 1))
         last = max(last, end)
     return windows
+
+
+LABEL_REQUESTS = 10  # at most this many submitted requests read for one page's labels
+# A request with more items than this is not read for labels (its page shows the labels the
+# decisions' source refs give): the inspector of a 20,000-item manifest never reads every body.
+LABEL_ITEMS_MAX = 400
+
+
+def item_labels_of(jobs: list[AssemblyJob]) -> dict[str, str]:
+    """item_id -> label (`manifests.item_labels.request_labels`) from the submitted requests of
+    `jobs` (the first LABEL_REQUESTS distinct ones, one read each; a later job's label wins),
+    skipping a step of more than LABEL_ITEMS_MAX items (one COUNT per job). The jobs were found
+    in the user's tenants; each request is read from its own tenant's store."""
+    labels: dict[str, str] = {}
+    seen: set[Any] = set()
+    for job in jobs:
+        if job is None or job.pk in seen or len(seen) >= LABEL_REQUESTS:
+            continue
+        seen.add(job.pk)
+        if ManifestItem.bare.filter(manifest__job_id=job.pk).count() <= LABEL_ITEMS_MAX:
+            labels.update(request_labels(job_request(job, keys=("candidates", "tool_calls"))))
+    return labels
+
+
+def jobs_by_ids(tenant_ids: list[int], job_ids: list[Any]) -> list[AssemblyJob]:
+    """The jobs `job_ids` names in the user's tenants, in that order (newest first on /why/), each
+    once, without the manifest; one query."""
+    wanted = list(dict.fromkeys(job_ids))[:LABEL_REQUESTS]
+    found = {job.pk: job for job in AssemblyJob.objects.filter(pk__in=wanted, tenant_id__in=tenant_ids)}
+    return [found[pk] for pk in reversed(wanted) if pk in found]  # the newest last: its label wins
 
 
 def request_of(job: AssemblyJob):
@@ -1309,6 +1359,61 @@ def step_in_run(steps: list[AssemblyJob], ref: str) -> tuple[AssemblyJob | None,
         if 1 <= int(number) <= len(attempts):
             return attempts[int(number) - 1], ""
     return None, f"this run has no step “{ref[:80]}”"
+
+
+# --------------------------------------------------------------------------- run against run
+
+
+ALIGNED_CHANGES_SHOWN = 8  # changed items listed per step on the page (the export has every one)
+
+
+def _decisions_by_step(run: Run) -> dict[Any, dict[str, tuple[str, str]]]:
+    """job id -> {item_id: (decision, reason)} for every sealed step of `run`: one query."""
+    found: dict[Any, dict[str, tuple[str, str]]] = {}
+    rows = ManifestItem.objects.filter(manifest__job__run=run).values_list("manifest__job_id", "item_id", "decision", "reason")
+    for job_id, item_id, decision, reason in rows.iterator(chunk_size=2000):
+        found.setdefault(job_id, {})[item_id] = (decision, reason)
+    return found
+
+
+def step_changes(a: dict[str, tuple[str, str]], b: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
+    """The items whose decision or reason differs between two steps' decisions, or that only one
+    holds, in item id order: {item_id, change (flipped, reason, only_a, only_b), decision_a,
+    reason_a, decision_b, reason_b}."""
+    changes = []
+    for item_id in sorted(a.keys() | b.keys()):
+        before, after = a.get(item_id), b.get(item_id)
+        if before == after:
+            continue
+        if before is None:
+            change = "only_b"
+        elif after is None:
+            change = "only_a"
+        else:
+            change = "flipped" if before[0] != after[0] else "reason"
+        changes.append({"item_id": item_id, "change": change,
+                        "decision_a": before[0] if before else None, "reason_a": before[1] if before else None,
+                        "decision_b": after[0] if after else None, "reason_b": after[1] if after else None})
+    return changes
+
+
+def runs_aligned(run_a: Run, steps_a: list[AssemblyJob], run_b: Run, steps_b: list[AssemblyJob]) -> list[dict[str, Any]]:
+    """Two runs lined up by step: the Nth step (submission order, attempts counted) of A beside
+    the Nth of B, with the items that changed between them; a step only one run has is marked
+    (`a` or `b` None). Two queries, whatever the runs' lengths."""
+    decisions_a = _decisions_by_step(run_a)
+    decisions_b = decisions_a if run_b.pk == run_a.pk else _decisions_by_step(run_b)
+    aligned = []
+    for index in range(max(len(steps_a), len(steps_b))):
+        a = steps_a[index] if index < len(steps_a) else None
+        b = steps_b[index] if index < len(steps_b) else None
+        # items are compared only between two sealed steps: one still queued or failed has no decisions
+        sealed = a is not None and b is not None and hasattr(a, "manifest") and hasattr(b, "manifest")
+        changes = step_changes(decisions_a.get(a.pk, {}), decisions_b.get(b.pk, {})) if sealed else []
+        aligned.append({"number": index + 1, "a": a, "b": b, "changes": changes,
+                        "status_changed": bool(a and b and a.status != b.status),
+                        "only": "" if a and b else ("a" if a else "b")})
+    return aligned
 
 
 # --------------------------------------------------------------------------- exports

@@ -136,13 +136,14 @@ def job_manifest(job: AssemblyJob) -> Manifest | None:
 # --------------------------------------------------------------------------- documents by reference
 
 
-def job_request(job: AssemblyJob, *, remember: bool = False) -> dict[str, Any]:
+def job_request(job: AssemblyJob, *, remember: bool = False, keys: tuple[str, ...] | None = None) -> dict[str, Any]:
     """The request as the agent submitted it, rebuilt from the content store (`remember`: through
-    this process's read memo, as the worker reads it: `content_read`)."""
+    this process's read memo, as the worker reads it: `content_read`; `keys`: only those top-level
+    fields)."""
     skeleton = job.__dict__.get("request_packed")  # loaded with the job unless deferred
     if skeleton is None:
         skeleton = AssemblyJob.objects.filter(pk=job.pk).values_list("request_packed", flat=True).first()
-    return content_read(tenant_id=job.tenant_id, skeleton=skeleton or "{}", remember=remember)
+    return content_read(tenant_id=job.tenant_id, skeleton=skeleton or "{}", remember=remember, keys=keys)
 
 
 def manifest_document(manifest: Manifest, *, sections: tuple[str, ...] | None = None) -> dict[str, Any]:

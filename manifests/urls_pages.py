@@ -1,5 +1,5 @@
 """Reviewer page routes: runs, manifests (and their partials, window tab and JSON downloads), search,
-compare, exports (CSV and JSON of /why/ and of a run's timeline), tenant switch."""
+compare, exports (CSV and JSON of /why/, of a run's timeline and of two runs compared step by step), tenant switch."""
 
 from django.urls import path
 
@@ -21,5 +21,6 @@ urlpatterns = [
     path("why/", views.why, name="why"),
     path("why/export.<str:fmt>", views.why_export, name="why-export"),
     path("compare/", views.compare, name="compare"),
+    path("compare/export.<str:fmt>", views.compare_export, name="compare-export"),
     path("usage/", views.usage, name="usage"),
 ]

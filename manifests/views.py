@@ -15,6 +15,7 @@ later pages of tool pairs and transforms load on demand with their region.
 from __future__ import annotations
 
 from datetime import date
+from types import SimpleNamespace
 from typing import Any
 
 from django.core.paginator import Paginator
@@ -22,7 +23,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
-from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from ctxeng.accounts.pages import SESSION_TENANT, act_in, dashboard_page, tenant_query, without_tenant_param
@@ -145,18 +146,21 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     """A run as a step table, a page of steps at a time (`?steps_page=`): per attempt its status,
     tokens used of usable, included and excluded by reason (each a link to that step's inspector
     filtered to it), what changed from the step before (a link to compare them) and how long it
-    took. Its queries do not grow with the steps or items: the jobs in one query, the page's counts
-    and changes in two more. The window summary and the item × step matrix are regions that load
+    took. Its queries do not grow with the steps or items: every attempt as a few columns in one
+    query, the page's steps in full in another, the page's counts and changes in two more. The window summary and the item × step matrix are regions that load
     when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
     run = _run_or_404(request, run_id)
-    jobs = sel.run_timeline(run)
-    sel.label_attempts(jobs)
-    page = page_of(jobs, request.GET.get("steps_page"), STEP_PAGE_SIZE)
-    shown = list(page.object_list)
-    previous = None
-    for job in jobs[: page.start_index() - 1] if shown else []:
-        if hasattr(job, "manifest"):
-            previous = job
+    # Every attempt as a few columns (numbering, attempts, totals); full rows for the page only.
+    attempts = [SimpleNamespace(**row) for row in sel.run_step_index(run)]
+    sel.label_attempts(attempts)
+    page = page_of(attempts, request.GET.get("steps_page"), STEP_PAGE_SIZE)
+    on_page = list(page.object_list)
+    full = {job.pk: job for job in sel.run_timeline(run, [row.id for row in on_page])}
+    shown = [full[row.id] for row in on_page]
+    for row, job in zip(on_page, shown, strict=True):
+        job.step_attempt, job.step_attempts = row.step_attempt, row.step_attempts
+    before = [row for row in attempts[: page.start_index() - 1] if row.sealed is not None] if shown else []
+    previous = AssemblyJob(id=before[-1].id) if before else None  # only its id is read (its decisions)
     facts = sel.run_step_facts([job for job in shown if hasattr(job, "manifest")], previous)
     for index, job in enumerate(shown):
         _token_story(job)
@@ -168,9 +172,9 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
                           f"#rev-{job.policy_revision.revision}")
         if hasattr(job, "manifest"):
             previous = job
-    steps = [job for job in jobs if hasattr(job, "manifest")]
+    steps = [row for row in attempts if row.sealed is not None]
     return render(request, "manifests/run.html", {"run": run, "jobs": shown, "page": page, "steps_total": len(steps),
-                                                  "attempts_total": len(jobs), "cache_hits": sel.run_cache_hits(steps),
+                                                  "attempts_total": len(attempts), "cache_hits": sel.run_cache_hits(steps),
                                                   "cache_eligible": sel.run_cache_eligible(steps),
                                                   "compare_url": reverse("compare")})
 
@@ -218,6 +222,9 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
         known = next((cell["row"] for cell in row_cells if cell["row"]), None)
         grid.append({"item_id": item_id, "row": known, "cells": row_cells})
     context = {"run": run, "steps": shown, "steps_total": len(steps), "first": first, "grid": grid, "page": page,
+               # the labels the decisions' source refs give: reading a step's request for calls and
+               # words would cost the matrix 4 queries more than its bound of 10
+               "labels": {},
                "last_shown": first + len(shown) - 1, "changed_only": changed_only, "q": q, "reason": reason, "sort": order, "reasons": sel.REASON_ORDER,
                "sorts": sel.RUN_ITEM_SORTS, "problems": problems,
                "earlier": max(1, first - MATRIX_STEPS_SHOWN) if first > 1 else None,
@@ -574,6 +581,9 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "problems": problems,
         "items_page": _item_list_page(manifest, sealed, item_filter, request.GET, selected),
         "selected": selected,
+        # the labels the decisions' source refs give: the list reads no request (its queries stay
+        # the same at 100 and 20,000 items); the item's content region names its call or first words
+        "labels": {},
     })
     if context["usage"] is not None:
         context["usage_delta"] = context["usage"].input_tokens - int(budget.get("estimated_used") or 0)
@@ -741,8 +751,11 @@ def why(request: HttpRequest) -> HttpResponse:
         sel.group_steps(rows, list(page.object_list))
     else:
         page = page_of(rows, request.GET.get("page"), 50)
+    shown_jobs = [g["last"]["job_id"] for g in page.object_list if g.get("last")] if grouped else [
+        row.manifest.job_id for row in page.object_list]
     return render(request, "manifests/why.html", {
         **query, "searched": searched, "problems": problems, "grouped": grouped, "page": page,
+        "labels": sel.item_labels_of(sel.jobs_by_ids(request.tenancy.tenant_ids, shown_jobs)),
         "decisions_total": decisions_total,
         "reasons": sel.REASON_ORDER, "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids),
     })
@@ -794,6 +807,8 @@ def compare(request: HttpRequest) -> HttpResponse:
     is named by its id, `step-19#2` for the second attempt, or picked from the run's steps, each
     labelled with its attempt number and time). A half-filled or wrong form answers this page with
     the form and a message saying what is missing (404 when a named run or assembly is not found)."""
+    if request.GET.get("by") == "step":
+        return _compare_runs(request)
     run_a, ref_a = request.GET.get("run", "").strip(), request.GET.get("a", "").strip()
     run_b, ref_b = request.GET.get("run_b", "").strip(), request.GET.get("b", "").strip()
     picks = [value.strip() for value in request.GET.getlist("pick") if value.strip()]
@@ -825,12 +840,96 @@ def compare(request: HttpRequest) -> HttpResponse:
         job_a, job_b = side_a["job"], side_b["job"]
         wanted = ("assembly", "budget", "included", "excluded")
         context.update({
-            "job_a": job_a, "job_b": job_b,
+            "job_a": job_a, "job_b": job_b, "labels": sel.item_labels_of([job_a, job_b]),
             "result": sel.compare_sections(sel.manifest_sections(job_a.manifest.pk, wanted),
                                            sel.manifest_sections(job_b.manifest.pk, wanted)),
         })
     status = 404 if side_a["missing"] or side_b["missing"] else 200
     return render(request, "manifests/compare.html", context, status=status)
+
+
+ALIGNED_PAGE_SIZE = 50
+
+
+def _runs_to_align(request: HttpRequest) -> tuple[list[dict[str, Any]], list[str], bool]:
+    """Both sides of a run-against-run comparison (`?by=step&run=&run_b=`; B's run defaults to
+    A's), each resolved in the user's tenants: (sides, problems, a named run not found)."""
+    run_a = request.GET.get("run", "").strip()
+    run_b = request.GET.get("run_b", "").strip() or run_a
+    if not run_a:
+        return [_compare_side(request, "A", "", ""), _compare_side(request, "B", run_b, "")], [
+            "A: give the run to compare step by step (and B's run, or B compares A with itself)."], False
+    sides = [_compare_side(request, "A", run_a, ""), _compare_side(request, "B", run_b, "")]
+    problems = [side["problem"] for side in sides if side["problem"]]
+    return sides, problems, any(side["missing"] for side in sides)
+
+
+def _compare_runs(request: HttpRequest) -> HttpResponse:
+    """Two runs lined up by step (`sel.runs_aligned`): step N of A beside step N of B, the items
+    that changed between them (each a link to that step's inspector on the item), the steps only
+    one run has; a page of ALIGNED_PAGE_SIZE steps, the whole comparison as CSV or JSON."""
+    sides, problems, missing = _runs_to_align(request)
+    context: dict[str, Any] = {"sides": sides, "problems": problems, "result": None, "by_step": True,
+                               "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids)}
+    if not problems:
+        side_a, side_b = sides
+        aligned = sel.runs_aligned(side_a["run"], side_a["steps"], side_b["run"], side_b["steps"])
+        page = page_of(aligned, request.GET.get("page"), ALIGNED_PAGE_SIZE)
+        context.update({
+            "run_a": side_a["run"], "run_b": side_b["run"], "aligned": page,
+            "changes_shown": sel.ALIGNED_CHANGES_SHOWN,
+            "export_query": urlencode({"run": side_a["run"].run_id, "run_b": side_b["run"].run_id}),
+            # the page's last step names the items (one request read): a label, not the decision
+            "labels": sel.item_labels_of([row["b"] or row["a"] for row in list(page.object_list)[-1:]]),
+            "aligned_summary": {
+                "steps": len(aligned), "paired": sum(1 for row in aligned if not row["only"]),
+                "changed_steps": sum(1 for row in aligned if row["changes"] or row["status_changed"]),
+                "status_changed": sum(1 for row in aligned if row["status_changed"]),
+                "only_a": sum(1 for row in aligned if row["only"] == "a"),
+                "only_b": sum(1 for row in aligned if row["only"] == "b"),
+            },
+        })
+    return render(request, "manifests/compare.html", context, status=404 if missing else 200)
+
+
+ALIGNED_COLUMNS = ["step", "step_a", "attempt_a", "assembly_a", "status_a", "step_b", "attempt_b", "assembly_b", "status_b",
+                   "item_id", "change", "decision_a", "reason_a", "decision_b", "reason_b"]
+
+
+@require_GET
+@dashboard_page
+def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
+    """A run-against-run comparison (`?run=&run_b=`) as CSV or JSON: per step, one row per
+    changed item (`change`: flipped, reason, only_a, only_b), `unchanged` for a step with none,
+    `step_only_a` / `step_only_b` for a step one run lacks. From the user's tenants only."""
+    if fmt not in exports.EXPORT_FORMATS:
+        raise Http404("no such format")
+    sides, problems, missing = _runs_to_align(request)
+    if missing:
+        raise Http404("run not found")
+    if problems:
+        return HttpResponse("\n".join(problems) + "\n", status=400, content_type="text/plain; charset=utf-8")
+    side_a, side_b = sides
+
+    def rows():
+        for row in sel.runs_aligned(side_a["run"], side_a["steps"], side_b["run"], side_b["steps"]):
+            a, b = row["a"], row["b"]
+            head = {"step": row["number"],
+                    "step_a": a.step_id if a else None, "attempt_a": a.step_attempt if a else None,
+                    "assembly_a": str(a.id) if a else None, "status_a": a.status if a else None,
+                    "step_b": b.step_id if b else None, "attempt_b": b.step_attempt if b else None,
+                    "assembly_b": str(b.id) if b else None, "status_b": b.status if b else None}
+            if row["only"]:
+                yield {**head, "change": f"step_only_{row['only']}"}
+            elif not row["changes"]:
+                yield {**head, "change": "unchanged"}
+            for change in row["changes"]:
+                yield {**head, **change}
+
+    run_a, run_b = side_a["run"], side_b["run"]
+    return exports.rows_response(fmt, filename=exports.safe_filename("compare", run_a.run_id, run_b.run_id),
+                                 columns=ALIGNED_COLUMNS, rows=rows(),
+                                 head={"run_a": run_a.run_id, "run_b": run_b.run_id, "aligned_by": "step number"})
 
 
 # --------------------------------------------------------------------------- token estimates vs provider usage

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
+from datetime import date
 from typing import Any
 
 import yaml
@@ -216,13 +217,98 @@ def field_errors(text: str, messages: list[str]) -> list[FieldError]:
 # --------------------------------------------------------------------------- impact preview
 
 
-def recent_jobs_for_policy(policy: Policy, limit: int = IMPACT_SAMPLE) -> list[Any]:
-    return list(
-        # A purged request has no content left to replay.
-        assemblies.records().light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy, manifest__isnull=False,
-                                              manifest__content_purged_at__isnull=True)
-        .order_by("-created_at")[:limit]
-    )
+IMPACT_MAX = 200  # the most requests one preview replays, whatever the editor asks
+IMPACT_RUNS_MAX = 20
+SELECTION_FIELDS = ("runs", "since", "until", "limit")
+
+
+def _policy_jobs(policy: Policy) -> QuerySet:
+    """The policy's recorded steps in its tenant, newest first."""
+    return (assemblies.records().light_jobs([policy.tenant_id]).filter(policy_revision__policy=policy)
+            .order_by("-created_at"))
+
+
+def recent_jobs_for_policy(policy: Policy, selection: dict[str, Any] | None = None) -> list[Any]:
+    """The requests an impact preview replays: the newest `limit` (IMPACT_SAMPLE by default) sealed
+    steps of the policy in its tenant, of the `runs` named and sealed from `since` to `until`
+    (dates, UTC, both included) when the selection says so. A purged request has no content left
+    to replay."""
+    selection = selection or {}
+    jobs = _policy_jobs(policy).filter(manifest__isnull=False, manifest__content_purged_at__isnull=True)
+    if selection.get("runs"):
+        jobs = jobs.filter(run__run_id__in=selection["runs"])
+    if selection.get("since"):
+        jobs = jobs.filter(created_at__date__gte=date.fromisoformat(selection["since"]))
+    if selection.get("until"):
+        jobs = jobs.filter(created_at__date__lte=date.fromisoformat(selection["until"]))
+    return list(jobs[: selection.get("limit") or IMPACT_SAMPLE])
+
+
+def policy_run_ids(policy: Policy, limit: int = 50) -> list[str]:
+    """The ids of the newest runs with a step under the policy (the preview form's suggestions)."""
+    found: list[str] = []
+    for run_id in _policy_jobs(policy).values_list("run__run_id", flat=True)[: limit * 20]:
+        if run_id not in found:
+            found.append(run_id)
+            if len(found) == limit:
+                break
+    return found
+
+
+def impact_selection(policy: Policy, params: Any) -> tuple[dict[str, Any], list[FieldError]]:
+    """The requests an editor chose to replay, from the form's `runs` (ids, separated by commas or
+    spaces), `since` and `until` (YYYY-MM-DD) and `limit` (1 to IMPACT_MAX): the selection to store
+    (empty fields left out) and an error per field that is wrong, in words naming it. A run must
+    have a step under this policy in the policy's tenant (another tenant's run is not found)."""
+    errors: list[FieldError] = []
+    selection: dict[str, Any] = {}
+    runs = [r for r in re.split(r"[\s,]+", str(params.get("runs", "")).strip()) if r]
+    if len(runs) > IMPACT_RUNS_MAX:
+        errors.append(FieldError("runs", f"at most {IMPACT_RUNS_MAX} runs (you gave {len(runs)})", None))
+    elif runs:
+        known = set(_policy_jobs(policy).filter(run__run_id__in=runs).values_list("run__run_id", flat=True))
+        unknown = [r for r in dict.fromkeys(runs) if r not in known]
+        if unknown:
+            errors.append(FieldError("runs", "no step under this policy in run " + ", ".join(f"“{r[:80]}”" for r in unknown[:5]), None))
+        selection["runs"] = list(dict.fromkeys(runs))
+    for name in ("since", "until"):
+        text = str(params.get(name, "")).strip()
+        if not text:
+            continue
+        try:
+            selection[name] = date.fromisoformat(text).isoformat()
+        except ValueError:
+            errors.append(FieldError(name, f"“{text[:40]}” is not a date (YYYY-MM-DD)", None))
+    if selection.get("since") and selection.get("until") and selection["since"] > selection["until"]:
+        errors.append(FieldError("until", f"{selection['until']} is before since ({selection['since']})", None))
+    text = str(params.get("limit", "")).strip()
+    if text:
+        if not text.isdigit() or not 1 <= int(text) <= IMPACT_MAX:
+            errors.append(FieldError("limit", f"“{text[:40]}” is not a whole number from 1 to {IMPACT_MAX}", None))
+        else:
+            selection["limit"] = int(text)
+    return selection, errors
+
+
+def selection_form(selection: dict[str, Any] | None) -> dict[str, str]:
+    """A stored selection as the form's fields show it (the next run starts from the last one)."""
+    selection = selection or {}
+    return {"runs": ", ".join(selection.get("runs") or []), "since": selection.get("since") or "",
+            "until": selection.get("until") or "", "limit": str(selection.get("limit") or "")}
+
+
+def selection_text(selection: dict[str, Any] | None) -> str:
+    """A preview's selection in words: "the latest 20 recorded requests", "the latest 50 of runs
+    run-1, run-2 from 2026-01-01"."""
+    selection = selection or {}
+    text = f"the latest {selection.get('limit') or IMPACT_SAMPLE} recorded requests"
+    if selection.get("runs"):
+        text += " of run" + ("s " if len(selection["runs"]) > 1 else " ") + ", ".join(selection["runs"])
+    if selection.get("since"):
+        text += f" from {selection['since']}"
+    if selection.get("until"):
+        text += f" to {selection['until']}"
+    return text
 
 
 def _replay(job: Any, draft) -> Any:

@@ -130,6 +130,10 @@ class ImpactPreview(models.Model):
     total = models.PositiveIntegerField(default=0)
     done = models.PositiveIntegerField(default=0)
     rows = models.JSONField(default=list, help_text="one entry per replayed request, in order")
+    selection = models.JSONField(
+        default=dict, blank=True,
+        help_text="which recorded requests it replays: runs (ids), since / until (dates, UTC), limit; {}: the latest 20",
+    )
     stopped_reason = models.CharField(max_length=200, blank=True,
                                       help_text="why fewer than `total` were replayed (canceled, time limit)")
     error = models.TextField(blank=True)

@@ -233,20 +233,23 @@ def policy_import(*, tenant: Tenant, text: str | bytes, user: AbstractBaseUser |
 
 
 def impact_preview_start(
-    *, revision: PolicyRevision, user: AbstractBaseUser | None, draft: ContextPolicy | None = None
+    *, revision: PolicyRevision, user: AbstractBaseUser | None, draft: ContextPolicy | None = None,
+    selection: dict[str, Any] | None = None,
 ) -> ImpactPreview:
     """A new preview of `revision`, run after commit; earlier unfinished previews of it are canceled.
 
     `draft` is an unsaved body (the editor's current text, parsed): the preview replays it instead
-    of the saved one and keeps it, so its result says which body it describes."""
+    of the saved one and keeps it, so its result says which body it describes. `selection` says
+    which recorded requests to replay (policies.dashboard_selectors.impact_selection, validated)."""
     with transaction.atomic():
         for earlier in ImpactPreview.objects.filter(revision=revision, status__in=ACTIVE_PREVIEW_STATUSES):
             impact_preview_cancel(preview=earlier)
         if draft is None:
-            preview = ImpactPreview.objects.create(revision=revision, digest=revision.digest, requested_by=user)
+            preview = ImpactPreview.objects.create(revision=revision, digest=revision.digest, requested_by=user,
+                                                   selection=selection or {})
         else:
             preview = ImpactPreview.objects.create(revision=revision, digest=policy_digest(draft),
-                                                   body=policy_body(draft), requested_by=user)
+                                                   body=policy_body(draft), requested_by=user, selection=selection or {})
         transaction.on_commit(lambda: impact_preview_enqueue(preview_id=preview.id))
     return preview
 
@@ -305,7 +308,7 @@ def impact_preview_run(*, preview_id: str | uuid.UUID) -> None:
         addressed = addressed_jobs(preview.revision.policy, draft)
         seen = {job.id for _, _, job in addressed if job is not None}
         replays = [lambda a=a, names=names, job=job: addressed_row(a, names, job, draft) for a, names, job in addressed]
-        replays += [lambda job=job: impact_row(job, draft) for job in recent_jobs_for_policy(preview.revision.policy) if job.id not in seen]
+        replays += [lambda job=job: impact_row(job, draft) for job in recent_jobs_for_policy(preview.revision.policy, preview.selection) if job.id not in seen]
         running.update(total=len(replays))
         limit = settings.CTXENG_IMPACT_TIME_LIMIT_SECONDS
         deadline = time.monotonic() + limit

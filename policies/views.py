@@ -83,7 +83,7 @@ def policy_detail(request: HttpRequest, policy_id: str) -> HttpResponse:
     published = next((r for r in revisions if r.status == RevisionStatus.PUBLISHED), None)
     return render(request, "policies/detail.html", {
         "policy": policy, "revisions": revisions, "published": published, "can_edit": _can_edit(request, policy),
-        "recent_jobs": sel.recent_jobs_for_policy(policy, limit=10),
+        "recent_jobs": sel.recent_jobs_for_policy(policy, {"limit": 10}),
         "audit_events": audit_events_for_policy(policy),
     })
 
@@ -219,7 +219,11 @@ def _impact_context(request: HttpRequest, policy: Policy, rev: PolicyRevision,
     """What the impact region shows: a preview's stored rows (never a replay), and whether this
     user may run one. In the editor (`from_editor`) a run replays the editor's current text."""
     return {
-        "policy": policy, "revision": rev, "preview": preview, "sample": sel.IMPACT_SAMPLE,
+        "policy": policy, "revision": rev, "preview": preview, "sample": sel.IMPACT_SAMPLE, "impact_max": sel.IMPACT_MAX,
+        "selection_form": sel.selection_form(preview.selection if preview else None),
+        "selection_text": sel.selection_text(preview.selection if preview else None),
+        "run_ids": sel.policy_run_ids(policy) if _can_edit(request, policy) else [],
+        "selection_errors": {},
         "impact": sel.impact_summary(preview.rows) if preview else None,
         "stale": preview is not None and not preview.unsaved and preview.digest != rev.digest,
         "can_run": _can_edit(request, policy) and (not from_editor or rev.status == RevisionStatus.DRAFT),
@@ -280,13 +284,24 @@ def revision_impact_run(request: HttpRequest, policy_id: str, revision: int) -> 
     policy = _policy_or_404(request, policy_id)
     _require_editor(request, policy)
     rev = _revision_or_404(policy, revision)
+    selection, selection_errors = sel.impact_selection(policy, request.POST)
+    if selection_errors:
+        context = _impact_context(request, policy, rev, sel.latest_preview(rev), from_editor=_from_editor(request))
+        context.update(selection_form={name: request.POST.get(name, "") for name in sel.SELECTION_FIELDS},
+                       selection_errors={e.path: e.message for e in selection_errors})
+        if request.htmx:
+            return render(request, "policies/partials/impact_preview.html", context, status=422)
+        return render_region(request, "policies/partials/impact_preview.html", context, status=400,
+                             title=f"Impact preview of {policy.policy_id} revision {rev.revision}",
+                             back_url=reverse("policy-revision-impact", args=[policy.policy_id, rev.revision]) + "#impact",
+                             back_label="the revision's page")
     draft = None
     if "body" in request.POST:
         text = _posted_text(request)
         draft, errors = sel.validate_yaml(text, policy_id=policy.policy_id, revision=rev.revision)
         if draft is None:
             return _impact_region(request, policy, rev, sel.latest_preview(rev), draft_errors=errors)
-    preview = services.impact_preview_start(revision=rev, user=request.user, draft=draft)
+    preview = services.impact_preview_start(revision=rev, user=request.user, draft=draft, selection=selection)
     preview.refresh_from_db()  # in-process mode ran it on commit
     return _impact_region(request, policy, rev, preview)
 

@@ -17,6 +17,8 @@ from django import template
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from manifests.item_labels import ref_label
+
 register = template.Library()
 
 
@@ -36,36 +38,17 @@ def item_anchor(item_id: Any) -> str:
     return "item-" + hashlib.sha256(str(item_id).encode()).hexdigest()[:16]
 
 
-LABEL_CHARS = 90
-
-
 @register.filter
-def item_label(row: Any) -> str:
-    """What a reviewer recognises an item by, from its decision row or record (kind, source_type,
-    source_ref): a tool result's tool and call, a file's path and lines (and repository), a URL,
-    an artifact's id and revision, a memory or summary id; else its kind and the source's object
-    id. "" when the ref names nothing beyond the item id itself (the id is shown beside it)."""
-    if not isinstance(row, dict):
-        return ""
-    ref = row.get("source_ref") if isinstance(row.get("source_ref"), dict) else {}
-    kind = str(row.get("kind") or "")
-    if ref.get("tool_name"):
-        label = f"{ref['tool_name']}()" + (f" · call {ref['call_id']}" if ref.get("call_id") else "")
-        label = f"{label} · {ref['query']}" if ref.get("query") else label
-    elif ref.get("path"):
-        lines = f":{ref['lines']}" if ref.get("lines") else ""
-        label = f"{ref['path']}{lines}" + (f" @ {ref['repo']}" if ref.get("repo") else "")
-    elif ref.get("url"):
-        label = str(ref["url"])
-    elif ref.get("artifact_id"):
-        label = f"{kind or 'artifact'} {ref['artifact_id']}" + (f" r{ref['revision']}" if ref.get("revision") is not None else "")
-    elif ref.get("memory_id") or ref.get("summary_id"):
-        named = ref.get("memory_id") or ref.get("summary_id")
-        label = f"{kind} {named}" if named != row.get("item_id") else kind.replace("_", " ")
-    else:
-        named = next((str(v) for v in ref.values() if isinstance(v, str | int) and str(v) != row.get("item_id")), "")
-        label = f"{kind} {named}".strip() if named else (kind.replace("_", " ") if kind else "")
-    return label if len(label) <= LABEL_CHARS else label[: LABEL_CHARS - 1] + "…"
+def item_label(row: Any, labels: Any = None) -> str:
+    """What a reviewer recognises an item by (`manifests.item_labels`), from its decision row or
+    record (item_id, kind, source_ref); `labels` (item_id -> label, read from the submitted
+    request by the view) names tool results by their call and messages by their first words.
+    "" when nothing names it beyond its id (the id is shown beside it)."""
+    if not isinstance(row, dict):  # a ManifestItem row (its decision's columns read as its own)
+        row = {name: getattr(row, name, None) for name in ("item_id", "kind", "source_ref")}
+    if isinstance(labels, dict) and labels.get(row.get("item_id")):
+        return labels[row.get("item_id")]
+    return ref_label(item_id=row.get("item_id"), kind=row.get("kind"), source_ref=row.get("source_ref"))
 
 
 @register.filter

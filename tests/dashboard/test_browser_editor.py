@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 
+from .test_browser_window import SIDEWAYS_JS
+
 EDIT = "/policies/source-research/revisions/4/edit/"
 
 pytestmark = pytest.mark.slow
@@ -148,3 +150,30 @@ def test_restore_as_draft_creates_a_draft_equal_to_revision_n(open_page, live_se
     page.keyboard.type("# one\n# two\n")
     assert page.locator(".code-editor .gutter span").count() == lines + 2
     page.screenshot(path=str(tmp_path / "restored-draft.png"))
+
+
+def test_the_editor_at_390_px_shows_a_yaml_error_and_a_selection_error_without_sideways_scrolling(
+        open_page, live_server, tmp_path):
+    _, open_as = open_page
+    page = open_as(390, 844)
+    page.goto(live_server.url + EDIT)
+    text = page.input_value("#policy-body")
+    # a syntax error on a long unbroken line: its context is quoted under the message
+    page.fill("#policy-body", text + "admission: [" + "unclosed_" * 30 + "\n")
+    page.click("button[value=validate]")
+    page.wait_for_selector("#validation .field-errors")
+    assert "malformed YAML" in page.locator("#validation").inner_text()
+    assert page.evaluate(SIDEWAYS_JS) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.locator("#validation").scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "editor-error-390.png"))
+    # the impact preview's selection form, with a field error shown under it
+    page.fill("#policy-body", text)
+    page.fill("#impact input[name=runs]", "run-not-of-this-policy-" + "x" * 60)
+    page.click("#run-impact")
+    page.wait_for_selector("#impact-selection-errors")
+    assert "no step under this policy in run" in page.locator("#impact-selection-errors").inner_text()
+    assert page.evaluate(SIDEWAYS_JS) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    page.locator("#impact").scroll_into_view_if_needed()
+    page.screenshot(path=str(tmp_path / "editor-impact-error-390.png"))

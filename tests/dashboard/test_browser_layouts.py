@@ -135,8 +135,8 @@ NOT_PAGES = {"tenant-switch", "time-display", "login", "logout", "set-password",
              "policy-revision-new", "policy-revision-impact-run", "policy-revision-impact-cancel",
              "policy-revision-publish", "person-role", "person-token", "person-token-revoke", "person-password-link",
              "api-schema", "api-docs",
-             # downloads, not pages (their files are parsed in tests/dashboard/test_exports.py)
-             "assembly-export", "run-timeline-export", "why-export"}
+             # downloads, not pages (their files are parsed in tests/dashboard/test_exports.py and test_compare_runs.py)
+             "assembly-export", "run-timeline-export", "why-export", "compare-export"}
 
 
 def dashboard_route_names() -> set[str]:
@@ -162,7 +162,7 @@ def seeds(example) -> list[str]:
     return ["/", f"/assemblies/{job}/transforms/", f"/assemblies/{job}/tool_pairs/", f"/assemblies/{job}/input/",
             f"/assemblies/{job}/item/?item_id=trace-old-1", f"/assemblies/{job}/item/?item_id=result-call-c&part=excerpts",
             f"/assemblies/{job}/item/?item_id=result-call-a&part=payload", f"/assemblies/{job}/included/",
-            f"/compare/?a={job}&b={example['blocked'].id}", "/why/?q=plan",
+            f"/compare/?a={job}&b={example['blocked'].id}", "/compare/?by=step&run=run-42&run_b=run-42", "/why/?q=plan",
             # the run page's regions (htmx loads them when scrolled to)
             "/runs/run-42/matrix/", "/runs/run-42/window/"]
 

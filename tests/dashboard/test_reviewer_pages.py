@@ -176,7 +176,7 @@ def test_a_flips_detail_is_never_cut_mid_word():
     words = [f"reduce_cand_{n}" for n in range(10, 90)]  # 15 characters a word with its space: 140 falls mid-word
     flip = {"item_id": "web-a", "before": {"decision": "included", "reason": "x"},
             "after": {"decision": "excluded", "reason": "budget_evicted", "detail": " ".join(words)}}
-    shown = re.search(r'<span class="muted">([^<]*)</span></td>\s*</tr>', render_to_string("manifests/partials/flips.html", {"flips": [flip]})).group(1)
+    shown = re.search(r'<span class="muted">([^<]*)</span></td>\s*</tr>', render_to_string("manifests/partials/flips.html", {"flips": [flip], "labels": None})).group(1)
     assert shown.endswith("…") and all(word in words for word in shown.rstrip(" …").split())
 
 
