@@ -407,17 +407,27 @@ LABEL_ITEMS_MAX = 400
 
 def item_labels_of(jobs: list[AssemblyJob]) -> dict[str, str]:
     """item_id -> label (`manifests.item_labels.request_labels`) from the submitted requests of
-    `jobs` (the first LABEL_REQUESTS distinct ones, one read each; a later job's label wins),
-    skipping a step of more than LABEL_ITEMS_MAX items (one COUNT per job). The jobs were found
-    in the user's tenants; each request is read from its own tenant's store."""
+    `jobs`, a later job's label winning: for pages about one run or one pair of steps, whose
+    item ids name one item each. Pages whose rows span tenants use `item_labels_by_job`."""
     labels: dict[str, str] = {}
-    seen: set[Any] = set()
+    for per_job in item_labels_by_job(jobs).values():
+        labels.update(per_job)
+    return labels
+
+
+def item_labels_by_job(jobs: list[AssemblyJob]) -> dict[Any, dict[str, str]]:
+    """job pk -> (item_id -> label) from the submitted requests of `jobs` (the first
+    LABEL_REQUESTS distinct ones, one read each), skipping a step of more than LABEL_ITEMS_MAX
+    items (one COUNT per job). The jobs were found in the user's tenants; each request is read
+    from its own tenant's store, and its labels name only that job's items (two tenants may hold
+    the same item id)."""
+    labels: dict[Any, dict[str, str]] = {}
     for job in jobs:
-        if job is None or job.pk in seen or len(seen) >= LABEL_REQUESTS:
+        if job is None or job.pk in labels or len(labels) >= LABEL_REQUESTS:
             continue
-        seen.add(job.pk)
+        labels[job.pk] = {}
         if ManifestItem.bare.filter(manifest__job_id=job.pk).count() <= LABEL_ITEMS_MAX:
-            labels.update(request_labels(job_request(job, keys=("candidates", "tool_calls"))))
+            labels[job.pk] = request_labels(job_request(job, keys=("candidates", "tool_calls")))
     return labels
 
 

@@ -753,9 +753,16 @@ def why(request: HttpRequest) -> HttpResponse:
         page = page_of(rows, request.GET.get("page"), 50)
     shown_jobs = [g["last"]["job_id"] for g in page.object_list if g.get("last")] if grouped else [
         row.manifest.job_id for row in page.object_list]
+    # The rows span the user's tenants, which may hold the same item id: each row's label comes
+    # from its own step's request.
+    labels = sel.item_labels_by_job(sel.jobs_by_ids(request.tenancy.tenant_ids, shown_jobs))
+    for row in page.object_list:
+        if grouped and row.get("last"):
+            row["last"]["label"] = labels.get(row["last"]["job_id"], {}).get(row["item_id"], "")
+        elif not grouped:
+            row.label = labels.get(row.manifest.job_id, {}).get(row.item_id, "")
     return render(request, "manifests/why.html", {
         **query, "searched": searched, "problems": problems, "grouped": grouped, "page": page,
-        "labels": sel.item_labels_of(sel.jobs_by_ids(request.tenancy.tenant_ids, shown_jobs)),
         "decisions_total": decisions_total,
         "reasons": sel.REASON_ORDER, "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids),
     })
@@ -869,8 +876,10 @@ def _compare_runs(request: HttpRequest) -> HttpResponse:
     that changed between them (each a link to that step's inspector on the item), the steps only
     one run has; a page of ALIGNED_PAGE_SIZE steps, the whole comparison as CSV or JSON."""
     sides, problems, missing = _runs_to_align(request)
+    if not problems and len(tenants := {side["run"].tenant_id for side in sides}) == 1:
+        act_in(request, tenants.pop())  # two runs of one tenant: the page, its header and links act there
     context: dict[str, Any] = {"sides": sides, "problems": problems, "result": None, "by_step": True,
-                               "recent_runs": sel.recent_run_ids(request.tenancy.tenant_ids)}
+                               "recent_runs": sel.recent_run_ids([request.tenancy.current.id] if request.tenancy.current else [])}
     if not problems:
         side_a, side_b = sides
         aligned = sel.runs_aligned(side_a["run"], side_a["steps"], side_b["run"], side_b["steps"])

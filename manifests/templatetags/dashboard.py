@@ -41,11 +41,14 @@ def item_anchor(item_id: Any) -> str:
 @register.filter
 def item_label(row: Any, labels: Any = None) -> str:
     """What a reviewer recognises an item by (`manifests.item_labels`), from its decision row or
-    record (item_id, kind, source_ref); `labels` (item_id -> label, read from the submitted
-    request by the view) names tool results by their call and messages by their first words.
+    record (item_id, kind, source_ref, and `label` when the view set one per row); `labels`
+    (item_id -> label, read from the submitted request by the view) names tool results by their
+    call and messages by their first words.
     "" when nothing names it beyond its id (the id is shown beside it)."""
     if not isinstance(row, dict):  # a ManifestItem row (its decision's columns read as its own)
-        row = {name: getattr(row, name, None) for name in ("item_id", "kind", "source_ref")}
+        row = {name: getattr(row, name, None) for name in ("item_id", "kind", "source_ref", "label")}
+    if row.get("label"):  # set on the row by a view whose rows span steps (/why/)
+        return row["label"]
     if isinstance(labels, dict) and labels.get(row.get("item_id")):
         return labels[row.get("item_id")]
     return ref_label(item_id=row.get("item_id"), kind=row.get("kind"), source_ref=row.get("source_ref"))

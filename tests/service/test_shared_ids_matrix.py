@@ -65,7 +65,7 @@ DASHBOARD = {
     "runs": "own", "run-timeline-export": "own", "run-matrix": "own", "run-window": "own", "run": "own",
     "assembly": "own", "assembly-item": "own", "assembly-input": "own", "assembly-window": "own",
     "assembly-export": "own", "assembly-section": "own",
-    "why": "spanning", "why-export": "spanning", "compare": "own", "usage": "own",
+    "why": "spanning", "why-export": "spanning", "compare": "own", "compare-export": "own", "usage": "own",
     "policies": "own", "policy": "own", "policy-revision-new": "own", "policy-revision-edit": "own",
     "policy-revision-impact": "own", "policy-revision-impact-run": "own", "policy-revision-impact-preview": "own",
     "policy-revision-impact-cancel": "own", "policy-revision-publish": "own", "policy-diff": "own",
@@ -98,13 +98,15 @@ QUERY_VALUES = {
     "item": [SHARED_ITEM, "evidence-pi-old-commit"], "item_id": [SHARED_ITEM, "evidence-pi-old-commit"],
     "q": [SHARED_ITEM, "evidence"], "decision": ["excluded", "included"],
     "reason": ["ranking_lost", "scope_mismatch", "budget_evicted"], "outcome": ["included", "excluded"],
-    "from": ["3"], "to": ["4"], "group": ["none", "reason"], "changed": ["1"], "steps": ["1", "2"],
+    "from": ["3"], "to": ["4"], "group": ["none", "reason"], "changed": ["1"], "steps": ["1", "2"], "by": ["step"],
 }
 DEFAULT_VALUES = [SHARED_RUN, SHARED_ITEM, SHARED_POLICY]
 # Whole queries a page reads together (one parameter alone is often only a half-filled form).
 COMBINED = {
     "compare": [{"run": SHARED_RUN, "a": "step-19", "b": "step-20"}, {"run": SHARED_RUN, "a": "step-19#1",
-                                                                       "run_b": SHARED_RUN, "b": "step-20"}],
+                                                                       "run_b": SHARED_RUN, "b": "step-20"},
+                {"by": "step", "run": SHARED_RUN, "run_b": SHARED_RUN}],
+    "compare-export": [{"run": SHARED_RUN, "run_b": SHARED_RUN}, {"run": SHARED_RUN}],
     "why": [{"q": SHARED_ITEM}, {"run": SHARED_RUN, "decision": ""}, {"step": "step-19", "group": "none"}],
     "why-export": [{"q": SHARED_ITEM}, {"run": SHARED_RUN}],
     "policy-diff": [{"from": "3", "to": "4"}],
