@@ -195,6 +195,8 @@ def prepare(name: str) -> Path:
     ws.mkdir(parents=True, exist_ok=True)
     for entry in linked_entries():
         link = ws / entry.rstrip("/")
+        if link.is_symlink() and link.readlink() != ROOT / entry.rstrip("/"):
+            link.unlink()  # a workspace copied from another checkout: link this one
         if not link.is_symlink():
             link.symlink_to(ROOT / entry.rstrip("/"))
     pyproject = project_pyproject_without_mutmut() + "\n" + mutmut_section(target)
@@ -302,6 +304,8 @@ def report(name: str, sample: int | None, seed: int | None) -> dict[str, object]
     print(f"{name}: {len(pool)} mutants, {len(names)} looked at: killed {killed}, survived {survived}, "
           f"equivalent {len(equivalent)}, other {len(names) - judged - len(equivalent)}; "
           + (f"{score:.1f}% killed excl. equivalents (95% {100 * lo:.1f}-{100 * hi:.1f}%)" if judged else "none judged"))
+    if names and not judged and not equivalent:
+        print(f"  nothing judged: see mutmut's output above ({workspace(name)})")
     for n in equivalent:
         print(f"  equivalent: {n}  ({known[n]})")
     for n in sorted(n for n, s in by.items() if s not in ("killed", "timeout") and n not in equivalent):
