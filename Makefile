@@ -93,7 +93,7 @@ MUTATE_SEED ?=
 MUTATE_TARGETS := engine sdk adapters services selectors dashboard api accounts policies content
 mutate: install
 	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,mutate]'
-	$(BIN)/python -m tests.mutation.targets run $(TARGET) --max-children $(MUTATE_CHILDREN) $(MUTANTS)
+	$(BIN)/python -m tests.mutation.targets run $(TARGET) $(MUTANTS) --max-children $(MUTATE_CHILDREN)
 
 mutate-sample: install
 	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,mutate]'

@@ -12,7 +12,11 @@ whole target re-judges only what changed (names given on the command line are al
     python -m tests.mutation.targets run content --sample 50 --seed 3101
     python -m tests.mutation.targets report content --sample 50 --seed 3101
     python -m tests.mutation.targets list
+    python -m tests.mutation.targets sample --size 20 sdk api    # `make mutate-sample`: a new seed
 
+`sample` draws a new seed unless given one (printed first and with its closing table), judges a
+sample of each target named and appends the seed and the scores to `.mutate/scores.jsonl`;
+survivors listed in tests/mutation/equivalents.txt are left out of the score and named.
 `--sample N --seed S` judges a uniform random sample of N of the target's mutants (drawn with
 tests/mutation/sample.py's population: every mutant of the target's files, files in name order,
 names sorted) and writes the names to `.mutate/<target>/sample-<seed>-<N>.txt`; `report` prints
@@ -163,6 +167,10 @@ def mutmut_section(target: Target) -> str:
         f"also_copy = {json.dumps(linked_entries(exclude_sources=True))}",
         f"pytest_add_cli_args_test_selection = {json.dumps(target.selection())}",
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly"]',
+        # Fork each mutant's test process from a server that only collected the tests, not from
+        # mutmut's own process, which ran the suite for its statistics: a child forked from that
+        # one inherited its event loop and waited on it for ever (no CPU, a "timeout" to mutmut).
+        'process_isolation = "forkserver"',
     ]
     return "\n".join(lines) + "\n"
 
