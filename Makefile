@@ -77,30 +77,28 @@ bench-quality: install
 	$(BIN)/python -m bench.quality.run
 
 # Mutation testing per module (docs/mutation.md: targets, scores, run times, equivalent mutants).
-# TARGET is one of tests/mutation/targets.py's table (engine, content, services, selectors, api,
-# policies, dashboard; `python -m tests.mutation.targets list` shows each one's files and tests);
-# each runs mutmut in its own workspace .mutate/TARGET/ (git-ignored), where results stay cached.
-# MUTANTS="ctxeng.engine.budget*" limits a run to those names; MUTATE_CHILDREN=1 keeps it to one
-# core on a shared machine. `make mutate-sample` judges a seeded random sample of MUTATE_SAMPLE
-# mutants of every target but the engine (the figures of docs/mutation.md); a whole target takes
-# hours on a 2-core machine.
+# TARGET is one of tests/mutation/targets.py's table (engine, sdk, adapters, content, services,
+# selectors, accounts, api, policies, dashboard; `python -m tests.mutation.targets list` shows
+# each one's files and tests); each runs mutmut in its own workspace .mutate/TARGET/
+# (git-ignored), where results stay cached. MUTANTS="ctxeng.engine.budget*" limits a run to those
+# names; MUTATE_CHILDREN=1 keeps it to one core on a shared machine. `make mutate-sample` judges a
+# random sample of MUTATE_SAMPLE mutants of each of MUTATE_TARGETS, drawn with a seed that is new
+# every run (printed first and in the table at the end, and recorded with the scores in
+# .mutate/scores.jsonl) unless MUTATE_SEED is given; a whole target takes hours on a 2-core machine.
 MUTATE_CHILDREN ?= 1
 MUTANTS ?=
 TARGET ?= engine
-MUTATE_SAMPLE ?= 40
-MUTATE_SEED ?= 3101
-MUTATE_TARGETS := content services selectors api policies dashboard
+MUTATE_SAMPLE ?= 20
+MUTATE_SEED ?=
+MUTATE_TARGETS := engine sdk adapters services selectors dashboard api accounts policies content
 mutate: install
 	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,mutate]'
-	$(BIN)/python -m tests.mutation.targets run $(TARGET) --max-children $(MUTATE_CHILDREN) $(MUTANTS)
+	$(BIN)/python -m tests.mutation.targets run $(TARGET) $(MUTANTS) --max-children $(MUTATE_CHILDREN)
 
 mutate-sample: install
 	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,mutate]'
-	for t in $(MUTATE_TARGETS); do \
-		$(BIN)/python -m tests.mutation.targets run $$t --max-children $(MUTATE_CHILDREN) \
-			--sample $(MUTATE_SAMPLE) --seed $(MUTATE_SEED) || exit 1; \
-		$(BIN)/python -m tests.mutation.targets report $$t --sample $(MUTATE_SAMPLE) --seed $(MUTATE_SEED); \
-	done
+	$(BIN)/python -m tests.mutation.targets sample --size $(MUTATE_SAMPLE) --max-children $(MUTATE_CHILDREN) \
+		$(if $(MUTATE_SEED),--seed $(MUTATE_SEED)) $(MUTATE_TARGETS)
 
 # The README's dashboard screenshots: the browser tests save theirs in a temporary folder, and
 # copy them here only when asked (headless Debian chromium, as in `make test`).

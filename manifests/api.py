@@ -12,6 +12,11 @@ requests. A waiting request holds a web worker (a thread or process) for up to t
 database transaction (`selectors.job_get_when_final`); so at most CTXENG_LONGPOLL_MAX_TOTAL wait at
 once overall and CTXENG_LONGPOLL_MAX_PER_TENANT per tenant (`selectors.job_long_poll`), and beyond
 either the job is answered at once as it is, with `Retry-After` (never an error).
+
+Each view method only carries its OpenAPI description (`@extend_schema`) and calls a module-level
+function named after its operation id (`assemblies_list`, ...), which parses, calls a service or
+selector and serializes: mutmut does not mutate decorated functions, so the logic lives where
+`make mutate-sample` measures it (docs/mutation.md).
 """
 
 from __future__ import annotations
@@ -305,6 +310,45 @@ def _sealed_manifest(job: AssemblyJob) -> Manifest:
     return manifest
 
 
+def assemblies_list(request: Request) -> Response:
+    """`GET assemblies/`: the jobs of the user's tenants, filtered and paginated."""
+    wanted_status = request.query_params.get("status")
+    if wanted_status is not None and wanted_status not in JobStatus.values:
+        raise ApiError(status.HTTP_400_BAD_REQUEST,
+                       f"status: expected one of {', '.join(JobStatus.values)}, got {wanted_status!r}")
+    jobs = selectors.jobs_for(
+        request.user,
+        run_id=id_param("run_id", request.query_params.get("run_id")),
+        status=wanted_status,
+        policy=id_param("policy", request.query_params.get("policy")),
+    )
+    paginator = BoundedPagination()
+    page = paginator.paginate_queryset(jobs, request)
+    return paginator.get_paginated_response([job_json(job) for job in page])
+
+
+def assemblies_submit(request: Request) -> Response:
+    """`POST assemblies/`: submit a job (202), or answer the earlier one with this Idempotency-Key (200)."""
+    key = request.headers.get("Idempotency-Key")
+    if key is not None and len(key) > MAX_ID:
+        raise ApiError(status.HTTP_400_BAD_REQUEST,
+                       f"Idempotency-Key: {len(key)} characters, more than the limit {MAX_ID}")
+    if key and id_problem(key):
+        raise ApiError(status.HTTP_400_BAD_REQUEST, f"Idempotency-Key: {id_problem(key)}")
+    data = read_json(request)
+    job, created = services.assembly_job_submit(user=request.user, data=data, idempotency_key=key,
+                                                traceparent=traceparent_header(request.headers.get("traceparent")))
+    try:
+        job.refresh_from_db(fields=["status"])  # a job run in-process on commit is final already
+    except (OperationalError, InterfaceError):
+        # Committed: answer the job as saved. A 503 would say it was not applied, and a retry
+        # without an Idempotency-Key would make a second job.
+        logger.warning("database lost after assembly %s was committed; answering it as saved", job.id)
+    body = {"id": str(job.id), "status": job.status, "url": reverse("api-assembly", args=[job.id]),
+            "html_url": assembly_html_url(job)}
+    return Response(body, status=status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK)
+
+
 class AssemblyListApi(APIView):
     @extend_schema(
         parameters=[
@@ -318,19 +362,7 @@ class AssemblyListApi(APIView):
         operation_id="assemblies_list",
     )
     def get(self, request: Request) -> Response:
-        wanted_status = request.query_params.get("status")
-        if wanted_status is not None and wanted_status not in JobStatus.values:
-            raise ApiError(status.HTTP_400_BAD_REQUEST,
-                           f"status: expected one of {', '.join(JobStatus.values)}, got {wanted_status!r}")
-        jobs = selectors.jobs_for(
-            request.user,
-            run_id=id_param("run_id", request.query_params.get("run_id")),
-            status=wanted_status,
-            policy=id_param("policy", request.query_params.get("policy")),
-        )
-        paginator = BoundedPagination()
-        page = paginator.paginate_queryset(jobs, request, view=self)
-        return paginator.get_paginated_response([job_json(job) for job in page])
+        return assemblies_list(request)
 
     @extend_schema(
         request=AssemblyRequest,
@@ -350,24 +382,23 @@ class AssemblyListApi(APIView):
         operation_id="assemblies_submit",
     )
     def post(self, request: Request) -> Response:
-        key = request.headers.get("Idempotency-Key")
-        if key is not None and len(key) > MAX_ID:
-            raise ApiError(status.HTTP_400_BAD_REQUEST,
-                           f"Idempotency-Key: {len(key)} characters, more than the limit {MAX_ID}")
-        if key and id_problem(key):
-            raise ApiError(status.HTTP_400_BAD_REQUEST, f"Idempotency-Key: {id_problem(key)}")
-        data = read_json(request)
-        job, created = services.assembly_job_submit(user=request.user, data=data, idempotency_key=key,
-                                                    traceparent=traceparent_header(request.headers.get("traceparent")))
-        try:
-            job.refresh_from_db(fields=["status"])  # a job run in-process on commit is final already
-        except (OperationalError, InterfaceError):
-            # Committed: answer the job as saved. A 503 would say it was not applied, and a retry
-            # without an Idempotency-Key would make a second job.
-            logger.warning("database lost after assembly %s was committed; answering it as saved", job.id)
-        body = {"id": str(job.id), "status": job.status, "url": reverse("api-assembly", args=[job.id]),
-                "html_url": assembly_html_url(job)}
-        return Response(body, status=status.HTTP_202_ACCEPTED if created else status.HTTP_200_OK)
+        return assemblies_submit(request)
+
+
+def assemblies_get(request: Request, job_id: str) -> Response:
+    """`GET assemblies/{id}/`: the job, long-polled with `wait`, with the documents `include` names."""
+    wait = _wait_seconds(request.query_params.get("wait"))
+    include = _included(request.query_params.getlist("include"))
+    job, retry_after = selectors.job_long_poll(request.user, job_id, wait=wait)
+    body = job_json(job)
+    manifest = selectors.job_manifest(job) if include and job.is_final else None
+    if "manifest" in include:
+        body["manifest"] = selectors.manifest_as_served(manifest) if manifest else None
+    if "input" in include:
+        readable = manifest is not None and manifest.content_purged_at is None
+        body["input"] = selectors.manifest_payload(manifest) if readable else None
+    # The long-poll caps were reached: the job as it is, at once, and when to ask again.
+    return Response(body, headers={"Retry-After": str(retry_after)} if retry_after is not None else None)
 
 
 class AssemblyDetailApi(APIView):
@@ -375,25 +406,32 @@ class AssemblyDetailApi(APIView):
                    summary="One assembly job; with `wait`, once it is final (a long-poll)",
                    operation_id="assemblies_get")
     def get(self, request: Request, job_id: str) -> Response:
-        wait = _wait_seconds(request.query_params.get("wait"))
-        include = _included(request.query_params.getlist("include"))
-        job, retry_after = selectors.job_long_poll(request.user, job_id, wait=wait)
-        body = job_json(job)
-        manifest = selectors.job_manifest(job) if include and job.is_final else None
-        if "manifest" in include:
-            body["manifest"] = selectors.manifest_as_served(manifest) if manifest else None
-        if "input" in include:
-            readable = manifest is not None and manifest.content_purged_at is None
-            body["input"] = selectors.manifest_payload(manifest) if readable else None
-        # The long-poll caps were reached: the job as it is, at once, and when to ask again.
-        return Response(body, headers={"Retry-After": str(retry_after)} if retry_after is not None else None)
+        return assemblies_get(request, job_id)
+
+
+def assemblies_manifest(request: Request, job_id: str) -> Response:
+    """`GET assemblies/{id}/manifest/`: the sealed manifest (409 before it is sealed)."""
+    return Response(selectors.manifest_as_served(_sealed_manifest(selectors.job_get(request.user, job_id))))
 
 
 class AssemblyManifestApi(APIView):
     @extend_schema(parameters=[JOB_ID], responses={200: ContextAssemblyManifest, 409: OpenApiTypes.OBJECT},
                    summary="The sealed manifest", operation_id="assemblies_manifest")
     def get(self, request: Request, job_id: str) -> Response:
-        return Response(selectors.manifest_as_served(_sealed_manifest(selectors.job_get(request.user, job_id))))
+        return assemblies_manifest(request, job_id)
+
+
+def assemblies_input(request: Request, job_id: str) -> Response:
+    """`GET assemblies/{id}/input/`: the provider input (409 when blocked, 410 once purged)."""
+    job = selectors.job_get(request.user, job_id)
+    manifest = _sealed_manifest(job)
+    if manifest.content_purged_at is not None:
+        raise ApiError(status.HTTP_410_GONE, f"assembly {job.id}: content purged at "
+                       f"{manifest.content_purged_at.isoformat()} (retention); the manifest keeps its hashes")
+    if manifest.payload_packed is None:
+        reason = (selectors.manifest_document(manifest, sections=("assembly",)).get("assembly") or {}).get("blocked_reason")
+        raise Conflict(f"assembly {job.id} is {manifest.status} ({reason}); there is no model input")
+    return Response(selectors.manifest_payload(manifest))
 
 
 class AssemblyInputApi(APIView):
@@ -402,15 +440,12 @@ class AssemblyInputApi(APIView):
                    summary="The serialized provider input (409 when blocked, 410 once its content was purged)",
                    operation_id="assemblies_input")
     def get(self, request: Request, job_id: str) -> Response:
-        job = selectors.job_get(request.user, job_id)
-        manifest = _sealed_manifest(job)
-        if manifest.content_purged_at is not None:
-            raise ApiError(status.HTTP_410_GONE, f"assembly {job.id}: content purged at "
-                           f"{manifest.content_purged_at.isoformat()} (retention); the manifest keeps its hashes")
-        if manifest.payload_packed is None:
-            reason = (selectors.manifest_document(manifest, sections=("assembly",)).get("assembly") or {}).get("blocked_reason")
-            raise Conflict(f"assembly {job.id} is {manifest.status} ({reason}); there is no model input")
-        return Response(selectors.manifest_payload(manifest))
+        return assemblies_input(request, job_id)
+
+
+def assemblies_request(request: Request, job_id: str) -> Response:
+    """`GET assemblies/{id}/request/`: the request as submitted."""
+    return Response(selectors.job_request(selectors.job_get(request.user, job_id)))
 
 
 class AssemblyRequestApi(APIView):
@@ -419,7 +454,7 @@ class AssemblyRequestApi(APIView):
                            "content once the manifest's content is purged)",
                    operation_id="assemblies_request")
     def get(self, request: Request, job_id: str) -> Response:
-        return Response(selectors.job_request(selectors.job_get(request.user, job_id)))
+        return assemblies_request(request, job_id)
 
 
 class UsageBody(BaseModel):
@@ -431,28 +466,71 @@ class UsageBody(BaseModel):
     output_tokens: int = Field(default=0, ge=0, le=MAX_INT32)
 
 
+def assemblies_usage(request: Request, job_id: str) -> Response:
+    """`POST assemblies/{id}/usage/`: record the provider's reported usage of a ready assembly's input."""
+    job = selectors.job_get(request.user, job_id)
+    if Role.AGENT not in roles_in(request.user, job.tenant):
+        raise Forbidden(f"the agent role is required in tenant {job.tenant.slug!r}")
+    payload = read_model(request, UsageBody, what="usage report")
+    manifest = _sealed_manifest(job)
+    report = services.usage_report_record(manifest=manifest, user=request.user, **payload.model_dump())
+    return Response({
+        "id": str(job.id),
+        "input_tokens": report.input_tokens,
+        "cached_tokens": report.cached_tokens,
+        "output_tokens": report.output_tokens,
+        "estimated_input_tokens": report.estimated_input_tokens,
+        "estimate_error": report.estimated_input_tokens - report.input_tokens,
+        "used_for_calibration": selectors.usage_report_in_band(report),
+        "reported_at": report.reported_at,
+    })
+
+
 class AssemblyUsageApi(APIView):
     @extend_schema(request=UsageBody, parameters=[JOB_ID], responses={200: UsageOut, 409: OpenApiTypes.OBJECT},
                    summary="Report the provider's actual token usage (stored beside the estimate; a new report "
                            "replaces the last, so a repeat is harmless)",
                    operation_id="assemblies_usage")
     def post(self, request: Request, job_id: str) -> Response:
-        job = selectors.job_get(request.user, job_id)
-        if Role.AGENT not in roles_in(request.user, job.tenant):
-            raise Forbidden(f"the agent role is required in tenant {job.tenant.slug!r}")
-        payload = read_model(request, UsageBody, what="usage report")
-        manifest = _sealed_manifest(job)
-        report = services.usage_report_record(manifest=manifest, user=request.user, **payload.model_dump())
-        return Response({
-            "id": str(job.id),
-            "input_tokens": report.input_tokens,
-            "cached_tokens": report.cached_tokens,
-            "output_tokens": report.output_tokens,
-            "estimated_input_tokens": report.estimated_input_tokens,
-            "estimate_error": report.estimated_input_tokens - report.input_tokens,
-            "used_for_calibration": selectors.usage_report_in_band(report),
-            "reported_at": report.reported_at,
-        })
+        return assemblies_usage(request, job_id)
+
+
+def items_decisions(request: Request, item_id: str) -> Response:
+    """`GET items/{item_id}/decisions/`: every manifest where the item appeared, paginated."""
+    rows = selectors.item_decisions(request.user, id_param("item_id", item_id))
+    decision = request.query_params.get("decision")
+    if decision is not None and decision not in Decision.values:
+        raise ApiError(status.HTTP_400_BAD_REQUEST,
+                       f"decision: expected one of {', '.join(Decision.values)}, got {decision!r}")
+    if decision:
+        rows = rows.filter(decision=decision)
+    paginator = BoundedPagination()
+    page = paginator.paginate_queryset(rows, request)
+    return paginator.get_paginated_response([
+        {
+            "item_id": row.item_id,
+            "assembly": str(row.manifest.job_id),
+            "assembly_id": row.manifest.assembly_id,
+            "tenant": row.manifest.job.tenant.slug,
+            "run_id": row.manifest.job.run.run_id,
+            "step_id": row.manifest.job.step_id,
+            "manifest_status": row.manifest.status,
+            "decision": row.decision,
+            "reason": row.reason,
+            "hard_gate": row.hard_gate or None,
+            "detail": row.detail or None,
+            "partition": row.partition or None,
+            "tokens": row.tokens,
+            "trust": row.trust or None,
+            "role": row.role,
+            "kind": row.kind,
+            "source_type": row.source_type,
+            "source_ref": row.source_ref,
+            "sealed_at": row.manifest.created_at,
+            "html_url": assembly_html_url(row.manifest.job),
+        }
+        for row in page
+    ])
 
 
 class ItemDecisionsApi(APIView):
@@ -461,40 +539,7 @@ class ItemDecisionsApi(APIView):
                    summary="Every manifest where an item appeared, with the decision and reason",
                    operation_id="items_decisions")
     def get(self, request: Request, item_id: str) -> Response:
-        rows = selectors.item_decisions(request.user, id_param("item_id", item_id))
-        decision = request.query_params.get("decision")
-        if decision is not None and decision not in Decision.values:
-            raise ApiError(status.HTTP_400_BAD_REQUEST,
-                           f"decision: expected one of {', '.join(Decision.values)}, got {decision!r}")
-        if decision:
-            rows = rows.filter(decision=decision)
-        paginator = BoundedPagination()
-        page = paginator.paginate_queryset(rows, request, view=self)
-        return paginator.get_paginated_response([
-            {
-                "item_id": row.item_id,
-                "assembly": str(row.manifest.job_id),
-                "assembly_id": row.manifest.assembly_id,
-                "tenant": row.manifest.job.tenant.slug,
-                "run_id": row.manifest.job.run.run_id,
-                "step_id": row.manifest.job.step_id,
-                "manifest_status": row.manifest.status,
-                "decision": row.decision,
-                "reason": row.reason,
-                "hard_gate": row.hard_gate or None,
-                "detail": row.detail or None,
-                "partition": row.partition or None,
-                "tokens": row.tokens,
-                "trust": row.trust or None,
-                "role": row.role,
-                "kind": row.kind,
-                "source_type": row.source_type,
-                "source_ref": row.source_ref,
-                "sealed_at": row.manifest.created_at,
-                "html_url": assembly_html_url(row.manifest.job),
-            }
-            for row in page
-        ])
+        return items_decisions(request, item_id)
 
 
 class ArtifactBody(BaseModel):
@@ -528,14 +573,29 @@ def artifact_json(artifact: Artifact, *, with_content: bool = False) -> dict[str
     return data
 
 
+def artifacts_list(request: Request) -> Response:
+    """`GET artifacts/`: the artifacts of the user's tenants, paginated."""
+    artifacts = selectors.artifacts_for(request.user, artifact_id=id_param("artifact_id", request.query_params.get("artifact_id")))
+    paginator = BoundedPagination()
+    page = paginator.paginate_queryset(artifacts, request)
+    return paginator.get_paginated_response([artifact_json(a) for a in page])
+
+
+def artifacts_create(request: Request) -> Response:
+    """`POST artifacts/`: store an artifact revision (201), or answer the identical one stored (200)."""
+    payload = read_model(request, ArtifactBody, what="artifact")
+    tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
+    artifact, created = services.artifact_create(
+        user=request.user, tenant=tenant, **payload.model_dump(exclude={"tenant"})
+    )
+    return Response(artifact_json(artifact), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+
+
 class ArtifactListApi(APIView):
     @extend_schema(parameters=[OpenApiParameter("artifact_id", str), *PAGINATION_PARAMETERS], responses={200: ArtifactPage},
                    summary="Artifacts in your tenants", operation_id="artifacts_list")
     def get(self, request: Request) -> Response:
-        artifacts = selectors.artifacts_for(request.user, artifact_id=id_param("artifact_id", request.query_params.get("artifact_id")))
-        paginator = BoundedPagination()
-        page = paginator.paginate_queryset(artifacts, request, view=self)
-        return paginator.get_paginated_response([artifact_json(a) for a in page])
+        return artifacts_list(request)
 
     @extend_schema(request=ArtifactBody, responses={201: OpenApiResponse(ArtifactOut, description="stored"),
                                                    200: OpenApiResponse(ArtifactOut, description="already stored"),
@@ -543,12 +603,7 @@ class ArtifactListApi(APIView):
                    summary="Store an artifact revision (re-posting identical content is a no-op)",
                    operation_id="artifacts_create")
     def post(self, request: Request) -> Response:
-        payload = read_model(request, ArtifactBody, what="artifact")
-        tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
-        artifact, created = services.artifact_create(
-            user=request.user, tenant=tenant, **payload.model_dump(exclude={"tenant"})
-        )
-        return Response(artifact_json(artifact), status=status.HTTP_201_CREATED if created else status.HTTP_200_OK)
+        return artifacts_create(request)
 
 
 class RunCloseBody(BaseModel):
@@ -556,13 +611,18 @@ class RunCloseBody(BaseModel):
     tenant: str | None = Field(default=None, max_length=MAX_NAME, description="defaults to your only tenant with the agent role")
 
 
+def runs_close(request: Request, run_id: str) -> Response:
+    """`POST runs/{run_id}/close/`: close a run in the agent's tenant."""
+    payload = read_model(request, RunCloseBody, what="run") if request.body else RunCloseBody()
+    tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
+    run = services.run_close(user=request.user, tenant=tenant, run_id=id_param("run_id", run_id))
+    return Response({"run_id": run.run_id, "tenant": tenant.slug, "closed_at": run.closed_at,
+                     "html_url": run_html_url(run.run_id)})
+
+
 class RunCloseApi(APIView):
     @extend_schema(request=RunCloseBody, responses={200: RunClosedOut, 404: OpenApiTypes.OBJECT},
                    summary="Close a run: its task closes, later steps are blocked with a task_closed event",
                    operation_id="runs_close")
     def post(self, request: Request, run_id: str) -> Response:
-        payload = read_model(request, RunCloseBody, what="run") if request.body else RunCloseBody()
-        tenant = tenant_for_role(request.user, role=Role.AGENT, slug=payload.tenant)
-        run = services.run_close(user=request.user, tenant=tenant, run_id=id_param("run_id", run_id))
-        return Response({"run_id": run.run_id, "tenant": tenant.slug, "closed_at": run.closed_at,
-                         "html_url": run_html_url(run.run_id)})
+        return runs_close(request, run_id)

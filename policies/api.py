@@ -2,6 +2,10 @@
 
 Bodies are validated by the engine's ContextPolicy model (errors name field paths); a policy
 editor role (or admin) is required to write. Others' policies are 404.
+
+Each view method only carries its OpenAPI description (`@extend_schema`) and calls a module-level
+function named after its operation id, where the logic lives (mutmut does not mutate decorated
+functions; see manifests/api.py).
 """
 
 from __future__ import annotations
@@ -158,19 +162,42 @@ class PolicyDiffOut(_Out):
     changes: list[PolicyChangeOut]
 
 
+def policies_list(request: Request) -> Response:
+    """`GET policies/`: the policies of the user's tenants."""
+    return Response({"results": [policy_json(p) for p in selectors.policies_for(request.user)]})
+
+
 class PolicyListApi(APIView):
     @extend_schema(responses={200: PolicyListOut}, summary="Policies in your tenants", operation_id="policies_list")
     def get(self, request: Request) -> Response:
-        return Response({"results": [policy_json(p) for p in selectors.policies_for(request.user)]})
+        return policies_list(request)
+
+
+def policies_revisions_list(request: Request, policy_id: str) -> Response:
+    """`GET policies/{id}/revisions/`: the policy's revisions, in order."""
+    policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+    revisions = policy.revisions.select_related("policy__tenant", "created_by", "published_by").order_by("revision")
+    return Response({"results": [revision_json(r) for r in revisions]})
+
+
+def policies_revisions_create(request: Request, policy_id: str) -> Response:
+    """`POST policies/{id}/revisions/`: create a draft revision in the editor's tenant (201)."""
+    payload = read_model(request, RevisionBody, what="policy")
+    tenant = tenant_for_role(request.user, role=Role.POLICY_EDITOR, slug=payload.tenant)
+    revision = services.policy_revision_create(
+        tenant=tenant, body=payload.body, user=request.user, policy_id=policy_id
+    )
+    return Response(
+        {"policy_id": policy_id, "revision": revision.revision, "status": revision.status, "digest": revision.digest},
+        status=status.HTTP_201_CREATED,
+    )
 
 
 class RevisionListApi(APIView):
     @extend_schema(parameters=[TENANT_PARAM], responses={200: PolicyRevisionListOut}, summary="Revisions of a policy",
                    operation_id="policies_revisions_list")
     def get(self, request: Request, policy_id: str) -> Response:
-        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
-        revisions = policy.revisions.select_related("policy__tenant", "created_by", "published_by").order_by("revision")
-        return Response({"results": [revision_json(r) for r in revisions]})
+        return policies_revisions_list(request, policy_id)
 
     @extend_schema(
         request=REVISION_REQUEST,
@@ -180,23 +207,30 @@ class RevisionListApi(APIView):
         operation_id="policies_revisions_create",
     )
     def post(self, request: Request, policy_id: str) -> Response:
-        payload = read_model(request, RevisionBody, what="policy")
-        tenant = tenant_for_role(request.user, role=Role.POLICY_EDITOR, slug=payload.tenant)
-        revision = services.policy_revision_create(
-            tenant=tenant, body=payload.body, user=request.user, policy_id=policy_id
-        )
-        return Response(
-            {"policy_id": policy_id, "revision": revision.revision, "status": revision.status, "digest": revision.digest},
-            status=status.HTTP_201_CREATED,
-        )
+        return policies_revisions_create(request, policy_id)
+
+
+def policies_revisions_get(request: Request, policy_id: str, revision: int) -> Response:
+    """`GET policies/{id}/revisions/{n}/`: one revision, with its body."""
+    policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+    return Response(revision_json(selectors.revision_get(policy, revision), with_body=True))
+
+
+def policies_revisions_update(request: Request, policy_id: str, revision: int) -> Response:
+    """`PUT policies/{id}/revisions/{n}/`: replace a draft's body (an editor of the policy's tenant)."""
+    policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+    _require_editor(request, policy)
+    found = selectors.revision_get(policy, revision)
+    payload = read_model(request, RevisionBody, what="policy")
+    updated = services.policy_revision_update(revision=found, body=payload.body, user=request.user)
+    return Response(revision_json(updated, with_body=True))
 
 
 class RevisionDetailApi(APIView):
     @extend_schema(parameters=[TENANT_PARAM], responses={200: PolicyRevisionWithBodyOut}, summary="One revision, with its body",
                    operation_id="policies_revisions_get")
     def get(self, request: Request, policy_id: str, revision: int) -> Response:
-        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
-        return Response(revision_json(selectors.revision_get(policy, revision), with_body=True))
+        return policies_revisions_get(request, policy_id, revision)
 
     @extend_schema(
         request=REVISION_REQUEST,
@@ -206,12 +240,17 @@ class RevisionDetailApi(APIView):
         operation_id="policies_revisions_update",
     )
     def put(self, request: Request, policy_id: str, revision: int) -> Response:
-        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
-        _require_editor(request, policy)
-        found = selectors.revision_get(policy, revision)
-        payload = read_model(request, RevisionBody, what="policy")
-        updated = services.policy_revision_update(revision=found, body=payload.body, user=request.user)
-        return Response(revision_json(updated, with_body=True))
+        return policies_revisions_update(request, policy_id, revision)
+
+
+def policies_revisions_publish(request: Request, policy_id: str, revision: int) -> Response:
+    """`POST policies/{id}/revisions/{n}/publish/`: publish a draft (an editor of the policy's tenant)."""
+    policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+    _require_editor(request, policy)
+    found = selectors.revision_get(policy, revision)
+    payload = validate(PublishBody, read_json(request, empty={}), what="publish request")
+    published = services.policy_revision_publish(revision=found, user=request.user, note=payload.note)
+    return Response(revision_json(published))
 
 
 class RevisionPublishApi(APIView):
@@ -223,12 +262,20 @@ class RevisionPublishApi(APIView):
         operation_id="policies_revisions_publish",
     )
     def post(self, request: Request, policy_id: str, revision: int) -> Response:
-        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
-        _require_editor(request, policy)
-        found = selectors.revision_get(policy, revision)
-        payload = validate(PublishBody, read_json(request, empty={}), what="publish request")
-        published = services.policy_revision_publish(revision=found, user=request.user, note=payload.note)
-        return Response(revision_json(published))
+        return policies_revisions_publish(request, policy_id, revision)
+
+
+def policies_diff(request: Request, policy_id: str) -> Response:
+    """`GET policies/{id}/diff/?from=A&to=B`: the structural diff of two revisions' bodies."""
+    policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
+    numbers = []
+    for name in ("from", "to"):
+        number = query_int(request, name, minimum=1, maximum=MAX_INT32)
+        if number is None:
+            raise BadReference(f"{name}: a revision number is required (?from=A&to=B)")
+        numbers.append(number)
+    a, b = (selectors.revision_get(policy, n) for n in numbers)
+    return Response({"policy_id": policy_id, "from": a.revision, "to": b.revision, "changes": diff(a.body, b.body)})
 
 
 class PolicyDiffApi(APIView):
@@ -243,15 +290,19 @@ class PolicyDiffApi(APIView):
         operation_id="policies_diff",
     )
     def get(self, request: Request, policy_id: str) -> Response:
-        policy = selectors.policy_get(request.user, policy_id, tenant=request.query_params.get("tenant"))
-        numbers = []
-        for name in ("from", "to"):
-            number = query_int(request, name, minimum=1, maximum=MAX_INT32)
-            if number is None:
-                raise BadReference(f"{name}: a revision number is required (?from=A&to=B)")
-            numbers.append(number)
-        a, b = (selectors.revision_get(policy, n) for n in numbers)
-        return Response({"policy_id": policy_id, "from": a.revision, "to": b.revision, "changes": diff(a.body, b.body)})
+        return policies_diff(request, policy_id)
+
+
+def policies_validate(request: Request) -> Response:
+    """`POST policies/validate/`: parse a policy body, writing nothing (a policy editor in some tenant)."""
+    from ctxeng.engine import policy_digest, policy_warnings
+
+    # Validating is part of editing: an agent's token has no business parsing policies.
+    if not any(Role.POLICY_EDITOR in roles_in(request.user, t) for t in tenants_for(request.user)):
+        raise Forbidden("the policy_editor role is required")
+    policy = services.policy_parse(read_json(request))
+    return Response({"valid": True, "policy_id": policy.policy.id, "revision": policy.policy.revision,
+                     "digest": policy_digest(policy), "warnings": policy_warnings(policy)})
 
 
 # Referenced so drf-spectacular publishes the engine's ContextPolicy JSON Schema as a component.
@@ -269,11 +320,4 @@ class PolicyDiffApi(APIView):
 class PolicyValidateApi(APIView):
     @extend_schema(operation_id="policies_validate")
     def post(self, request: Request) -> Response:
-        from ctxeng.engine import policy_digest, policy_warnings
-
-        # Validating is part of editing: an agent's token has no business parsing policies.
-        if not any(Role.POLICY_EDITOR in roles_in(request.user, t) for t in tenants_for(request.user)):
-            raise Forbidden("the policy_editor role is required")
-        policy = services.policy_parse(read_json(request))
-        return Response({"valid": True, "policy_id": policy.policy.id, "revision": policy.policy.revision,
-                         "digest": policy_digest(policy), "warnings": policy_warnings(policy)})
+        return policies_validate(request)

@@ -12,7 +12,11 @@ whole target re-judges only what changed (names given on the command line are al
     python -m tests.mutation.targets run content --sample 50 --seed 3101
     python -m tests.mutation.targets report content --sample 50 --seed 3101
     python -m tests.mutation.targets list
+    python -m tests.mutation.targets sample --size 20 sdk api    # `make mutate-sample`: a new seed
 
+`sample` draws a new seed unless given one (printed first and with its closing table), judges a
+sample of each target named and appends the seed and the scores to `.mutate/scores.jsonl`;
+survivors listed in tests/mutation/equivalents.txt are left out of the score and named.
 `--sample N --seed S` judges a uniform random sample of N of the target's mutants (drawn with
 tests/mutation/sample.py's population: every mutant of the target's files, files in name order,
 names sorted) and writes the names to `.mutate/<target>/sample-<seed>-<N>.txt`; `report` prints
@@ -25,8 +29,10 @@ planted mutant was seen killed).
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import os
+import secrets
 import subprocess
 import sys
 import time
@@ -84,15 +90,39 @@ SERVICE = Target(
     tests=("tests/manifests", "tests/service"),
     ignore=SLOW_SERVICE_TESTS,
 )
+# The provider adapters and the renderer they serialize; the SDK's framework adapters.
+ADAPTERS = ("ctxeng/engine/adapters.py", "ctxeng/engine/render.py", "ctxeng/sdk/langchain.py", "ctxeng/sdk/openai_agents.py")
 
 TARGETS: dict[str, Target] = {
-    "engine": Target(mutate=("ctxeng/engine/*",), tests=("tests/engine",), marker=""),
+    # The whole engine, adapters and renderer included (the `adapters` target judges those two
+    # files again with the SDK's tests as well). Not the slow tests: they install the package
+    # into a fresh virtualenv, whose copy of a mutated module cannot import mutmut.
+    "engine": Target(mutate=("ctxeng/engine/*",), tests=("tests/engine",)),
+    # The SDK but its framework adapters (those are `adapters`): builders, messages, the session.
+    "sdk": Target(
+        mutate=("ctxeng/sdk/*",),
+        tests=("tests/sdk",),
+        do_not_mutate=("*/migrations/*", "ctxeng/sdk/langchain.py", "ctxeng/sdk/openai_agents.py"),
+    ),
+    "adapters": Target(mutate=ADAPTERS, tests=("tests/engine", "tests/sdk")),
     "content": Target(mutate=("ctxeng/content/*",), tests=("tests/content",)),
     "services": Target(mutate=("manifests/services.py",), tests=SERVICE.tests, ignore=SERVICE.ignore),
     "selectors": Target(mutate=("manifests/selectors.py",), tests=SERVICE.tests, ignore=SERVICE.ignore),
-    "api": Target(mutate=("manifests/api.py",), tests=SERVICE.tests, ignore=SERVICE.ignore),
+    # Tenants, roles and tokens: every API request reads them (`roles_in`, `tenant_for_role`).
+    "accounts": Target(
+        mutate=("ctxeng/accounts/services.py", "ctxeng/accounts/selectors.py"),
+        tests=("tests/accounts", *SERVICE.tests),
+        ignore=SERVICE.ignore,
+    ),
+    # The DRF views' logic lives in undecorated module-level functions (mutmut skips decorated
+    # functions, and every view method carries `@extend_schema`).
+    "api": Target(
+        mutate=("manifests/api.py", "policies/api.py"),
+        tests=("tests/policies", *SERVICE.tests),
+        ignore=SERVICE.ignore,
+    ),
     "policies": Target(
-        mutate=("policies/services.py",),
+        mutate=("policies/services.py", "policies/selectors.py"),
         # Every fast test that imports, publishes, previews or upgrades a policy (grep for
         # policy_import, upgrades and the policy editor's pages).
         tests=(
@@ -107,12 +137,18 @@ TARGETS: dict[str, Target] = {
             "tests/service/test_hardening_iii.py",
         ),
     ),
+    # The dashboard's selectors: the run, inspector and compare pages' reads, and the policy pages'.
     "dashboard": Target(
-        mutate=("manifests/dashboard_selectors.py", "policies/selectors.py"),
-        tests=("tests/dashboard",),
+        mutate=("manifests/dashboard_selectors.py", "policies/dashboard_selectors.py"),
+        tests=("tests/dashboard", "tests/policies/test_impact_deltas.py", "tests/manifests/test_reinjection.py"),
         ignore=BROWSER_TESTS,
     ),
 }
+# What `make mutate-sample` draws from, in this order: the issue's list first.
+SAMPLED = ("engine", "sdk", "adapters", "services", "selectors", "dashboard", "api", "accounts", "policies", "content")
+# Survivors judged equivalent by hand, one `name  reason` a line: a report leaves them out of
+# the score and lists them.
+EQUIVALENTS = Path(__file__).resolve().parent / "equivalents.txt"
 
 
 def workspace(name: str) -> Path:
@@ -131,6 +167,10 @@ def mutmut_section(target: Target) -> str:
         f"also_copy = {json.dumps(linked_entries(exclude_sources=True))}",
         f"pytest_add_cli_args_test_selection = {json.dumps(target.selection())}",
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly"]',
+        # Fork each mutant's test process from a server that only collected the tests, not from
+        # mutmut's own process, which ran the suite for its statistics: a child forked from that
+        # one inherited its event loop and waited on it for ever (no CPU, a "timeout" to mutmut).
+        'process_isolation = "forkserver"',
     ]
     return "\n".join(lines) + "\n"
 
@@ -163,6 +203,8 @@ def prepare(name: str) -> Path:
     ws.mkdir(parents=True, exist_ok=True)
     for entry in linked_entries():
         link = ws / entry.rstrip("/")
+        if link.is_symlink() and link.readlink() != ROOT / entry.rstrip("/"):
+            link.unlink()  # a workspace copied from another checkout: link this one
         if not link.is_symlink():
             link.symlink_to(ROOT / entry.rstrip("/"))
     pyproject = project_pyproject_without_mutmut() + "\n" + mutmut_section(target)
@@ -172,14 +214,38 @@ def prepare(name: str) -> Path:
     return ws
 
 
+def mutated_files(name: str) -> list[str]:
+    """The target's source files mutmut mutates (relative paths, in name order)."""
+    target = TARGETS[name]
+    files = []
+    for source in SOURCE_PATHS:
+        files += [p.relative_to(ROOT).as_posix() for p in (ROOT / source).rglob("*.py")]
+    return sorted(
+        f for f in files
+        if any(fnmatch.fnmatch(f, pattern) for pattern in target.mutate)
+        and not any(fnmatch.fnmatch(f, pattern) for pattern in target.do_not_mutate)
+    )
+
+
 def population(name: str) -> list[str]:
     """Every mutant of the target, in a fixed order: files in name order, each file's names sorted."""
     meta_root = workspace(name) / "mutants"
     names: list[str] = []
-    for pattern in TARGETS[name].mutate:
-        for meta in sorted(meta_root.glob(pattern.rstrip("*") + "*.py.meta" if pattern.endswith("*") else pattern + ".meta")):
+    for path in mutated_files(name):
+        meta = meta_root / (path + ".meta")
+        if meta.exists():
             names.extend(sorted(json.loads(meta.read_text())["exit_code_by_key"]))
     return names
+
+
+def equivalents() -> dict[str, str]:
+    """The survivors judged equivalent (tests/mutation/equivalents.txt): name -> why."""
+    found = {}
+    for line in EQUIVALENTS.read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, _, why = line.strip().partition(" ")
+            found[name] = why.strip()
+    return found
 
 
 def sample_path(name: str, seed: int, size: int) -> Path:
@@ -196,14 +262,19 @@ def mutmut(ws: Path, *args: str, stdout=None) -> int:
 def run(name: str, *, children: int, sample: int | None, seed: int | None, names: list[str]) -> int:
     ws = prepare(name)
     if sample is not None:
-        if not (ws / "mutants").exists() or not population(name):
-            # Generate the mutants and the test statistics once, judging none: mutmut stops
-            # (an assertion, logged in generate.log) at a name that matches no mutant.
-            with (ws / "generate.log").open("w") as log:
-                mutmut(ws, "run", "--max-children", str(children), "no.such.mutant*", stdout=log)
+        # Generate the mutants (again for the files changed since) and the test statistics,
+        # judging none: mutmut stops (an assertion, logged in generate.log) at a name that
+        # matches no mutant. The population is then the source as it is now.
+        with (ws / "generate.log").open("w") as log:
+            mutmut(ws, "run", "--max-children", str(children), "no.such.mutant*", stdout=log)
         import random
 
+        if seed is None:
+            seed = new_seed()
         pool = population(name)
+        if not pool:
+            print(f"{name}: no mutants generated (see {ws / 'generate.log'})")
+            return 1
         names = random.Random(seed).sample(pool, min(sample, len(pool)))
         sample_path(name, seed, sample).write_text("\n".join(names) + "\n")
         print(f"{name}: {len(pool)} mutants, judging a sample of {len(names)} (seed {seed})")
@@ -221,7 +292,8 @@ def run(name: str, *, children: int, sample: int | None, seed: int | None, names
     return code
 
 
-def report(name: str, sample: int | None, seed: int | None) -> int:
+def report(name: str, sample: int | None, seed: int | None) -> dict[str, object]:
+    """Print (and return) the sample's counts: killed, survived, equivalent, other; the score."""
     from tests.mutation.sample import status, wilson
 
     codes: dict[str, int | None] = {}
@@ -230,15 +302,77 @@ def report(name: str, sample: int | None, seed: int | None) -> int:
     pool = population(name)
     names = pool if sample is None else sample_path(name, seed, sample).read_text().split()
     by = {n: status(codes.get(n)) for n in names}
+    known = equivalents()
+    equivalent = sorted(n for n, s in by.items() if s == "survived" and n in known)
     killed = sum(1 for s in by.values() if s in ("killed", "timeout"))
-    survived = sum(1 for s in by.values() if s == "survived")
+    survived = sum(1 for s in by.values() if s == "survived") - len(equivalent)
     judged = killed + survived
     lo, hi = wilson(killed, judged)
+    score = 100 * killed / judged if judged else None
     print(f"{name}: {len(pool)} mutants, {len(names)} looked at: killed {killed}, survived {survived}, "
-          f"other {len(names) - judged}; {100 * killed / max(judged, 1):.1f}% killed (95% {100 * lo:.1f}-{100 * hi:.1f}%)")
-    for n in sorted(n for n, s in by.items() if s not in ("killed", "timeout")):
+          f"equivalent {len(equivalent)}, other {len(names) - judged - len(equivalent)}; "
+          + (f"{score:.1f}% killed excl. equivalents (95% {100 * lo:.1f}-{100 * hi:.1f}%)" if judged else "none judged"))
+    if names and not judged and not equivalent:
+        print(f"  nothing judged: see mutmut's output above ({workspace(name)})")
+    for n in equivalent:
+        print(f"  equivalent: {n}  ({known[n]})")
+    for n in sorted(n for n, s in by.items() if s not in ("killed", "timeout") and n not in equivalent):
         print(f"  {by[n]}: {n}")
-    return 0
+    return {
+        "target": name, "mutants": len(pool), "sampled": len(names), "killed": killed, "survived": survived,
+        "equivalent": equivalent, "other": len(names) - judged - len(equivalent),
+        "score": None if score is None else round(score, 1), "interval": [round(100 * lo, 1), round(100 * hi, 1)],
+        "survivors": sorted(n for n, s in by.items() if s == "survived" and n not in equivalent),
+    }
+
+
+def new_seed() -> int:
+    """A seed nobody has written tests against: drawn afresh each time (printed and recorded)."""
+    return secrets.randbelow(1_000_000)
+
+
+def sample(names: list[str], *, size: int, seed: int | None, children: int) -> int:
+    """`make mutate-sample`: judge a random sample of `size` mutants of each target, then record the
+    seed and the scores in `.mutate/scores.jsonl` (one JSON line a run) and print them."""
+    seed = new_seed() if seed is None else seed
+    print(f"mutation sample: seed {seed}, {size} mutants of each of {', '.join(names)}", flush=True)
+    started = time.time()
+    rows = []
+    for name in names:
+        start = time.monotonic()
+        code = run(name, children=children, sample=size, seed=seed, names=[])
+        row = report(name, size, seed)
+        row["seconds"] = round(time.monotonic() - start)
+        row["exit"] = code
+        rows.append(row)
+        print(flush=True)
+    killed = sum(r["killed"] for r in rows)
+    judged = killed + sum(r["survived"] for r in rows)
+    record = {
+        "seed": seed, "size": size, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+        "seconds": round(time.time() - started), "commit": _commit(), "targets": rows,
+        "killed": killed, "judged": judged, "score": round(100 * killed / judged, 1) if judged else None,
+    }
+    WORKSPACES.mkdir(exist_ok=True)
+    with (WORKSPACES / "scores.jsonl").open("a") as f:
+        f.write(json.dumps(record) + "\n")
+    print(f"mutation sample, seed {seed} (recorded in .mutate/scores.jsonl):")
+    print("| target | mutants | sampled | killed | survived | equivalent | other | score excl. equivalents | 95% interval | s |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        score = "-" if r["score"] is None else f"{r['score']}% ({r['killed']}/{r['killed'] + r['survived']})"
+        print(f"| `{r['target']}` | {r['mutants']:,} | {r['sampled']} | {r['killed']} | {r['survived']} | "
+              f"{len(r['equivalent'])} | {r['other']} | {score} | {r['interval'][0]}-{r['interval'][1]}% | {r['seconds']} |")
+    print(f"all targets, seed {seed}: {record['score']}% ({killed}/{judged}) killed excl. equivalents")
+    return max((r["exit"] for r in rows), default=0)
+
+
+def _commit() -> str | None:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
 
 
 def main(argv: list[str]) -> int:
@@ -250,11 +384,16 @@ def main(argv: list[str]) -> int:
     r.add_argument("names", nargs="*", help="mutant names or globs (mutmut's); default: all")
     r.add_argument("--max-children", type=int, default=1)
     r.add_argument("--sample", type=int)
-    r.add_argument("--seed", type=int, default=3101)
+    r.add_argument("--seed", type=int, help="with --sample; default: a fresh one, printed")
     s = sub.add_parser("report")
     s.add_argument("target", choices=sorted(TARGETS))
     s.add_argument("--sample", type=int)
-    s.add_argument("--seed", type=int, default=3101)
+    s.add_argument("--seed", type=int, help="the seed of the sample (required with --sample)")
+    m = sub.add_parser("sample", help="judge a freshly seeded sample of each target and record the scores")
+    m.add_argument("targets", nargs="*", choices=sorted(TARGETS), metavar="TARGET", help="default: every target")
+    m.add_argument("--size", type=int, default=20)
+    m.add_argument("--seed", type=int, help="default: a fresh one, printed")
+    m.add_argument("--max-children", type=int, default=1)
     args = p.parse_args(argv)
     if args.cmd == "list":
         for name, target in TARGETS.items():
@@ -262,7 +401,12 @@ def main(argv: list[str]) -> int:
         return 0
     if args.cmd == "run":
         return run(args.target, children=args.max_children, sample=args.sample, seed=args.seed, names=args.names)
-    return report(args.target, args.sample, args.seed)
+    if args.cmd == "sample":
+        return sample(args.targets or list(SAMPLED), size=args.size, seed=args.seed, children=args.max_children)
+    if args.sample is not None and args.seed is None:
+        p.error("report --sample needs the sample's --seed")
+    report(args.target, args.sample, args.seed)
+    return 0
 
 
 if __name__ == "__main__":

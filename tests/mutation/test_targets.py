@@ -4,6 +4,7 @@ A renamed module or test file would otherwise leave a target that mutates nothin
 mutants with fewer tests than docs/mutation.md says, without any run failing.
 """
 
+import ast
 import fnmatch
 import re
 import tomllib
@@ -63,8 +64,59 @@ def test_the_project_pyproject_seen_by_a_workspace_has_no_mutmut_section_of_its_
     assert "tool" not in tomllib.loads(text) or "mutmut" not in tomllib.loads(text)["tool"]
 
 
-def test_make_mutate_sample_runs_every_target_but_the_engine():
+def test_make_mutate_sample_runs_every_target_and_draws_a_new_seed_unless_given_one():
     makefile = (ROOT / "Makefile").read_text()
     line = re.search(r"^MUTATE_TARGETS := (.*)$", makefile, re.M)
     assert line, "Makefile: MUTATE_TARGETS"
-    assert sorted(line.group(1).split()) == sorted(set(targets.TARGETS) - {"engine"})
+    assert sorted(line.group(1).split()) == sorted(targets.TARGETS)
+    assert sorted(targets.SAMPLED) == sorted(targets.TARGETS)
+    # No default seed: a sample the tests were written against cannot be drawn again by accident.
+    assert re.search(r"^MUTATE_SEED \?=\s*$", makefile, re.M), "MUTATE_SEED must default to empty"
+    recipe = makefile[makefile.index("mutate-sample:"):].split("\n\n")[0]
+    assert "$(if $(MUTATE_SEED),--seed $(MUTATE_SEED))" in recipe
+    assert "tests.mutation.targets sample" in recipe
+    assert len({targets.new_seed() for _ in range(6)}) > 1  # one in 10^30 to fail by chance
+
+
+def test_the_sample_covers_the_engine_the_sdk_its_adapters_the_services_selectors_and_dashboard_selectors():
+    sampled = {f for name in targets.SAMPLED for f in targets.mutated_files(name)}
+    for path in ("ctxeng/engine/budget.py", "ctxeng/engine/adapters.py", "ctxeng/engine/render.py",
+                 "ctxeng/sdk/_session.py", "ctxeng/sdk/_messages.py", "ctxeng/sdk/langchain.py",
+                 "ctxeng/sdk/openai_agents.py", "manifests/services.py", "policies/services.py",
+                 "ctxeng/accounts/services.py", "manifests/selectors.py", "policies/selectors.py",
+                 "ctxeng/accounts/selectors.py", "manifests/dashboard_selectors.py",
+                 "policies/dashboard_selectors.py", "manifests/api.py", "policies/api.py"):
+        assert path in sampled, f"{path} is in no sampled target"
+    # The framework adapters are the `adapters` target's, not mutated twice under `sdk`.
+    assert "ctxeng/sdk/langchain.py" not in targets.mutated_files("sdk")
+    assert "ctxeng/sdk/langchain.py" in targets.mutated_files("adapters")
+
+
+@pytest.mark.parametrize("path", ["manifests/api.py", "policies/api.py"])
+def test_every_decorated_view_method_only_calls_a_module_level_function_mutmut_measures(path):
+    """mutmut skips decorated functions, and every DRF view method carries `@extend_schema`: the
+    method must hold nothing but a call of an undecorated module-level function."""
+    tree = ast.parse((ROOT / path).read_text())
+    plain = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.decorator_list}
+    methods = [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+               if isinstance(m, ast.FunctionDef) and m.decorator_list]
+    assert methods, f"{path}: no decorated view method found"
+    for method in methods:
+        body = [s for s in method.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+        assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in plain, (
+            f"{path}:{method.lineno} {method.name} holds logic mutmut cannot mutate; move it into a "
+            "module-level function"
+        )
+        args = [a.id for a in call.args if isinstance(a, ast.Name)] + [k.arg for k in call.keywords]
+        assert "self" not in args, f"{path}:{method.lineno}: pass the request and the path's values, not the view"
+
+
+def test_every_listed_equivalent_mutant_names_a_file_of_some_target():
+    mutated = {f for name in targets.TARGETS for f in targets.mutated_files(name)}
+    modules = {f.removesuffix(".py").replace("/", ".") for f in mutated}
+    for name, why in targets.equivalents().items():
+        assert "__mutmut_" in name, name
+        assert why, f"{name}: say why it is equivalent"
+        module = name.split(".x", 1)[0]
+        assert module in modules, f"{name}: {module} is mutated by no target"
