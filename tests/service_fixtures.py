@@ -159,12 +159,14 @@ def outsider_user(db):
 
 @pytest.fixture
 def api():
-    """`api(user)`: an APIClient authenticated with the user's token (None: anonymous)."""
+    """`api(user)`: an APIClient authenticated with the user's token (None: anonymous), whose every
+    answer is checked against docs/openapi.yaml (tests/openapi_check.py)."""
     from rest_framework.authtoken.models import Token
-    from rest_framework.test import APIClient
 
-    def make(user=None) -> APIClient:
-        client = APIClient()
+    from tests.openapi_check import SchemaCheckedAPIClient
+
+    def make(user=None) -> SchemaCheckedAPIClient:
+        client = SchemaCheckedAPIClient()
         if user is not None:
             token, _ = Token.objects.get_or_create(user=user)
             client.credentials(HTTP_AUTHORIZATION=f"Token {token.key}")

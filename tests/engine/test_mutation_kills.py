@@ -725,3 +725,84 @@ def test_a_role_limit_detail_lists_every_allowed_role_comma_separated():
     r = run(request([*request()["candidates"], memo_in_control]))
     rec = next(e for e in r.manifest.excluded if e.item_id == "mem")
     assert rec.detail.endswith("(allowed: state, untrusted_data, derived_context)")
+
+
+# --------------------------------------------------------------------------- survivors of the fresh sample of 2026-12-02 (seed 795277)
+# Written after that sample was judged (docs/mutation.md): they do not count in its score.
+
+
+def _evidence_candidate():
+    from ctxeng.engine.models import ContextItem
+    from ctxeng.engine.working import Candidate
+
+    ref = {"repo": "pi", "commit": "c0ffee1234", "path": "src/a.ts", "lines": "1-5"}
+    it = ContextItem.model_validate(item("ev", content="body", source_ref=ref))
+    return Candidate(item=it, order=0, content="body", trust=it.trust)
+
+
+def test_a_header_built_for_a_reduction_to_come_names_the_reductions_source_not_the_items():
+    from ctxeng.engine.render import header_text
+
+    c = _evidence_candidate()
+    # ` <cite> <kind> <trust>[ <source>]>>>`: the source word is the ref given, when one is given.
+    assert header_text(c) == " ev evidence untrusted pi@c0ffee1234:src/a.ts#L1-5>>>\n"
+    assert header_text(c, source_ref={"url": "https://docs.example/x"}) == " ev evidence untrusted https://docs.example/x>>>\n"
+
+
+def test_a_blocks_middle_is_the_header_it_is_given_then_the_body():
+    from ctxeng.engine.render import block_middle
+
+    c = _evidence_candidate()
+    assert block_middle(c, " ev evidence untrusted reduced>>>\n") == " ev evidence untrusted reduced>>>\nbody\n"
+    assert block_middle(c) == " ev evidence untrusted pi@c0ffee1234:src/a.ts#L1-5>>>\nbody\n"
+
+
+def _claude_example(context_limit: int):
+    from .test_calibration import CLAUDE, example
+    from .test_calibration import run as run_example
+
+    request, pol = example({**CLAUDE, "context_limit": context_limit})
+    return run_example(request, pol).manifest
+
+
+def test_no_room_for_any_input_under_a_calibration_factor_says_the_room_was_divided_by_it():
+    import math
+
+    # 3050 - 2000 - 500 - 500 = 50 uncalibrated; Claude's count is an estimate, so the policy's
+    # default factor 1.15 divides it: floor(50 / 1.15) = 43, less the framing: no room at all.
+    m = _claude_example(3050)
+    assert m.assembly.status.value == "blocked"
+    why = next(d for d in m.assembly.blocked_detail if "leaves no room for any input" in d)
+    assert why.startswith(f"budget_exhausted: usable budget {math.floor(50 / 1.15)} (less ")
+    assert why.endswith("- safety_margin 500, divided by the calibration factor 1.15 leaves no room for any input")
+
+    from .test_calibration import example
+    from .test_calibration import run as run_example
+
+    request, pol = example({"context_limit": 3050})  # gpt-4o: an exact count, no factor to name
+    exact = run_example(request, pol).manifest
+    why = next(d for d in exact.assembly.blocked_detail if "leaves no room for any input" in d)
+    assert why.startswith("budget_exhausted: usable budget 50 (less ") and why.endswith("- safety_margin 500 leaves no room for any input")
+
+
+def test_the_cache_record_names_the_identity_fields_the_policy_declares_ready_or_blocked():
+    import yaml
+
+    declared = yaml.safe_load(open("docs/examples/research-agent/policy.yaml"))["cache"]["identity"]
+    assert declared == ["ordered_source_ids", "source_content_hashes", "context_policy_revision", "runtime_policy_revision"]
+    from .test_calibration import example
+    from .test_calibration import run as run_example
+
+    request, pol = example()
+    ready = run_example(request, pol).manifest
+    assert ready.assembly.status.value == "ready" and ready.cache.prefix_hash is not None
+    assert [f.value if hasattr(f, "value") else f for f in ready.cache.identity_fields] == declared
+    blocked = _claude_example(3050)
+    assert blocked.cache.policy == "bypassed"
+    assert [f.value if hasattr(f, "value") else f for f in blocked.cache.identity_fields] == declared
+    # With no stable prefix in the payload (no system_policy item), the record is bypassed and still names them.
+    request, pol = example()
+    request = request.model_copy(update={"candidates": [c for c in request.candidates if c.source_type != "system_policy"]})
+    no_prefix = run_example(request, pol).manifest
+    assert no_prefix.cache.prefix_hash is None
+    assert [f.value if hasattr(f, "value") else f for f in no_prefix.cache.identity_fields] == declared

@@ -354,6 +354,14 @@ def test_the_switcher_moves_every_page_to_the_chosen_tenant_and_back(shared):
 # --------------------------------------------------------------------------- the REST API
 
 
+# An operation that cannot succeed on this world, and the refusal that shows it judged the asked
+# tenant's object (not the "which tenant?" refusal an operation ignoring `?tenant=` would give).
+ACTED_REFUSALS = {
+    # Revision 4 adds admission.min_relevance without an upgrades entry (seed §8).
+    "policies_revisions_publish": "publishing it needs an upgrades entry naming 'admission.min_relevance'",
+}
+
+
 def _api_values(world: World) -> dict[str, Any]:
     own = world.objects[0]
     return {"job_id": own["job_id"], "run_id": SHARED_RUN, "policy_id": SHARED_POLICY, "revision": own["revision"],
@@ -411,6 +419,8 @@ def test_every_api_operation_answers_for_the_tenant_asked_and_labels_what_it_lis
             world, victim = shared.worlds[slug], shared.other(slug)
             url = op.path.format(**_api_values(world))
             query = {"tenant": slug} if takes_tenant else {}
+            if op.operation_id == "policies_diff":
+                query |= {"from": 3, "to": 4}
             body = _api_body(op.operation_id, world)
             caches["throttle"].clear()
             with probe_scope(op.method, victim):
@@ -427,6 +437,12 @@ def test_every_api_operation_answers_for_the_tenant_asked_and_labels_what_it_lis
             assert response.status_code < 500, f"{label}: {text[:400]}"
             if kind == "own":
                 problems += [f"{label}: {p}" for p in leaked(text, victim)]
+                # It must act, not only refuse: an operation that ignored `?tenant=` would answer a
+                # 400 (which of the two?) or act on the other tenant's namesake, and leak nothing.
+                refusal = ACTED_REFUSALS.get(op.operation_id)
+                acted = 200 <= response.status_code < 300 or (refusal is not None and refusal in text)
+                if not acted:
+                    problems.append(f"{label}: answered {response.status_code}, not 2xx: {response.content[:300]!r}")
                 continue
             payload = json.loads(response.content) if response.status_code == 200 else {}
             labelled = _labelled(payload, [])
