@@ -180,3 +180,78 @@ def test_purging_old_manifests_dates_each_purge_at_the_sweeps_time(lost_job):
     sweep = timezone.now() + timedelta(days=40)
     assert services.manifests_purge_content(older_than=timedelta(days=30), now=sweep) == 1
     assert Manifest.objects.get(job_id=lost_job.id).content_purged_at == sweep
+
+
+# --------------------------------------------------------------------------- fresh sample after Test strength III (seed 425378)
+# Written after that sample was judged (docs/mutation.md): they do not count in its score.
+
+
+def test_a_manifests_item_rows_are_written_included_first_then_by_exclusion_reason_then_document_order(lost_job):
+    from ctxeng.engine.vocabulary import ExclusionReason
+    from manifests.models import Manifest, ManifestItem
+
+    attempt = services.assembly_job_claim(job_id=lost_job.id)
+    assert services.assembly_job_assemble(job_id=lost_job.id, attempt=attempt) == "ready"
+    manifest = Manifest.objects.get(job_id=lost_job.id)
+    rows = list(ManifestItem.objects.filter(manifest=manifest).order_by("id").values_list("decision", "reason", "position"))
+    reasons = [r.value for r in ExclusionReason]  # the documented order of the default list
+
+    def rank(row):
+        decision, reason, position = row
+        return (-1 if decision == "included" else reasons.index(reason) if reason in reasons else len(reasons), position)
+
+    assert len({r[1] for r in rows if r[0] != "included"}) >= 2  # the example excludes for several reasons
+    assert rows == sorted(rows, key=rank)
+    assert rows != sorted(rows, key=lambda r: r[2])  # ... in an order that is not the document's
+
+
+def test_a_crash_point_at_the_seals_status_write_acts_on_the_job_being_sealed(
+        published_policy, agent_user, example_request, inline_jobs, settings, monkeypatch):
+    kills = []
+    monkeypatch.setattr(services.os, "kill", lambda pid, sig: kills.append(sig))
+    job, _ = services.assembly_job_submit(user=agent_user, data={**example_request, "run_id": "crash-at-status_written"})
+    settings.CTXENG_TEST_CRASH_AT = "status_written"
+    settings.CTXENG_JOBS_INLINE = False  # the hook is inert for an in-process job
+    attempt = services.assembly_job_claim(job_id=job.id)
+    assert attempt == 1
+    assert services.assembly_job_assemble(job_id=job.id, attempt=attempt) == "ready"  # os.kill was a recorder
+    assert kills == [signal.SIGKILL]
+
+
+class _StopBeating(Exception):
+    pass
+
+
+def _one_beat(monkeypatch, jobs: dict) -> None:
+    """Run the heartbeat loop for one beat, in this thread (its sleep and its connection close are
+    replaced: the test's transaction must stay open)."""
+    sleeps = iter([None])
+
+    def sleep(_seconds):
+        if next(sleeps, _StopBeating) is _StopBeating:
+            raise _StopBeating
+
+    monkeypatch.setattr(services.time, "sleep", sleep)
+    monkeypatch.setattr(services, "connection", SimpleNamespace(close=lambda: None))
+    beats = services._Heartbeats()
+    beats.jobs = dict(jobs)
+    with pytest.raises(_StopBeating):
+        beats._run()
+
+
+def test_a_heartbeat_refreshes_only_the_attempt_that_holds_the_claim(lost_job, monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from manifests.models import AssemblyJob
+
+    attempt = services.assembly_job_claim(job_id=lost_job.id)
+    long_ago = timezone.now() - timedelta(minutes=5)
+    # The job was reclaimed since (attempt + 1): the first attempt's beat must not keep it alive.
+    AssemblyJob.objects.filter(id=lost_job.id).update(attempts=attempt + 1, heartbeat_at=long_ago)
+    _one_beat(monkeypatch, {str(lost_job.id): attempt})
+    assert AssemblyJob.objects.get(id=lost_job.id).heartbeat_at == long_ago
+    before = timezone.now()
+    _one_beat(monkeypatch, {str(lost_job.id): attempt + 1})
+    assert AssemblyJob.objects.get(id=lost_job.id).heartbeat_at >= before
