@@ -229,3 +229,39 @@ def test_a_blocked_step_has_no_cache_eligible_share(owner_client, example):
     (row,) = re.findall(r'<tr class="step-row blocked".*?</tr>', body, re.S)
     cell = re.search(r'<td class="num cache-eligible">(.*?)</td>', row).group(1)
     assert 'title="no payload"' in cell and "%" not in cell
+
+
+def _timeline_order(example, sort: str) -> list[str]:
+    """The documented orders of the timeline, from the run's sealed documents: `changed` by how
+    often the item changed (distinct decisions + distinct reasons + 1 when missing from a step),
+    then by excluded steps, then by id; `excluded` by excluded steps, then by id."""
+    seen: dict[str, dict] = {}
+    jobs = [example["ready"], example["blocked"], example["hostile"]]
+    for job in jobs:
+        document = manifest_document(job.manifest)
+        for decision, records in (("included", document["included"]), ("excluded", document["excluded"])):
+            for record in records:
+                entry = seen.setdefault(record["item_id"], {"decisions": set(), "reasons": set(), "steps": 0, "excluded": 0})
+                entry["decisions"].add(decision)
+                entry["reasons"].add(record.get("reason") or "")
+                entry["steps"] += 1
+                entry["excluded"] += decision == "excluded"
+
+    def changed(item_id):
+        e = seen[item_id]
+        return (-(len(e["decisions"]) + len(e["reasons"]) + (e["steps"] < len(jobs))), -e["excluded"], item_id)
+
+    def excluded(item_id):
+        return (-seen[item_id]["excluded"], item_id)
+
+    return sorted(seen, key=changed if sort == "changed" else excluded)
+
+
+def test_the_timeline_sorts_by_most_changed_and_by_most_excluded_as_documented(owner_client, example):
+    for sort in ("changed", "excluded"):
+        response = owner_client.get(f"/runs/run-42/matrix/?sort={sort}")
+        assert response.status_code == 200, sort
+        shown = list(_rows(response.content.decode()))
+        expected = _timeline_order(example, sort)
+        assert shown == expected[:len(shown)], sort
+        assert shown != sorted(shown), sort  # not merely the id order

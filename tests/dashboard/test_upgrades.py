@@ -194,3 +194,17 @@ def test_the_revision_page_evaluates_each_revocation_condition_from_the_policys_
         section = page.split('id="upgrades"')[1].split("</section>")[0]
         article = section.split(MECHANISM)[1].split("</article>")[0]
         assert f">{verdict}</span>" in article and "(1 of 3 read)" in article
+
+
+def test_the_in_process_impact_preview_also_replays_each_assembly_once_addressed_ones_first(example):
+    # policies.dashboard_selectors.impact_preview is the same replay run at once (no job): an
+    # assembly an upgrade addresses is replayed as addressed, and not a second time as a recent one.
+    from ctxeng.engine import parse_policy
+    from policies.dashboard_selectors import impact_preview
+
+    blocked, ready = assembly_id(example["blocked"]), assembly_id(example["ready"])
+    body = adds_a_prefix_source(example["draft"].body, upgrades=[record(blocked, ready)])
+    preview = impact_preview(example["draft"].policy, parse_policy(body))
+    ids = [row["job"]["id"] for row in preview["rows"]]
+    assert ids == [str(example["blocked"].id), str(example["ready"].id), str(example["hostile"].id)]
+    assert preview["addressed"] == 2 and preview["replayed"] == 3
