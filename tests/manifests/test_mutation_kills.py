@@ -255,3 +255,34 @@ def test_a_heartbeat_refreshes_only_the_attempt_that_holds_the_claim(lost_job, m
     before = timezone.now()
     _one_beat(monkeypatch, {str(lost_job.id): attempt + 1})
     assert AssemblyJob.objects.get(id=lost_job.id).heartbeat_at >= before
+
+
+def _lose_the_race(monkeypatch):
+    """The submit's first idempotency lookup misses (the other submit has not committed yet), so
+    its insert meets the other's row: the path of two concurrent submits with one key."""
+    real = services._idempotent_match
+    calls = []
+
+    def lookup(**kwargs):
+        calls.append(kwargs)
+        return None if len(calls) == 1 else real(**kwargs)
+
+    monkeypatch.setattr(services, "_idempotent_match", lookup)
+    return calls
+
+
+def test_a_submit_that_loses_the_idempotency_race_with_the_same_body_gets_the_winners_job(
+        published_policy, agent_user, example_request, inline_jobs, monkeypatch):
+    from manifests.models import AssemblyJob
+
+    winner, created = services.assembly_job_submit(user=agent_user, data=example_request, idempotency_key="k-1")
+    assert created
+    calls = _lose_the_race(monkeypatch)
+    again, created = services.assembly_job_submit(user=agent_user, data=example_request, idempotency_key="k-1")
+    assert len(calls) == 2  # the race path was taken
+    assert (again.id, created) == (winner.id, False)
+    assert AssemblyJob.objects.count() == 1
+    other = {**example_request, "step_id": "step-99"}
+    _lose_the_race(monkeypatch)
+    with pytest.raises(services.Conflict):
+        services.assembly_job_submit(user=agent_user, data=other, idempotency_key="k-1")
