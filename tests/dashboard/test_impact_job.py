@@ -176,3 +176,14 @@ def test_a_celery_worker_runs_the_preview(start_worker, transactional_db):
         time.sleep(0.3)
     assert ImpactPreview.objects.get().done == RECORDED
     assert "would flip" in client.get(PAGE).content.decode()
+
+
+def test_a_preview_of_an_unsaved_draft_records_who_asked_and_the_body_it_describes(example):
+    # The editor's current text, parsed and not saved: the preview keeps it and its requester.
+    from ctxeng.engine import parse_policy, policy_digest
+    from policies.services import impact_preview_start
+
+    draft = parse_policy(example["draft"].body)
+    preview = impact_preview_start(revision=example["draft"], user=example["owner"], draft=draft)
+    assert preview.requested_by == example["owner"]
+    assert preview.digest == policy_digest(draft) and preview.body == example["draft"].body

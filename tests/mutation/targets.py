@@ -129,6 +129,8 @@ TARGETS: dict[str, Target] = {
             "tests/policies",
             "tests/dashboard/test_policy_editor.py",
             "tests/dashboard/test_impact_job.py",
+            "tests/dashboard/test_impact_selection.py",
+            "tests/dashboard/test_policy_restore.py",
             "tests/dashboard/test_retired_revision.py",
             "tests/dashboard/test_upgrades.py",
             "tests/manifests/test_commands.py",

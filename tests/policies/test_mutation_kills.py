@@ -114,3 +114,14 @@ def test_a_policy_body_naming_another_policy_or_revision_or_too_large_is_refused
         policy_parse(example_policy_text)
     assert str(refused.value).startswith("invalid policy: body: ")
     assert "more than the limit of 100 bytes" in str(refused.value)
+
+
+def test_a_policy_that_is_not_an_object_is_refused_naming_the_body():
+    # Written for a survivor of the fresh sample of seed 425378 (docs/mutation.md).
+    from ctxeng.engine import InvalidInput
+    from policies.services import policy_parse
+
+    for body in (None, ["a", "list"], 7):
+        with pytest.raises(InvalidInput) as refused:
+            policy_parse(body)
+        assert refused.value.errors == ["body: field required (a ContextPolicy object)"]
