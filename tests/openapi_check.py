@@ -47,11 +47,17 @@ def _pointer(*parts: str) -> str:
     return "/".join(p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
+@functools.cache
+def _validator(ref: str) -> Draft202012Validator:
+    """One validator per documented response, built once for the whole test session."""
+    return Draft202012Validator({"$ref": ref}, registry=_document()[1], format_checker=FormatChecker())
+
+
 def problems(method: str, path: str, status: int, content_type: str, body: bytes) -> list[str]:
     """What the schema does not allow in this answer ([] when it conforms or is not an API path)."""
     if not path.startswith(API_PREFIX):
         return []
-    doc, registry, templates = _document()
+    doc, _, templates = _document()
     template = next((t for pattern, t, _ in templates if pattern.match(path)), None)
     if template is None:
         return [] if status == 404 else [f"{method} {path}: no operation of the schema has this path (answered {status})"]
@@ -72,8 +78,8 @@ def problems(method: str, path: str, status: int, content_type: str, body: bytes
         data = json.loads(body or b"null")
     except ValueError as exc:
         return [f"{method} {template} {status}: the body is not JSON ({exc})"]
-    ref = f"{ROOT}#/" + _pointer("paths", template, method.lower(), "responses", key, "content", "application/json", "schema")
-    validator = Draft202012Validator({"$ref": ref}, registry=registry, format_checker=FormatChecker())
+    validator = _validator(f"{ROOT}#/" + _pointer("paths", template, method.lower(), "responses", key, "content",
+                                                   "application/json", "schema"))
     return [
         f"{method} {template} {status}: {'.'.join(str(p) for p in err.absolute_path) or '(body)'}: {err.message}"
         for err in sorted(validator.iter_errors(data), key=lambda e: list(map(str, e.absolute_path)))

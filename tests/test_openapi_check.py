@@ -37,7 +37,7 @@ def test_an_undocumented_status_method_or_body_kind_is_a_problem():
     assert check(CLOSED, method="DELETE", status=405) == []
     assert check(CLOSED, content_type="text/html") == [
         "POST /api/v1/runs/{run_id}/close/ 200: documented as application/json, answered 'text/html'"]
-    assert problems("POST", CLOSE, 200, "application/json", b"<html>") [0].startswith(
+    assert problems("POST", CLOSE, 200, "application/json", b"<html>")[0].startswith(
         "POST /api/v1/runs/{run_id}/close/ 200: the body is not JSON")
 
 

@@ -757,12 +757,26 @@ def test_a_blocks_middle_is_the_header_it_is_given_then_the_body():
     assert block_middle(c) == " ev evidence untrusted pi@c0ffee1234:src/a.ts#L1-5>>>\nbody\n"
 
 
-def _claude_example(context_limit: int):
-    from .test_calibration import CLAUDE, example
+def _example_manifest(model: dict | None = None, *, without_source: str | None = None):
+    """The worked example's manifest, with `model` fields changed and the candidates of one
+    source type left out (`without_source`)."""
+    from .test_calibration import example
     from .test_calibration import run as run_example
 
-    request, pol = example({**CLAUDE, "context_limit": context_limit})
+    request, pol = example(model)
+    if without_source is not None:
+        request = request.model_copy(update={"candidates": [c for c in request.candidates if c.source_type != without_source]})
     return run_example(request, pol).manifest
+
+
+def _claude_example(context_limit: int):
+    from .test_calibration import CLAUDE
+
+    return _example_manifest({**CLAUDE, "context_limit": context_limit})
+
+
+def _no_room(manifest) -> str:
+    return next(d for d in manifest.assembly.blocked_detail if "leaves no room for any input" in d)
 
 
 def test_no_room_for_any_input_under_a_calibration_factor_says_the_room_was_divided_by_it():
@@ -772,37 +786,32 @@ def test_no_room_for_any_input_under_a_calibration_factor_says_the_room_was_divi
     # default factor 1.15 divides it: floor(50 / 1.15) = 43, less the framing: no room at all.
     m = _claude_example(3050)
     assert m.assembly.status.value == "blocked"
-    why = next(d for d in m.assembly.blocked_detail if "leaves no room for any input" in d)
+    why = _no_room(m)
     assert why.startswith(f"budget_exhausted: usable budget {math.floor(50 / 1.15)} (less ")
     assert why.endswith("- safety_margin 500, divided by the calibration factor 1.15 leaves no room for any input")
 
-    from .test_calibration import example
-    from .test_calibration import run as run_example
-
-    request, pol = example({"context_limit": 3050})  # gpt-4o: an exact count, no factor to name
-    exact = run_example(request, pol).manifest
-    why = next(d for d in exact.assembly.blocked_detail if "leaves no room for any input" in d)
+    why = _no_room(_example_manifest({"context_limit": 3050}))  # gpt-4o: an exact count, no factor to name
     assert why.startswith("budget_exhausted: usable budget 50 (less ") and why.endswith("- safety_margin 500 leaves no room for any input")
 
 
 def test_the_cache_record_names_the_identity_fields_the_policy_declares_ready_or_blocked():
+    from pathlib import Path
+
     import yaml
 
-    declared = yaml.safe_load(open("docs/examples/research-agent/policy.yaml"))["cache"]["identity"]
+    declared = yaml.safe_load(Path("docs/examples/research-agent/policy.yaml").read_text())["cache"]["identity"]
     assert declared == ["ordered_source_ids", "source_content_hashes", "context_policy_revision", "runtime_policy_revision"]
-    from .test_calibration import example
-    from .test_calibration import run as run_example
 
-    request, pol = example()
-    ready = run_example(request, pol).manifest
+    def identity(manifest) -> list[str]:
+        return [f.value if hasattr(f, "value") else f for f in manifest.cache.identity_fields]
+
+    ready = _example_manifest()
     assert ready.assembly.status.value == "ready" and ready.cache.prefix_hash is not None
-    assert [f.value if hasattr(f, "value") else f for f in ready.cache.identity_fields] == declared
+    assert identity(ready) == declared
     blocked = _claude_example(3050)
     assert blocked.cache.policy == "bypassed"
-    assert [f.value if hasattr(f, "value") else f for f in blocked.cache.identity_fields] == declared
+    assert identity(blocked) == declared
     # With no stable prefix in the payload (no system_policy item), the record is bypassed and still names them.
-    request, pol = example()
-    request = request.model_copy(update={"candidates": [c for c in request.candidates if c.source_type != "system_policy"]})
-    no_prefix = run_example(request, pol).manifest
+    no_prefix = _example_manifest(without_source="system_policy")
     assert no_prefix.cache.prefix_hash is None
-    assert [f.value if hasattr(f, "value") else f for f in no_prefix.cache.identity_fields] == declared
+    assert identity(no_prefix) == declared
