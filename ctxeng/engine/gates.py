@@ -29,6 +29,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from . import versions
 from .hashing import sha256_json, sha256_text
 from .lifecycle import named_artifact
 from .limits import is_blank
@@ -205,115 +206,18 @@ def _stale(asm: Assembly, ref: dict, have: object, where: str = "") -> GateOutco
     return None
 
 
-# The source_ref fields that name an object an agent reads again after it changes: a file by its
-# path, a page by its URL, a plan or artifact by its id, a memory by its key; `object` is what a
-# session's tool declaration names (`sdk.reads("ticket_id")` -> `ticket_id=T-1`). First match wins.
-OBJECT_KEYS = ("object", "path", "url", "artifact_id", "memory_id")
-# Authority text and the agent's own turns are not object reads; code excerpts pin a commit, which
-# `required_revisions` judges (two commits have no order the engine can know).
-_NOT_OBJECT_READS = ("system_policy", "user_request", "runtime_state", "model_output", "model_summary",
-                     "checkpoint_summary", "repository_source", "repository")
-
-
-def object_key(cand: Candidate) -> tuple[str, str] | None:
-    """The object an item is a reading (or, `source_ref.access: write`, a change) of, or None."""
-    item = cand.item
-    if item.source_type in _NOT_OBJECT_READS or item.input_item_ids:
-        return None
-    ref = item.source_ref
-    for key in OBJECT_KEYS:
-        value = ref.get(key)
-        if isinstance(value, (str, int)) and not isinstance(value, bool) and str(value):
-            return key, str(value)
-    return None
-
-
-def _numeric(revision: object) -> int | None:
-    if isinstance(revision, int) and not isinstance(revision, bool):
-        return revision
-    if isinstance(revision, str) and revision.isdecimal():
-        return int(revision)
-    return None
-
-
-def supersessions(asm: Assembly) -> dict[str, str]:
-    """item_id -> why it is superseded: another candidate reads (or writes) the same object later.
-
-    Of two items of one object, the newer is the one with the higher revision when both carry a
-    numeric revision, else the later one in the history (a tool result at its call's turn, in
-    assistant source order), else the later observed; two items nothing orders are both kept
-    (candidate order never decides). An older reading that differs from the
-    newer one (in revision or content) is stale; a write (`source_ref.access: write`, a declared
-    tool's successful change) makes every earlier reading stale and is itself never stale (it says
-    what was done, not what the object holds). Objects `required_revisions` names are judged by it
-    alone. Judged once per assembly; the required_revision gate reads it."""
-    if asm.superseded is not None:
-        return asm.superseded
-    if asm.required_revisions is None:
-        asm.required_revisions = asm.request.required_revision_map()
-    calls = {call.call_id: (call.turn if call.turn is not None else -1, n) for n, call in enumerate(asm.request.tool_calls)}
-    groups: dict[tuple[str, str], list[tuple[tuple[int, int] | None, Candidate]]] = {}
-    for cand in asm.candidates:
-        key = object_key(cand)
-        if key is None or key[1] in asm.required_revisions:
-            continue
-        item = cand.item
-        # Where the item stands in the history: a result at its call's turn, in assistant source
-        # order; a turn at its index; anything else nowhere (never the request's candidate order,
-        # which must not change a decision).
-        place = calls.get(item.call_id) if item.call_id is not None else ((item.turn.index, -1) if item.turn is not None else None)
-        groups.setdefault(key, []).append((place, cand))
-    out: dict[str, str] = {}
-    for (key, value), members in groups.items():
-        if len(members) < 2:
-            continue
-        for place, older in members:
-            if older.item.source_ref.get("access") == "write":
-                continue
-            newest = None
-            for other_place, newer in members:
-                if newer is older or not _newer(place, older, other_place, newer):
-                    continue
-                differs = newer.item.source_ref.get("access") == "write" or newer.item.content_hash != older.item.content_hash \
-                    or str(_actual_revision(newer)) != str(_actual_revision(older))
-                if differs and (newest is None or _newer(newest[0], newest[1], other_place, newer)):
-                    newest = (other_place, newer)
-            if newest is not None:
-                newer = newest[1]
-                what = "a write of" if newer.item.source_ref.get("access") == "write" else "a newer reading of"
-                rev = _actual_revision(newer)
-                out[older.item_id] = (
-                    f"superseded by item {newer.item_id!r}, {what} {key} {value!r}"
-                    + (f" (revision {rev!r}; this item is revision {_actual_revision(older)!r})" if rev is not None else "")
-                )
-    asm.superseded = out
-    return out
-
-
-def _newer(place: tuple[int, int] | None, item: Candidate, other_place: tuple[int, int] | None, other: Candidate) -> bool:
-    """Is `other` a newer version of the object than `item`? The higher numeric revision; else the
-    later place in the history; else the later `observed_at`; else neither is (nothing says which)."""
-    a, b = _numeric(_actual_revision(item)), _numeric(_actual_revision(other))
-    if a is not None and b is not None and a != b:
-        return b > a
-    if place is not None and other_place is not None and place != other_place:
-        return other_place > place
-    seen, other_seen = item.item.observed_at, other.item.observed_at
-    return seen is not None and other_seen is not None and other_seen > seen
-
-
 def required_revision(asm: Assembly, cand: Candidate) -> GateOutcome:
     """An object named in `required_revisions` must be at exactly that revision; so must each of a
     derived item's `source_refs` (seed §6: refs and revisions survive a transform; they are how
     inputs outside the request are judged); a review decision must approve the current
-    article_draft revision and content. A reading of an object another candidate supersedes (a
-    newer reading or a write of the same path, URL, plan, memory or declared object:
-    `supersessions`) is stale, naming the newer item."""
+    article_draft revision and content. A reading of an object that changed after it (a later
+    write, a reading at a higher revision, a later reading that differs where they overlap:
+    `versions.judge`) is stale, naming the event."""
     ref = cand.item.source_ref
     stale = _stale(asm, ref, _actual_revision(cand))
     if stale is not None:
         return stale
-    why = supersessions(asm).get(cand.item_id)
+    why = versions.judge(asm).stale.get(cand.item_id)
     if why is not None:
         return _fail(ExclusionReason.STALE_REVISION, why, refresh="use_the_newest_revision")
     for n, cited in enumerate(cand.item.source_refs or []):

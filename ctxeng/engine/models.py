@@ -1613,6 +1613,17 @@ class ArtifactRefRecord(Frozen):
     item_id: str | None = None
 
 
+class ConflictRecord(Frozen):
+    """Two readings of one object at the same stated revision or commit that differ where they
+    overlap (ctxeng.engine.versions): both are kept, neither is "newer"; the conflict is evidence."""
+
+    object: str = Field(description="the object, in words: \"path 'src/x.py' in repo 'payments-api'\"")
+    revision: str = Field(description="the revision or commit both readings state")
+    item_ids: list[str] = Field(description="the two readings")
+    ranges: list[str] = Field(description="each reading's range: 'lines 120-160', 'the whole', or a part in words")
+    detail: str
+
+
 class CacheRecord(Frozen):
     prefix_hash: str | None = Field(description="sha256 of the stable prefix's text; null when there is none or the assembly is blocked")
     prefix_identity: str | None = Field(
@@ -1692,6 +1703,9 @@ class ContextAssemblyManifest(Frozen):
     artifact_refs: list[ArtifactRefRecord]
     checkpoint_ref: str | None = None
     lifecycle_events: list[LifecycleEventRecord] = Field(default_factory=list, description="the lifetime events this assembly acted on")
+    conflicts: list[ConflictRecord] = Field(
+        default_factory=list, description="readings of one object at the same stated revision that differ where they overlap; both kept"
+    )
     cache: CacheRecord
     stages: list[StageRecord]
 

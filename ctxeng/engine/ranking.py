@@ -6,7 +6,9 @@ never lose ranking. The rest are ordered by the policy's `admission.ranking` fac
 listed, with `item_id` as the final deterministic tie-break. An item loses ranking (`ranking_lost`)
 when it serves none of the current stages, when its relevance is below `admission.min_relevance`,
 or when a higher-ranked eligible item carries the same content hash (a duplicate; a tool result or a
-conversation turn never is one: words repeated in a history are repeated events). Ranking never
+conversation turn never is one: words repeated in a history are repeated events). A reading that a
+later eligible reading of the same object covers, the same where they overlap, is excluded as
+`duplicate` (ctxeng.engine.versions), naming the covering item. Ranking never
 evicts for budget: the budget stage walks this order and keeps going past items that do not fit.
 
 Before any of that, the policy's `retrieval` clause applies to every eligible item, pinned or not: a
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import versions
 from .vocabulary import (
     SOURCE_CATEGORY_TYPES,
     TRUST_RANK,
@@ -205,12 +208,18 @@ def rank(asm: Assembly) -> None:
     floor = asm.policy.admission.min_relevance
     seen_hashes: dict[str, str] = {}
     position = 0
+    alive = {c.item_id for c in eligible}
+    covering = versions.judge(asm).duplicate
     for cand in ordered:
         lost = retrieval_rule(asm, cand) or stage_rule(asm, cand)
         if lost:
             cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, lost, "ranking"))
             continue
         if not cand.pinned:
+            if cand.item_id in covering and asm.versions.duplicate_of[cand.item_id] in alive:
+                # A later reading that holds all of this one, the same where they overlap (ctxeng.engine.versions).
+                cand.exclude(Exclusion(ExclusionReason.DUPLICATE, covering[cand.item_id], "ranking"))
+                continue
             if stage_relevance(asm, cand) == 0.0:
                 cand.exclude(Exclusion(ExclusionReason.RANKING_LOST, f"serves stages {cand.item.stages}, not {asm.request.stage!r}", "ranking"))
                 continue

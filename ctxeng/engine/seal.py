@@ -27,6 +27,7 @@ from .models import (
     AssemblyHeader,
     BudgetRecord,
     CandidateRecord,
+    ConflictRecord,
     ContextAssemblyManifest,
     ExcludedRecord,
     IncludedRecord,
@@ -336,6 +337,7 @@ def seal(
         artifact_refs=_artifact_refs(included),
         checkpoint_ref=req.checkpoint.summary_id if req.checkpoint else None,
         lifecycle_events=list(req.lifecycle_events),
+        conflicts=[ConflictRecord(**c) for c in (asm.versions.conflicts if asm.versions is not None else [])],
         cache=cache,
         stages=[StageRecord(seq=s.seq, stage=s.stage, items_in=s.items_in, items_out=s.items_out, note=s.note) for s in asm.stages],
     )

@@ -20,6 +20,7 @@ class ExclusionReason(StrEnum):
     BUDGET_EVICTED = "budget_evicted"
     SECURITY_REJECTED = "security_rejected"
     TRANSFORM_BLOCKED = "transform_blocked"
+    DUPLICATE = "duplicate"  # a later reading of the same object covers it (ctxeng.engine.versions)
 
 
 class AcquisitionOutcome(StrEnum):

@@ -213,7 +213,7 @@ class Assembly:
     started_ns: int = field(default_factory=time.perf_counter_ns, compare=False)  # tracing only, as StageLog.ended_ns
     scope_problems: dict[str, str | None] = field(default_factory=dict)  # scope -> why it is out of scope, judged once
     required_revisions: dict[str, Any] | None = None  # request.required_revision_map(), read once by the gate
-    superseded: dict[str, str] | None = None  # item_id -> why a newer item of the same object supersedes it, judged once
+    versions: Any = None  # versions.Verdict: the stale, duplicate and conflicting readings, judged once
     fence_tokens: int | None = None  # a block's tag prefix plus footer, counted once (render.fence_tokens)
 
     def alive(self) -> list[Candidate]:

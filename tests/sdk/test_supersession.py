@@ -71,7 +71,8 @@ def test_through_declared_tools_a_read_edited_and_read_again_keeps_only_the_newe
     step = sdk.Session("coding-agent", tools=DECLARED).step(CODING)
     first, edit, second = by_call(step, "r1"), by_call(step, "e1"), by_call(step, "r2")
     assert first["reason"] == "stale_revision"
-    assert second["item_id"] in first["detail"] and "path 'config.py'" in first["detail"]
+    # The event that made it stale is named: the write's item and call (the first change after it).
+    assert edit["item_id"] in first["detail"] and "'e1'" in first["detail"] and "path 'config.py'" in first["detail"]
     assert second in step.manifest["included"] and edit in step.manifest["included"]
     # The stale read's call still has an answer (a pair is never broken), without the old text.
     assert "PORT = 8000" not in payload_text(step) and "PORT = 8080" in payload_text(step)
