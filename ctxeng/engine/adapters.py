@@ -172,7 +172,8 @@ def anthropic_messages(inp: dict[str, Any], model: dict[str, Any]) -> dict[str, 
         "messages": messages,
     }
     if inp["tools"]:
-        payload["tools"] = [{"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in inp["tools"]]
+        payload["tools"] = [{"type": t["type"], "name": t["name"]} if t.get("type") else
+                            {"name": t["name"], "description": t["description"], "input_schema": t["parameters"]} for t in inp["tools"]]
     payload.update(_caller_params(model, "anthropic_messages"))
     return payload
 

@@ -164,12 +164,21 @@ class ToolCall(Frozen):
     turn: Int | None = Field(
         default=None, ge=0, description="the history position of the assistant turn that made the call; null = with the context"
     )
+    caller_call_id: Id | None = Field(
+        default=None, description="the id the agent's own history gives this call, when it reused that id in an earlier turn "
+        "and the SDK named this call apart (`call_id`); the payload carries distinct ids, `step.messages` the caller's"
+    )
 
 
 class ToolDefinition(Frozen):
     name: str = Field(pattern=TOOL_NAME_PATTERN)
     description: str = ""
     parameters: JsonObject = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    type: str | None = Field(
+        default=None, pattern=r"^(text_editor|bash)_[0-9]{8}$",
+        description="an Anthropic client tool's type (text_editor_20250728, bash_20250124): the anthropic_messages adapter "
+        "sends {type, name}; the OpenAI adapters send it as a function with `parameters`",
+    )
 
 
 class LineageNode(Frozen):
@@ -1576,6 +1585,7 @@ class TransformRecord(Frozen):
 
 class ToolPairRecord(Frozen):
     call_id: str
+    caller_call_id: str | None = Field(default=None, description="the caller's own id for a call whose reused id was renamed")
     serialized_call_id: str
     tool_name: str
     canonicalization: str = "tool_name_plus_canonical_json_args/v1"

@@ -36,8 +36,8 @@ The rule (judged once per assembly, over every candidate, before any gate exclud
    and never stale but by a write. Two stated commits have no order the engine can know.
 
 "Later" is the history's order: a tool result stands at its call's assistant turn, another item at
-its turn; then a higher numeric revision; then the later `observed_at`; the order candidates are
-given in never decides.
+its turn, and one turn's calls are concurrent; then a higher numeric revision; then the later turn;
+then the later `observed_at`; the order candidates are given in never decides.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class Reading:
     def range_text(self) -> str:
         if self.lines is not None:
             return "lines " + ",".join(f"{a}-{'' if b is None else b}" if b != a else str(a) for a, b in self.lines)
-        return self.part or "the whole"
+        return self.part or "all of it"
 
 
 @dataclass
@@ -174,14 +174,16 @@ def _place(asm: Assembly, cand: Candidate, calls: dict[str, tuple[int | None, in
 
 def _later(a: Candidate, pa, ra: Reading, b: Candidate, pb, rb: Reading) -> bool | None:
     """Is b's reading of the object after a's? True, False, or None when they are concurrent or
-    nothing orders them: a higher numeric revision, else the later turn (calls of one turn are
-    concurrent; calls without turns by their order), else the later `observed_at`."""
+    nothing orders them: calls of one turn are concurrent; else a higher numeric revision, else the
+    later turn (calls without turns by their order), else the later `observed_at`."""
+    (ta, ca), (tb, cb) = pa, pb
+    if ta is not None and ta == tb:
+        return None  # one assistant turn's calls are concurrent, whatever revisions they state
     na, nb = _numeric(ra.version), _numeric(rb.version)
     if na is not None and nb is not None and na != nb:
         return nb > na
-    (ta, ca), (tb, cb) = pa, pb
     if ta is not None and tb is not None:
-        return None if ta == tb else tb > ta
+        return tb > ta
     if ta is None and tb is None and ca is not None and cb is not None and ca != cb:
         return cb > ca
     seen, other = a.item.observed_at, b.item.observed_at
@@ -362,6 +364,7 @@ def judge(asm: Assembly) -> Verdict:
                 if rb.write:
                     words = f"a write of {ra.label} ({rb.range_text() if not rb.whole else 'any range'})"
                     words += f" by item {b.item_id!r}" + (f" (call {b.item.call_id!r})" if b.item.call_id else "")
+                    words += f" after this item read {ra.range_text()}"
                     newest = _newest(newest, (b, rb, pb, words), a, pa, ra)
                     continue
                 na, nb = _numeric(ra.version), _numeric(rb.version)
@@ -377,12 +380,12 @@ def judge(asm: Assembly) -> Verdict:
                 if relation == "differs":
                     if both_stated:
                         continue  # the same stated version differing: a conflict, recorded above
-                    words = (f"a later reading of {ra.label} (item {b.item_id!r}, {rb.range_text()}) shows it changed: "
-                             f"{words} where it overlaps this item's {ra.range_text()}")
+                    words = (f"{ra.label} changed after this reading: a later reading (item {b.item_id!r}, {rb.range_text()}) "
+                             f"shows {words}" + ("" if ra.whole else f" in this item's {ra.range_text()}"))
                     newest = _newest(newest, (b, rb, pb, words), a, pa, ra)
                 elif relation == "covers" and (ra.part is None or ra.part == rb.part):
-                    cover = (b, rb, pb, f"item {b.item_id!r} read {ra.label} again ({rb.range_text()}) with {words} "
-                                        f"as this item's {ra.range_text()}")
+                    cover = (b, rb, pb, f"a later reading of {ra.label} (item {b.item_id!r}, {rb.range_text()}) holds "
+                                        f"this item's {ra.range_text()} unchanged")
             if newest is not None:
                 stale_events.setdefault(a.item_id, {})[ra] = (newest[0].item_id, newest[3])
             elif cover is not None:

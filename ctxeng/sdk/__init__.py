@@ -8,7 +8,8 @@
 
 The public names are these and nothing else: `Session`, `Step`, `Item`, the builders `code`, `web`,
 `file`, `memory`, `plan`, `summary`, `artifact`, the tool declarations `reads`, `writes`,
-`about` (`Session(tools=...)`), and the errors `SDKError`, `ContextBlocked`.
+`about`, `commands`, `text_editor`, `shell`, `swe_agent` (`Session(tools=...)`) with the `Call`
+their functions receive, and the errors `SDKError`, `ContextBlocked`.
 Framework adapters live in their own modules, each importing its framework only when used:
 `ctxeng.sdk.langchain` (LangChain v1 middleware) and `ctxeng.sdk.openai_agents` (OpenAI Agents
 SDK input filter). The SDK is part of the light install: it imports no Django, Celery or DRF.
@@ -16,10 +17,11 @@ SDK input filter). The SDK is part of the light install: it imports no Django, C
 
 from ._builders import Item, artifact, code, file, memory, plan, summary, web
 from ._session import Session, Step
-from ._tools import about, reads, writes
+from ._tools import Call, about, commands, reads, shell, swe_agent, text_editor, writes
 from .errors import ContextBlocked, SDKError
 
 __all__ = [
+    "Call",
     "ContextBlocked",
     "Item",
     "SDKError",
@@ -28,11 +30,15 @@ __all__ = [
     "about",
     "artifact",
     "code",
+    "commands",
     "file",
     "memory",
     "plan",
     "reads",
+    "shell",
     "summary",
+    "swe_agent",
+    "text_editor",
     "web",
     "writes",
 ]

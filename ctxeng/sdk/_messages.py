@@ -84,7 +84,8 @@ def _text(content: Any, where: str) -> str:
         for j, part in enumerate(content):
             if isinstance(part, str):
                 texts.append(part)
-            elif isinstance(part, dict) and part.get("type") in ("text", "input_text", "output_text"):
+            elif isinstance(part, dict) and (part.get("type") in ("text", "input_text", "output_text")
+                                             or ("type" not in part and isinstance(part.get("text"), str))):
                 texts.append(str(part.get("text", "")))
             else:
                 kind = part.get("type") if isinstance(part, dict) else type(part).__name__
@@ -204,13 +205,18 @@ class MessageItems:
         # and the revision of each object as this history has it (successful declared writes so far).
         self.tools = tools or {}
         self.subject_scope = subject_scope
+        # The number of successful declared writes of each object in this history (`session.revisions`).
         self.revisions: dict[tuple[str, str], int] = {}
+        # What each declared call read or wrote (ctxeng.sdk._tools), judged once per history, in order,
+        # with the state the session's declarations keep while they read it (SWE-agent's open file).
+        self._effects: dict[int, list[Any]] = {}
         # The role a tool result of a source type takes: the session asks its policy (a policy whose
         # default_by_source makes a tool's output trusted_state places it as state); data otherwise.
         self.role_of = role_of or (lambda source_type: "untrusted_data")
         self.candidates: list[dict[str, Any]] = []
         self.tool_calls: list[dict[str, Any]] = []
         self._seen: dict[str, int] = {}
+        self._reused: dict[str, int] = {}  # a call id the history reuses -> how many calls used it so far
 
     def _item_id(self, message: dict[str, Any], role: str, text: str) -> str:
         own = message.get("id")
@@ -224,7 +230,7 @@ class MessageItems:
         total = max(len(messages), 1)
         first_user = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None)
         current = self._newest_test_logs(messages)
-        editing = self._newest_readings(messages)
+        editing = self._declared_effects(messages) if self.tools else set()
         for i, m in enumerate(messages):
             where = f"messages[{i}]"
             role = m.get("role")
@@ -254,10 +260,10 @@ class MessageItems:
                 if text.strip():
                     self._add(m, "assistant", text, kind="assistant_message", source_type="model_output", trust="derived_context",
                               intended_role="derived_context", ref_key="message_id", turn={"index": i, "speaker": "assistant"}, relevance=recency)
-                for j, call in enumerate(m.get("tool_calls") or []):
+                for j, call in enumerate(_tool_calls(m)):
                     self._call(call, i, f"{where}.tool_calls[{j}]", calls_by_id)
             elif role == "tool":
-                self._result(m, where, calls_by_id, recency)
+                self._result(m, where, calls_by_id, recency, i)
             else:
                 raise SDKError(f"{where}.role: {role!r} is not system, developer, user, assistant or tool")
 
@@ -276,30 +282,43 @@ class MessageItems:
                     newest[name] = i
         return set(newest.values())
 
-    def _newest_readings(self, messages: list[dict[str, Any]]) -> set[int]:
-        """Indexes of the newest reading of each object of a kind a declared tool writes
-        (`Session(tools=)`: `read_file` reads and `edit_file` writes `path`): what the agent works on."""
-        written = {d.object_arg for d in self.tools.values() if d.access == "write"}
-        calls: dict[Any, tuple[Any, dict[str, Any]]] = {}
-        newest: dict[tuple[str, str], int] = {}
+    def _declared_effects(self, messages: list[dict[str, Any]]) -> set[int]:
+        """What each declared tool's call read or wrote, in history order (declarations may keep
+        state from call to call), keyed by its result's index; returns the indexes of the newest
+        reading of each object a declared tool can change (`Session(tools=)`: what the agent works
+        on, ranked above other results)."""
+        from ._tools import Call
+
+        state: dict[str, Any] = {}
+        calls: dict[Any, list[tuple[Any, dict[str, Any]]]] = {}
+        newest: dict[Any, int] = {}
+        writable = any(d.writes_objects for d in self.tools.values())
         for i, m in enumerate(messages):
             if m.get("role") == "assistant":
-                for call in m.get("tool_calls") or []:
+                for call in _tool_calls(m):
                     if isinstance(call, dict):
                         function = call.get("function") or {}
-                        try:
-                            args = json.loads(function.get("arguments") or "{}")
-                        except (TypeError, ValueError):
-                            continue  # read() names the bad arguments
-                        calls[call.get("id")] = (function.get("name"), args if isinstance(args, dict) else {})
-            elif m.get("role") == "tool" and m.get("tool_call_id") in calls:
-                name, args = calls[m.get("tool_call_id")]
+                        args = _arguments(function.get("arguments"))
+                        calls.setdefault(call.get("id"), []).append((function.get("name"), args if isinstance(args, dict) else {}))
+            elif m.get("role") == "tool":
+                pending = calls.get(_result_call_id(m))
+                if not pending:
+                    continue  # read() names the unpaired result
+                name, args = pending.pop(0)
                 declared = self.tools.get(name)
-                if declared is not None and declared.access == "read" and declared.object_arg in written \
-                        and m.get("status") in (None, "success"):
-                    obj = declared.object_ref(args)
-                    if obj:
-                        newest[next(iter(obj.items()))] = i
+                if declared is None:
+                    continue
+                status = m.get("status") if m.get("status") in _STATUSES else "success"
+                try:
+                    text = _text(m.get("content"), "content")
+                except SDKError:
+                    continue  # read() names the bad content
+                found = declared.effects(Call(name, args, text, status, state))
+                self._effects[i] = found
+                if writable and status in ("success", "partial"):
+                    for e in found:
+                        if e.access == "read":
+                            newest[e.key] = i
         return set(newest.values())
 
     def _add(self, message: dict[str, Any], role: str, text: str, *, ref_key: str, **fields: Any) -> dict[str, Any]:
@@ -314,8 +333,17 @@ class MessageItems:
         function = call.get("function") or {}
         if not isinstance(call_id, str) or not call_id:
             raise SDKError(f"{where}.id: a tool call needs its id (it pairs the call with its result)")
-        if call_id in calls_by_id:
-            raise SDKError(f"{where}.id: call id {call_id!r} is used twice in the history")
+        caller_id = None
+        earlier = calls_by_id.get(call_id)
+        if earlier is not None:
+            if earlier["turn"] == index or not earlier.get("result_item_id"):
+                # Two calls with one id in one turn, or before the first is answered: no result could say which it answers.
+                raise SDKError(f"{where}.id: call id {call_id!r} is used twice before a result answers the first")
+            # Real agents reuse ids across turns (SWE-agent): the call is paired by position (the
+            # results after it answer it) and named apart in the request; the payload carries a
+            # distinct id and step.messages the caller's (the manifest's tool pair records both).
+            self._reused[call_id] = self._reused.get(call_id, 1) + 1
+            caller_id, call_id = call_id, f"{call_id}#{self._reused[call_id]}"
         raw = function.get("arguments")
         try:
             # Arguments given as a dict are copied: the request must not share the caller's object.
@@ -325,16 +353,21 @@ class MessageItems:
         if not isinstance(arguments, dict):
             raise SDKError(f"{where}.function.arguments: must be a JSON object")
         entry = {"call_id": call_id, "tool_name": function.get("name"), "arguments": arguments, "status": "unknown", "turn": index}
-        calls_by_id[call_id] = entry
+        if caller_id is not None:
+            entry["caller_call_id"] = caller_id
+        calls_by_id[caller_id or call_id] = entry
         self.tool_calls.append(entry)
 
-    def _result(self, message: dict[str, Any], where: str, calls_by_id: dict[str, dict[str, Any]], recency: float) -> None:
-        call_id = message.get("tool_call_id")
+    def _result(self, message: dict[str, Any], where: str, calls_by_id: dict[str, dict[str, Any]], recency: float,
+                index: int) -> None:
+        call_id = _result_call_id(message)
         call = calls_by_id.get(call_id) if isinstance(call_id, str) else None
         if call is None:
-            raise SDKError(f"{where}.tool_call_id: no earlier assistant tool call has id {call_id!r}")
+            field = "tool_call_id" if "tool_call_id" in message or "tool_call_ids" not in message else "tool_call_ids"
+            raise SDKError(f"{where}.{field}: no earlier assistant tool call has id {call_id!r}")
         if call.get("result_item_id"):
             raise SDKError(f"{where}.tool_call_id: call {call_id!r} already has a result")
+        call_id = call["call_id"]  # the request's own id (a reused id named apart)
         text = _text(message.get("content"), f"{where}.content")
         item_id = f"result-{self.digests.digest(call_id)[:16]}"
         source_type = self.tool_sources.get(call["tool_name"], "tool_output")
@@ -343,7 +376,7 @@ class MessageItems:
             ref["artifact_id"] = f"log-{item_id.removeprefix('result-')}"
         elif source_type == "runtime_state":  # state is located by an object id (the call that read it)
             ref["object_id"] = item_id
-        status = message.get("status") if message.get("status") in ("success", "error", "canceled", "partial", "unknown") else "success"
+        status = message.get("status") if message.get("status") in _STATUSES else "success"
         cand = {
             "item_id": item_id,
             "kind": "tool_result",
@@ -357,30 +390,69 @@ class MessageItems:
         }
         declared = self.tools.get(call["tool_name"])
         if declared is not None:
-            self._declared(cand, declared, call["arguments"], status)
+            self._declared(cand, declared, call, text, status, index)
         self.candidates.append(cand)
         call["result_item_id"] = item_id
         call["status"] = status
 
-    def _declared(self, cand: dict[str, Any], declared: Any, arguments: dict[str, Any], status: str) -> None:
-        """A declared tool's result: the object it read (at the revision this history has it) or the
-        revision its successful write made, and the subject's scope (`about`)."""
-        obj = declared.object_ref(arguments)
-        if obj:
-            key = next(iter(obj.items()))
-            if declared.access == "write":
-                if status == "success":  # a failed write changed nothing: its result is only an error
-                    self.revisions[key] = self.revisions.get(key, 0) + 1
-                    cand["source_ref"].update(obj, revision=self.revisions[key], access="write")
-                    cand["revision"] = self.revisions[key]
-            elif status in ("success", "partial"):
-                cand["source_ref"].update(obj, revision=self.revisions.get(key, 0))
-                cand["revision"] = self.revisions.get(key, 0)
-        subject = declared.subject(arguments)
+    def _declared(self, cand: dict[str, Any], declared: Any, call: dict[str, Any], text: str, status: str, index: int) -> None:
+        """A declared tool's result: the objects it read (with their parts) or wrote, and the subject's
+        scope (`about`). A failed call reads and writes nothing (its result is only an error)."""
+        from ._tools import Call
+
+        found = self._effects.get(index, [])
+        if status not in ("success", "partial"):
+            found = []
+        elif status == "partial":
+            found = [e for e in found if e.access == "read"]
+        for e in found:
+            if e.access == "write":
+                self.revisions[e.key[0]] = self.revisions.get(e.key[0], 0) + 1
+        if len(found) == 1:
+            cand["source_ref"].update(found[0].source_ref())
+        elif found:
+            cand["source_ref"]["objects"] = [e.source_ref() | {"access": e.access} for e in found]
+        subject = declared.subject(Call(call["tool_name"], call["arguments"], text, status))
         if subject is not None:
             scope = declared.scope or self.subject_scope
             if scope is not None:
                 cand["scope"] = scope(subject)
+
+
+_STATUSES = ("success", "error", "canceled", "partial", "unknown")
+
+
+def _tool_calls(message: dict[str, Any]) -> list[Any]:
+    calls = message.get("tool_calls")
+    return calls if isinstance(calls, list) else []
+
+
+def _result_call_id(message: dict[str, Any]) -> Any:
+    """The call a tool message answers: `tool_call_id`, or SWE-agent's one-element `tool_call_ids`."""
+    if "tool_call_id" in message or "tool_call_ids" not in message:
+        return message.get("tool_call_id")
+    ids = message.get("tool_call_ids")
+    if isinstance(ids, str):  # SWE-agent trajectories may store the list as its repr
+        ids = [p.strip(" '\"") for p in ids.strip("[]").split(",") if p.strip(" '\"")]
+    return ids[0] if isinstance(ids, list) and len(ids) == 1 else None
+
+
+def _arguments(raw: Any) -> Any:
+    try:
+        return json.loads(raw) if isinstance(raw, str) and raw.strip() else (raw or {})
+    except ValueError:
+        return {}
+
+
+_CLIENT_TOOL = re.compile(r"^(text_editor|bash)_[0-9]{8}$")
+_STR = {"type": "string"}
+_CLIENT_TOOL_SCHEMAS = {
+    "text_editor": {"type": "object", "properties": {
+        "command": {"type": "string", "enum": ["view", "create", "str_replace", "insert", "undo_edit"]}, "path": _STR,
+        "view_range": {"type": "array", "items": {"type": "integer"}}, "file_text": _STR, "old_str": _STR, "new_str": _STR,
+        "insert_line": {"type": "integer"}, "insert_text": _STR}, "required": ["command", "path"]},
+    "bash": {"type": "object", "properties": {"command": _STR, "restart": {"type": "boolean"}}},
+}
 
 
 def tool_definitions(tools: Any) -> list[dict[str, Any]]:
@@ -390,6 +462,11 @@ def tool_definitions(tools: Any) -> list[dict[str, Any]]:
         if not isinstance(tool, dict):
             raise SDKError(f"tools[{i}]: expected a tool dict (OpenAI, Anthropic or {{name, description, parameters}})")
         kind = tool.get("type")
+        if isinstance(kind, str) and _CLIENT_TOOL.match(kind) and tool.get("name"):
+            # Anthropic's client tools (the text editor, bash) run in the agent: their schema is Anthropic's.
+            out.append({"name": tool["name"], "description": "", "type": kind,
+                        "parameters": _CLIENT_TOOL_SCHEMAS[kind.rsplit("_", 1)[0]]})
+            continue
         if kind not in (None, "function") and not (kind == "custom" and "input_schema" in tool):
             # A provider built-in ({"type": "web_search"}, Anthropic's {"type": "web_search_20250305",
             # "name": ...}) runs on the provider's side: it is not a function the engine can define.
@@ -408,7 +485,7 @@ def tool_definitions(tools: Any) -> list[dict[str, Any]]:
 
 def restore_call_ids(payload: dict[str, Any], manifest: dict[str, Any]) -> dict[str, Any]:
     """A copy of the payload with each serialized call id replaced by the caller's own."""
-    back = {p["serialized_call_id"]: p["call_id"] for p in manifest.get("tool_pairs", [])}
+    back = {p["serialized_call_id"]: p.get("caller_call_id") or p["call_id"] for p in manifest.get("tool_pairs", [])}
     out = copy.deepcopy(payload)
     for item in out.get("input", []):  # Responses: function_call and function_call_output items
         if item.get("type") in ("function_call", "function_call_output"):

@@ -18,6 +18,7 @@ from __future__ import annotations
 import copy
 import time
 import uuid
+import warnings
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -238,7 +239,7 @@ class Session:
                  model: Any = "gpt-4o", adapter: str | None = None, principal: dict[str, Any] | None = None,
                  scope: str | None = None, producer: str | None = None, artifacts: Any = None,
                  stage: str = DEFAULT_STAGE, tool_sources: dict[str, str] | None = None, tools: dict[str, Any] | None = None,
-                 timeout: float = 120.0) -> None:
+                 check_tools: str = "error", timeout: float = 120.0) -> None:
         if url is not None and not token:
             raise SDKError("token: required with url= (an agent token: manage.py issue_token)")
         if url is None and principal is None:
@@ -269,7 +270,12 @@ class Session:
         self._artifacts = _artifact_store(artifacts)
         self.tool_sources = dict(tool_sources or {})
         self.tools = _tools.declarations(tools)
-        self.revisions: dict[str, int] = {}  # "<field>=<value>" -> the newest revision of each declared object seen
+        if check_tools not in ("error", "warn"):
+            raise SDKError(f"check_tools: expected 'error' or 'warn', got {check_tools!r}")
+        self.check_tools = check_tools
+        self._checked_tools: set[str] = set()  # declared tools whose arguments the step's schema confirmed
+        self._typed: dict[str, Any] = {}  # Anthropic client tools declared by their type (text editor, bash)
+        self.revisions: dict[str, int] = {}  # "<field>=<value>" -> successful declared writes of each object in the history
         self._client = None
         if url is not None:
             from ..client import Client
@@ -289,7 +295,19 @@ class Session:
         """The assembly request `step` would submit (and the detected format), without assembling."""
         fmt = format or _messages.detect_format(messages, system=system)
         neutral = _messages.to_neutral(messages, fmt, system=system)
-        built = _messages.MessageItems(self.tool_sources, self._result_role, self.tools, self._subject_scope, self._digests)
+        definitions = _messages.tool_definitions(tools)
+        if self.tools and tools is not None:
+            for problem in _tools.check_against(self.tools, definitions, warn_missing=self.check_tools == "warn",
+                                                checked=self._checked_tools):
+                warnings.warn(problem, stacklevel=3)
+        declared = self.tools
+        typed = [d for d in definitions if d.get("type") and d["name"] not in self.tools]
+        if typed:  # Anthropic's text editor and bash tools are declared by their type, unless the caller declared them
+            for d in typed:
+                if d["name"] not in self._typed:
+                    self._typed[d["name"]] = _tools.text_editor() if d["type"].startswith("text_editor") else _tools.shell()
+            declared = {**{d["name"]: self._typed[d["name"]] for d in typed}, **self.tools}
+        built = _messages.MessageItems(self.tool_sources, self._result_role, declared, self._subject_scope, self._digests)
         built.read(neutral)
         self.revisions.update({f"{k}={v}": n for (k, v), n in built.revisions.items()})
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -316,7 +334,7 @@ class Session:
             "model": self.model,
             "adapter": self.adapter,
             "tool_calls": built.tool_calls,
-            "tools": _messages.tool_definitions(tools),
+            "tools": definitions,
             "candidates": candidates,
         }
         if params:

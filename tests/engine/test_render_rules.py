@@ -132,7 +132,7 @@ def test_framing_holds_back_the_notice_two_tokens_per_control_item_the_placehold
 
 
 def test_tool_definitions_are_sorted_by_name_and_a_tool_the_request_did_not_define_gets_an_empty_one():
-    defined = SimpleNamespace(name="b_tool", model_dump=lambda mode: {"name": "b_tool", "description": "reads", "parameters": {"type": "object"}})
+    defined = SimpleNamespace(name="b_tool", model_dump=lambda mode, exclude_none: {"name": "b_tool", "description": "reads", "parameters": {"type": "object"}})
     asm = SimpleNamespace(request=SimpleNamespace(tools=[defined]))
     defs = _tool_definitions(asm, [{"tool_name": "c_tool"}, {"tool_name": "a_tool"}, {"tool_name": "b_tool"}])
     assert [d["name"] for d in defs] == ["a_tool", "b_tool", "c_tool"]

@@ -76,14 +76,31 @@ def built_in(kind: str) -> dict[str, Any]:
     return {"type": kind, "name": kind.split("_20")[0]}
 
 
+# Anthropic's client tools (the text editor, bash) run in the agent, like a function: they are offered by their type.
+CLIENT_TOOLS = sorted(k for k in kinds(ToolUnionParam) if k.startswith(("text_editor_", "bash_")))
 BUILT_INS = sorted({("openai_chat", k) for k in kinds(ChatCompletionToolUnionParam) - {"function"}}
                    | {("openai_responses", k) for k in kinds(ResponsesToolParam) - {"function"}}
-                   | {("anthropic_messages", k) for k in kinds(ToolUnionParam) - {"custom"}})
+                   | {("anthropic_messages", k) for k in kinds(ToolUnionParam) - {"custom", *CLIENT_TOOLS}})
 
 
 def test_the_built_in_table_reaches_every_providers_built_ins():
     names = {k for _, k in BUILT_INS}
-    assert {"custom", "web_search", "file_search", "code_interpreter", "mcp", "web_search_20250305", "bash_20250124"} <= names
+    assert {"custom", "web_search", "file_search", "code_interpreter", "mcp", "web_search_20250305"} <= names
+    assert {"bash_20250124", "text_editor_20250728"} <= set(CLIENT_TOOLS) and not names & set(CLIENT_TOOLS)
+
+
+@pytest.mark.parametrize("kind", CLIENT_TOOLS)
+def test_an_anthropic_client_tool_is_offered_by_its_type_and_declared_by_it(kind):
+    name = "str_replace_based_edit_tool" if kind.startswith("text_editor") else "bash"
+    step = session("anthropic_messages").step(HISTORY, tools=[FUNCTIONS[2][1], {"type": kind, "name": name}]).raise_for_status()
+    assert {"type": kind, "name": name} in step.kwargs["tools"]
+    # Without a declaration of its own, the tool's type declares it: the editor's views and the shell's reads are readings.
+    edit = {"command": "view", "path": "/r/a.py"} if kind.startswith("text_editor") else {"command": "cat /r/a.py"}
+    history = [*HISTORY, {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": name, "input": edit}]},
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "A = 1"}]}]
+    step = session("anthropic_messages").step(history, tools=[{"type": kind, "name": name}], system="Be brief.")
+    result = next(r for r in step.manifest["included"] if r["item_id"] == step.manifest["tool_pairs"][0]["result_item_id"])
+    assert result["source_ref"]["path"] == "/r/a.py"
 
 
 @pytest.mark.parametrize("adapter, kind", BUILT_INS)
