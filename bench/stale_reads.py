@@ -270,25 +270,40 @@ def replay_last_call(messages: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def per_step(messages: list[dict[str, Any]], labels: dict[str, Any]) -> dict[str, Any]:
-    """Replay every model call of one run (one session, history up to that call). A call's result
-    excluded at step k and included again at a later step is a contradiction."""
+    """Replay every model call of one run (one session, history up to that call) and look for
+    contradictions between the steps' decisions (`contradictions`)."""
     session = new_session()
-    calls = {r["call_id"] for r in labels["reads"]} | {w["call_id"] for w in labels["writes"]}
-    first_excluded: dict[str, tuple[int, str]] = {}
-    contradictions = []
+    known = {r["call_id"] for r in labels["reads"]} | {w["call_id"] for w in labels["writes"]} | set(result_texts(messages))
     steps = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
-    for k, idx in enumerate(steps):
+    decisions = []
+    for idx in steps:
         manifest = session.step(messages[:idx], tools=[BASH_TOOL]).manifest
-        item_call = call_of_item(manifest, calls | set(result_texts(messages)))
-        out = {item_call[e["item_id"]]: e for e in manifest.get("excluded") or [] if e.get("item_id") in item_call}
-        for item, cid in item_call.items():
-            e = out.get(cid)
-            if e is not None and (e.get("reason") in (STALE, DUPLICATE)):
-                first_excluded.setdefault(cid, (k, e.get("detail") or ""))
-            elif e is None and cid in first_excluded:
-                k0, detail = first_excluded.pop(cid)
-                contradictions.append({"call_id": cid, "excluded_at_step": k0, "included_at_step": k, "detail": detail})
-    return {"run_steps": len(steps), "contradictions": contradictions}
+        decisions.append(step_decisions(manifest, known))
+    return {"run_steps": len(steps), "contradictions": contradictions(decisions)}
+
+
+def step_decisions(manifest: dict[str, Any], known_calls: Iterable[str] = ()) -> dict[str, str | None]:
+    """call_id -> the exclusion reason of its result at this step (None: included)."""
+    item_call = call_of_item(manifest, known_calls)
+    out: dict[str, str | None] = dict.fromkeys(item_call.values())
+    for e in manifest.get("excluded") or []:
+        if e.get("item_id") in item_call:
+            out[item_call[e["item_id"]]] = e.get("reason")
+    return out
+
+
+def contradictions(decisions: list[dict[str, str | None]]) -> list[dict[str, Any]]:
+    """Results excluded as stale (or duplicate) at step k and included again at a later step: a
+    reading once stale stays stale (a write is never undone), so this is a bug."""
+    found = []
+    excluded_at: dict[str, int] = {}
+    for k, step in enumerate(decisions):
+        for cid, reason in step.items():
+            if reason in (STALE, DUPLICATE):
+                excluded_at.setdefault(cid, k)
+            elif reason is None and cid in excluded_at:
+                found.append({"call_id": cid, "excluded_at_step": excluded_at.pop(cid), "included_at_step": k})
+    return found
 
 
 # ---------------------------------------------------------------------------- report
