@@ -261,6 +261,8 @@ def score(labels: dict[str, Any], manifest: dict[str, Any], texts: dict[str, str
 def new_session():
     from ctxeng import sdk
 
+    if not hasattr(sdk, "shell"):
+        raise HarnessError("ctxeng.sdk has no shell() declaration yet (the shell-command parser has not landed)")
     return sdk.Session("coding-agent", model="gpt-4o", tools={"bash": sdk.shell("command", cwd="/testbed")})
 
 
