@@ -179,6 +179,32 @@ def test_a_write_in_the_same_turn_as_a_read_leaves_the_read():
     assert {"read", "edit"} <= included(result)
 
 
+# ENGINE BUG (found by this test, kept failing on purpose): calls of one assistant turn are
+# concurrent (rule 3), but when the two items also state numeric revisions the engine orders them
+# by revision and makes the read stale ("stale: a write of path 'config.py' (any range) by item
+# 'edit' (call 'c2')"). The SDK's declared tools state such revisions (the count of earlier
+# writes), so a read and an edit made in one turn lose the read there too.
+def test_a_write_in_the_same_turn_as_a_read_leaves_the_read_even_when_both_state_numeric_revisions():
+    cands = [
+        reading("read", "c1", "DEBUG = True\n", path="config.py", revision=0),
+        write("edit", "c2", "edited config.py", path="config.py", revision=1),
+    ]
+    result = assemble(cands, [call("c1", "read", 2), call("c2", "edit", 2, "edit_file", path="config.py")])
+    assert {"read", "edit"} <= included(result), excluded(result).get("read", {}).get("detail")
+
+
+# ENGINE BUG (found by this test, kept failing on purpose): two readings of one turn are never
+# versions of each other (rule 3), yet at revisions 1 and 2 the first is excluded ("stale: a
+# reading of path 'config.py' at revision '2' (item 'b'); this item read revision '1'").
+def test_parallel_reads_of_one_turn_at_different_numeric_revisions_never_supersede_each_other():
+    cands = [
+        reading("a", "c1", "DEBUG = True\n", path="config.py", revision=1),
+        reading("b", "c2", "DEBUG = False\n", path="config.py", revision=2),
+    ]
+    result = assemble(cands, [call("c1", "a", 2), call("c2", "b", 2)])
+    assert {"a", "b"} <= included(result), excluded(result).get("a", {}).get("detail")
+
+
 def test_two_readings_at_the_same_stated_commit_that_differ_are_both_kept_and_recorded_as_a_conflict():
     cands = [
         reading("one", "c1", numbered(10, "q = 1", "r = 2"), repo="pi", path="src/a.py", commit="abc1234", lines="10-11"),
