@@ -352,3 +352,72 @@ def test_items_without_a_turn_are_ordered_by_observed_at_not_by_the_candidate_or
         result = assemble(cands, [])
         assert excluded(result)["older"]["reason"] == "stale_revision"
         assert "newer" in included(result)
+
+
+def test_a_later_reading_failing_its_integrity_gate_supersedes_nothing():
+    tampered = reading("later", "c2", "DEBUG = False\n", path="config.py") | {"content_hash": "sha256:" + "0" * 64}
+    result = assemble([reading("early", "c1", "DEBUG = True\n", path="config.py"), tampered],
+                      [call("c1", "early", 2), call("c2", "later", 4)])
+    assert excluded(result)["later"]["reason"] != "stale_revision"
+    assert "early" in included(result)
+
+
+def test_a_write_is_never_stale_even_after_a_later_write():
+    result = assemble([write("w1", "c1", "edited", path="a.py"), write("w2", "c2", "edited again", path="a.py")],
+                      [call("c1", "w1", 2, "edit_file"), call("c2", "w2", 4, "edit_file")])
+    assert {"w1", "w2"} <= included(result)
+
+
+def test_a_write_named_in_an_objects_list_makes_an_earlier_reading_of_that_object_stale():
+    shell = tool_result("sh", "c3", "done", source_ref={"objects": [{"access": "write", "path": "a.py"}, {"path": "b.py"}]})
+    cands = [reading("ra", "c1", "A = 1\n", path="a.py"), reading("rc", "c2", "C = 1\n", path="c.py"), shell]
+    result = assemble(cands, [call("c1", "ra", 2), call("c2", "rc", 2), call("c3", "sh", 4, "bash")])
+    assert excluded(result)["ra"]["reason"] == "stale_revision" and "'sh'" in excluded(result)["ra"]["detail"]
+    assert {"rc", "sh"} <= included(result)
+
+
+def test_line_ranges_in_every_spelling_cover_what_they_name():
+    many = numbered(1, *[f"l{i}" for i in range(1, 21)]) + numbered(40, *[f"l{i}" for i in range(40, 51)])
+    to_end = numbered(120, *[f"l{i}" for i in range(120, 141)])
+    cands = [
+        reading("in-gap", "c1", numbered(30, "X", "Y"), path="a.py", lines="30-31"),      # 30-31: not in 1-20,40-50
+        reading("in-list", "c2", numbered(41, "l41", "l42"), path="a.py", lines="41-42"),
+        reading("one", "c3", numbered(5, "l5"), path="a.py", lines="5"),
+        reading("in-open", "c4", numbered(130, "l130", "l131"), path="a.py", lines="130-131"),
+        reading("list", "c5", many, path="a.py", lines="1-20,40-50"),
+        reading("to-end", "c6", to_end, path="a.py", lines="120-"),
+    ]
+    calls = [call("c1", "in-gap", 2), call("c2", "in-list", 4), call("c3", "one", 6), call("c4", "in-open", 8),
+             call("c5", "list", 10), call("c6", "to-end", 12)]
+    result = assemble(cands, calls)
+    out = {k: v["reason"] for k, v in excluded(result).items()}
+    assert out == {"in-list": "duplicate", "one": "duplicate", "in-open": "duplicate"}
+    assert "'list'" in excluded(result)["in-list"]["detail"] and "'to-end'" in excluded(result)["in-open"]["detail"]
+
+
+def test_two_stated_commits_have_no_order_so_neither_reading_is_stale_nor_a_conflict():
+    cands = [
+        reading("a", "c1", numbered(5, "x = 1"), repo="pi", path="a.py", commit="aaaa111", lines="5"),
+        reading("b", "c2", numbered(5, "x = 2"), repo="pi", path="a.py", commit="bbbb222", lines="5"),
+    ]
+    result = assemble(cands, [call("c1", "a", 2), call("c2", "b", 4)])
+    assert {"a", "b"} <= included(result)
+    assert manifest(result)["conflicts"] == []
+
+
+def test_pages_memories_artifacts_and_declared_objects_are_named_by_their_own_identity():
+    cands = [
+        reading("u1", "c1", "v1", url="https://x.org/a"), reading("u2", "c2", "v2", url="https://x.org/a"),
+        reading("u3", "c3", "v3", url="https://x.org/b"),
+        reading("m1", "c4", "likes tea", memory_id="pref"), reading("m2", "c5", "likes coffee", memory_id="pref"),
+        reading("m3", "c6", "x", memory_id="other"),
+        reading("d1", "c7", "open", object="ticket_id=7"), reading("d2", "c8", "closed", object="ticket_id=7"),
+        reading("d3", "c9", "open", object="ticket_id=8"),
+        reading("p1", "c10", "plan v1", artifact_id="plan", revision=1), reading("p2", "c11", "plan v2", artifact_id="plan", revision=2),
+        reading("p3", "c12", "other plan", artifact_id="plan-b", revision=1),
+    ]
+    calls = [call(f"c{i}", c["item_id"], 2 * i) for i, c in enumerate(cands, 1)]
+    result = assemble(cands, calls)
+    out = {k: v["reason"] for k, v in excluded(result).items()}
+    assert out == {"u1": "stale_revision", "m1": "stale_revision", "d1": "stale_revision", "p1": "stale_revision"}
+    assert {"u2", "u3", "m2", "m3", "d2", "d3", "p2", "p3"} <= included(result)
