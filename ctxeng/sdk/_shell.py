@@ -66,6 +66,7 @@ def _effects(command: str, cwd: str | None) -> tuple[Effect, ...]:
         state = _State(cwd=posixpath.normpath(cwd) if cwd else None)
         out: list[Effect] = []
         tokens = _lex(command)
+        state.words = {t.span: t.value for t in tokens if t.span and t.text not in ("<<", "<<-")}
         try:
             trees = bashlex.parse(_unquote_delimiters(command, tokens))
         except Exception:  # bashlex raises its own errors, NotImplementedError, and worse
@@ -89,6 +90,9 @@ class _State:
     cwd: str | None  # None: the caller's unknown directory (relative paths stay relative)
     dead: bool = False  # after `exit`: nothing later runs
     scripts: dict[str, str] = field(default_factory=dict)  # heredoc-written files, for `python F`
+    # our lexer's value of the word at each (start, end): bashlex unquotes some words unlike bash
+    # (it drops the backslash of "a\|b"), so a word it shares with ours takes our value
+    words: dict[tuple[int, int], str | None] = field(default_factory=dict)
 
     def path(self, word: str | None) -> str | None:
         """The file a word names, or None when it names none we can tell."""
@@ -106,7 +110,7 @@ class _State:
         return path
 
     def copy(self) -> _State:
-        return _State(self.cwd, self.dead, dict(self.scripts))
+        return _State(self.cwd, self.dead, dict(self.scripts), self.words)
 
 
 class _Redir(NamedTuple):
@@ -137,7 +141,7 @@ class _Tok(NamedTuple):
     text: str  # a word's raw text, an operator
     value: str | None = None  # a word's unquoted literal value (None: it expands)
     redir: _Redir | None = None
-    span: tuple[int, int] | None = None  # a heredoc delimiter's raw extent in the command
+    span: tuple[int, int] | None = None  # a word's or heredoc delimiter's extent in the command
 
 
 _OPS = ("&>>", "<<<", "<<-", "&&", "||", ";;", "|&", "&>", ">>", ">|", ">&", "<<", "<&", "<>",
@@ -179,7 +183,7 @@ def _lex(text: str) -> list[_Tok]:
                 op = next(o for o in _OPS if text.startswith(o, i))
                 i = _redirection(text, i + len(op), int(raw), op, toks, pending)
             else:
-                toks.append(_Tok("word", raw, value))
+                toks.append(_Tok("word", raw, value, span=(start, i)))
     for k in pending:  # bash reads a heredoc left open to the end of the command
         _heredoc_body(text, n, toks, k)
     return toks
@@ -198,7 +202,8 @@ def _redirection(text: str, i: int, fd: int | None, op: str, toks: list[_Tok], p
         toks.append(_Tok("redir", op, delimiter, _Redir(fd, op, None), span=(start, i)))
         pending.append(len(toks) - 1)
     else:
-        toks.append(_Tok("redir", op, value, _Redir(fd, op, value, value + "\n" if op == "<<<" and value is not None else None)))
+        body = value + "\n" if op == "<<<" and value is not None else None
+        toks.append(_Tok("redir", op, value, _Redir(fd, op, value, body), span=(start, i)))
     return i
 
 
@@ -307,7 +312,7 @@ def _unquote_delimiters(command: str, tokens: list[_Tok]) -> str:
     strip the quotes and so never finds the end of `<<'EOF'`); same length, so positions hold."""
     chars = list(command)
     for tok in tokens:
-        if tok.span is not None and tok.value != command[tok.span[0]:tok.span[1]]:
+        if tok.text in ("<<", "<<-") and tok.value != command[tok.span[0]:tok.span[1]]:
             start, end = tok.span
             chars[start:end] = list(tok.value.ljust(end - start))
     return "".join(chars)
@@ -376,7 +381,7 @@ def _walk(node, state: _State, out: list[Effect], maybe: bool, shown: bool) -> N
             else:
                 _walk(part, state, out, current, shown)
     elif kind in ("pipeline", "command", "compound"):
-        stages = [_stage(p) for p in (node.parts if kind == "pipeline" else [node])
+        stages = [_stage(p, state) for p in (node.parts if kind == "pipeline" else [node])
                   if p.kind not in ("pipe", "reservedword")]
         if not maybe and not state.dead:
             _pipeline(stages, state, out, shown)
@@ -386,15 +391,15 @@ def _walk(node, state: _State, out: list[Effect], maybe: bool, shown: bool) -> N
         state.cwd = _LOST
 
 
-def _stage(node) -> _Cmd | _Compound:
+def _stage(node, state: _State) -> _Cmd | _Compound:
     if node.kind == "command":
         words: list[str | None] = []
         redirs: list[_Redir] = []
         for part in node.parts:
             if part.kind == "word" or part.kind == "assignment" and words:
-                words.append(_value(part))
+                words.append(state.words.get(part.pos, _value(part)))
             elif part.kind == "redirect":
-                redirs.append(_redirect(part))
+                redirs.append(_redirect(part, state))
             elif part.kind != "assignment":  # VAR=x before the name only sets its environment
                 words.append(None)
         return _Cmd(tuple(words), tuple(redirs))
@@ -405,12 +410,14 @@ def _value(word) -> str | None:
     return None if getattr(word, "parts", None) else word.word
 
 
-def _redirect(node) -> _Redir:
+def _redirect(node, state: _State) -> _Redir:
     target = node.output
     if isinstance(target, int):
         value: str | None = str(target)
+    elif target is not None and target.kind == "word":
+        value = state.words.get(target.pos, _value(target))
     else:
-        value = _value(target) if target is not None and target.kind == "word" else None
+        value = None
     body = None
     heredoc = getattr(node, "heredoc", None)
     if heredoc is not None:
@@ -423,7 +430,7 @@ def _redirect(node) -> _Redir:
 
 def _compound(node, state: _State, out: list[Effect], shown: bool) -> None:
     """A subshell, group or loop; `shown` when its output reaches the command's output."""
-    redirs = tuple(_redirect(r) for r in getattr(node, "redirects", None) or ())
+    redirs = tuple(_redirect(r, state) for r in getattr(node, "redirects", None) or ())
     _redirect_writes(redirs, state, out)
     shown = shown and not _stdout_redirected(redirs)
     if node.kind == "compound":
@@ -440,7 +447,7 @@ def _compound(node, state: _State, out: list[Effect], shown: bool) -> None:
     words = [p.word if p.kind == "reservedword" else None for p in parts]
     if node.kind == "for" and words[2:3] == ["in"] and "do" in words:
         listed = parts[3:words.index("do")]
-        runs = any(p.kind == "word" and _value(p) is not None for p in listed)
+        runs = any(p.kind == "word" and state.words.get(p.pos, _value(p)) is not None for p in listed)
         _loop_body(parts[words.index("do") + 1:-1], state, out, shown, maybe=not runs)
     elif node.kind in ("while", "until") and "do" in words:
         for part in parts[1:words.index("do")]:
@@ -891,7 +898,7 @@ def _grep(args, state, out, stdin) -> _Role:
         return None, None
     names = {o for o, _ in options}
     matching = "not matching" if names & {"-v", "--invert-match"} else "matching"
-    words = f"lines {matching} " + " or ".join(repr(p) for p in patterns)
+    words = f"lines {matching} " + " or ".join(f"'{p}'" for p in patterns)
     if names & {"-A", "-B", "-C", "--after-context", "--before-context", "--context"}:
         words += " with context"
     limit = next((v for o, v in options if o in ("-m", "--max-count")), None)
