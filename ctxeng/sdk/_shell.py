@@ -509,6 +509,10 @@ def _pipeline(stages: list[_Cmd | _Compound], state: _State, out: list[Effect], 
             state.dead = True
             continue
         stdin = _stdin_body(stage, stages[index - 1] if index else None)
+        inputs = [r for r in stage.redirs if r.op in ("<", "<&", "<>", "<<", "<<-", "<<<") and r.fd in (None, 0)]
+        if inputs:  # stdin comes from the redirection, not the pipe: `head -5 < x.py` shows x.py
+            path = state.path(inputs[-1].target) if inputs[-1].op == "<" else None
+            pending = [(path, _WHOLE)] if path is not None else []
         reads, filt = _command(stage, state, out, stdin)
         if reads is not None:
             pending = reads

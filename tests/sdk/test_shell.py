@@ -137,6 +137,12 @@ def test_variables_and_substitutions_claim_nothing():
 def test_stdin_and_devices_claim_nothing():
     assert effects("cat - < x.py") == []
     assert effects("cat /dev/urandom | head -c 10") == []
+    assert effects("cat x.py | cat <<'EOF'\nhello\nEOF") == []
+
+
+def test_a_file_redirected_into_a_filter_is_read():
+    assert effects("head -n 5 < x.py") == [read("x.py", "1-5")]
+    assert effects("cat < x.py | grep -n foo") == [read("x.py", part="lines matching 'foo'")]
 
 
 def test_running_programs_claims_nothing():
