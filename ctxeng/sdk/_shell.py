@@ -74,8 +74,7 @@ def _effects(command: str, cwd: str | None) -> tuple[Effect, ...]:
         else:
             for tree in trees:
                 _walk(tree, state, out, maybe=False, shown=True)
-        seen: set[Effect] = set()
-        return tuple(e for e in out if not (e in seen or seen.add(e)))
+        return tuple(dict.fromkeys(out))  # each claim once, in command order
     except Exception:  # never raise: what we cannot read claims nothing
         return ()
 
@@ -97,8 +96,8 @@ class _State:
     def path(self, word: str | None) -> str | None:
         """The file a word names, or None when it names none we can tell."""
         if (not word or word == "-" or word.startswith("~") or word.endswith("/")
-                or any(c in word for c in "*?[$`\n\0") or ("{" in word and "}" in word)):
-            return None  # a glob, an expansion, stdin, a directory
+                or any(c in "*?[$`" or c < " " for c in word) or ("{" in word and "}" in word)):
+            return None  # a glob, an expansion, stdin, a directory, control characters
         if not word.startswith("/"):
             if self.cwd == _LOST:
                 return None
