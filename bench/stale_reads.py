@@ -214,7 +214,7 @@ def score(labels: dict[str, Any], manifest: dict[str, Any], texts: dict[str, str
             missed.append({"call_id": cid, "message_index": r["message_index"], "path": r["path"], "lines": r.get("lines"),
                            "stale_by": r["stale_by"], "stale_by_how": w.get("how"), "ctxeng": decision(cid)})
 
-    false_stale, duplicates, unnamed_claimed = [], [], []
+    false_stale, duplicates, unnamed_claimed, unlabelled_written = [], [], [], []
     for cid, e in excluded_by_call.items():
         reason = e.get("reason")
         dup_claim = _is_duplicate_claim(e)
@@ -234,6 +234,15 @@ def score(labels: dict[str, Any], manifest: dict[str, Any], texts: dict[str, str
                 continue
         if reason == "ranking_lost" and cid not in reads_by_call:
             continue  # the ranking's twin rule on a non-reading (e.g. two identical pip warnings): not this rule's
+        if cid not in reads_by_call and reason == STALE:
+            # Not a reading by the labels (an empty grep of a named file: "no match" in a version the
+            # agent then changed); still not false if the write it names is a labelled, successful
+            # write of a path the detail names.
+            named = [w for wid, w in writes.items() if f"'{wid}'" in (e.get("detail") or "")
+                     and not w.get("failed") and f"'{w['path']}'" in (e.get("detail") or "")]
+            if named:
+                unlabelled_written.append({**entry, "write": named[0]["path"]})
+                continue
         false_stale.append(entry)
 
     n_stale = len(stale_calls)
@@ -250,6 +259,7 @@ def score(labels: dict[str, Any], manifest: dict[str, Any], texts: dict[str, str
         "duplicates_verified": sum(1 for d in duplicates if d["verified"]),
         "unnamed": len(unnamed),
         "unnamed_claimed": unnamed_claimed,
+        "unlabelled_stale_by_a_labelled_write": unlabelled_written,
         "goal_false_stale": not false_stale,
         "goal_missed": (n_stale - len(excluded)) <= MISSED_GOAL * n_stale,
     }
@@ -351,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
         for m in s["missed"]:
             print(f"missed  {run} {m['call_id']} (message {m['message_index']}) {m['path']} lines {m['lines']}: "
                   f"written by {m['stale_by']} ({m['stale_by_how']}); ctxeng: {m['ctxeng']}")
+        for u in s.get("unlabelled_stale_by_a_labelled_write", []):
+            print(f"stale, not a labelled reading, by a labelled write  {run} {u['call_id']}: {u['detail']}")
         for f in s["false_stale"]:
             print(f"false stale  {run} {f['call_id']} {f['reads'] or 'not a labelled reading'}: {f['reason']}: {f['detail']}")
         for d in s["duplicates"]:

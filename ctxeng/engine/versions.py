@@ -78,6 +78,8 @@ class Reading:
 
     def range_text(self) -> str:
         if self.lines is not None:
+            if len(self.lines) == 1 and self.lines[0][0] == self.lines[0][1]:
+                return f"line {self.lines[0][0]}"
             return "lines " + ",".join(f"{a}-{'' if b is None else b}" if b != a else str(a) for a, b in self.lines)
         return self.part or "all of it"
 

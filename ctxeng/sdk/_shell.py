@@ -49,34 +49,47 @@ class Effect:
     part: str | None = None  # a part whose line numbers the command does not tell, in words
 
 
-def effects(command: str, *, cwd: str | None = None, returncode: int | None = None) -> list[Effect]:
+def effects(command: str, *, cwd: str | None = None, returncode: int | None = None,
+            scripts: dict[str, str] | None = None) -> list[Effect]:
     """The files `command` reads and writes, in command order, each (access, path) at most once
-    per distinct part. A non-zero `returncode` drops the writes: we cannot tell whether they ran."""
+    per distinct part. A non-zero `returncode` drops the writes: we cannot tell whether they ran.
+    `scripts`: the files earlier commands wrote with a heredoc (path -> text), so that `python F`
+    writes what F opens for writing; the scripts this command writes are added to it."""
     if not isinstance(command, str) or (cwd is not None and not isinstance(cwd, str)):
         return []
-    found = _effects(command, cwd)
+    found, written = _effects(command, cwd, tuple(sorted((scripts or {}).items())) if scripts and "python" in command else ())
+    if scripts is not None and not returncode:
+        scripts.update(written)
     if returncode:
         return [e for e in found if e.access != "write"]
     return list(found)
 
 
 @functools.lru_cache(maxsize=4096)
-def _effects(command: str, cwd: str | None) -> tuple[Effect, ...]:
+def _effects(command: str, cwd: str | None, known: tuple[tuple[str, str], ...] = ()
+             ) -> tuple[tuple[Effect, ...], tuple[tuple[str, str], ...]]:
     try:
-        state = _State(cwd=posixpath.normpath(cwd) if cwd else None)
-        out: list[Effect] = []
-        tokens = _lex(command)
-        state.words = {t.span: t.value for t in tokens if t.span and t.text not in ("<<", "<<-")}
-        try:
-            trees = bashlex.parse(_unquote_delimiters(command, tokens))
-        except Exception:  # bashlex raises its own errors, NotImplementedError, and worse
-            _walk_tokens(tokens, state, out)
-        else:
-            for tree in trees:
-                _walk(tree, state, out, maybe=False, shown=True)
-        return tuple(dict.fromkeys(out))  # each claim once, in command order
+        return _read_command(command, cwd, dict(known))
     except Exception:  # never raise: what we cannot read claims nothing
-        return ()
+        return (), ()
+
+
+def _read_command(command: str, cwd: str | None, known: dict[str, str]
+                  ) -> tuple[tuple[Effect, ...], tuple[tuple[str, str], ...]]:
+    """(the effects, the scripts this command wrote with a heredoc that `known` did not hold)."""
+    state = _State(cwd=posixpath.normpath(cwd) if cwd else None, scripts=dict(known))
+    out: list[Effect] = []
+    tokens = _lex(command)
+    state.words = {t.span: t.value for t in tokens if t.span and t.text not in ("<<", "<<-")}
+    try:
+        trees = bashlex.parse(_unquote_delimiters(command, tokens))
+    except Exception:  # bashlex raises its own errors, NotImplementedError, and worse
+        _walk_tokens(tokens, state, out)
+    else:
+        for tree in trees:
+            _walk(tree, state, out, maybe=False, shown=True)
+    written = tuple((k, v) for k, v in state.scripts.items() if known.get(k) != v)
+    return tuple(dict.fromkeys(out)), written  # each claim once, in command order
 
 
 # --- the state a command runs in ------------------------------------------------------------

@@ -437,7 +437,9 @@ class Shell(Declaration):
         cwd = call.state.get("cwd") or self.cwd
         returncode = _returncode(call)
         out = []
-        for e in _shell.effects(command, cwd=cwd, returncode=returncode):
+        # Scripts an earlier command wrote with a heredoc: a later `python fix.py` writes what they open.
+        scripts = call.state.setdefault("shell_scripts", {})
+        for e in _shell.effects(command, cwd=cwd, returncode=returncode, scripts=scripts):
             out.append(Effect(e.access, (("path", e.path),), e.lines, e.part))
         return out
 
