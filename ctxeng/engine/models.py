@@ -1585,7 +1585,9 @@ class TransformRecord(Frozen):
 
 class ToolPairRecord(Frozen):
     call_id: str
-    caller_call_id: str | None = Field(default=None, description="the caller's own id for a call whose reused id was renamed")
+    caller_call_id: str | None = Field(
+        default=None, description="the id the agent's history gives the call: `call_id`, unless the SDK named a reused id apart"
+    )
     serialized_call_id: str
     tool_name: str
     canonicalization: str = "tool_name_plus_canonical_json_args/v1"

@@ -238,7 +238,7 @@ def _tool_pair_records(asm: Assembly) -> list[ToolPairRecord]:
         out.append(
             ToolPairRecord(
                 call_id=pair.call.call_id,
-                caller_call_id=pair.call.caller_call_id,
+                caller_call_id=pair.call.caller_call_id or pair.call.call_id,
                 serialized_call_id=pair.serialized_call_id,
                 tool_name=pair.call.tool_name,
                 canonical_argument_hash=pair.canonical_argument_hash,

@@ -94,6 +94,7 @@ class Declaration:
     the declaration reads (checked against the tool's schema)."""
 
     about: _About | None = None
+    optional = False  # one of a toolkit's declarations (sdk.swe_agent()): an agent may offer only some of them
 
     def effects(self, call: Call) -> list[Effect]:
         return []
@@ -550,7 +551,8 @@ def swe_agent(cwd: str = "/testbed") -> dict[str, Declaration]:
     `str_replace_editor` is the text editor. Relative paths resolve against the directory the
     observations report (`cwd` until one does)."""
     state = _SweState(cwd)
-    return {
+    editor = text_editor()
+    tools: dict[str, Declaration] = {
         "open": _SweTool(state, "window", "path"),
         "goto": _SweTool(state, "window"),
         "scroll_up": _SweTool(state, "window"),
@@ -559,8 +561,11 @@ def swe_agent(cwd: str = "/testbed") -> dict[str, Declaration]:
         "insert": _SweTool(state, "write"),
         "create": _SweTool(state, "create", "filename"),
         "bash": _SweShell(state),
-        "str_replace_editor": text_editor(),
+        "str_replace_editor": editor,
     }
+    for decl in tools.values():
+        decl.optional = True  # SWE-agent configurations offer different subsets of these tools
+    return tools
 
 
 # --------------------------------------------------------------------------- checking
@@ -590,6 +595,8 @@ def check_against(declared: dict[str, Declaration], definitions: list[dict[str, 
     warnings: list[str] = []
     for name, decl in declared.items():
         spec = by_name.get(name)
+        if spec is None and decl.optional:
+            continue
         if spec is None:
             problem = (f"tools.{name}: declared in Session(tools=...) but not among this step's tools "
                        f"({', '.join(by_name) or 'none'})")
