@@ -32,6 +32,7 @@ import functools
 import posixpath
 import re
 import shlex
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NamedTuple
@@ -82,6 +83,8 @@ def _read_command(command: str, cwd: str | None, known: dict[str, str]
     tokens = _lex(command)
     state.words = {t.span: t.value for t in tokens if t.span and t.text not in ("<<", "<<-")}
     try:
+        if any(_unclosed_brace(t.text) for t in tokens if t.span):
+            raise _Unparsed("bashlex 0.18 loops forever on a word with `${` and no `}`")
         trees = bashlex.parse(_unquote_delimiters(command, tokens))
     except Exception:  # bashlex raises its own errors, NotImplementedError, and worse
         _walk_tokens(tokens, state, out)
@@ -317,6 +320,11 @@ def _expansion(text: str, i: int) -> int:
         return end + 1
     m = re.match(r"[A-Za-z_][A-Za-z0-9_]*|[0-9@*#?$!-]", text[i + 1:])
     return i + 1 + (m.end() if m else 0)
+
+
+def _unclosed_brace(raw: str) -> bool:
+    start = raw.rfind("${")
+    return start >= 0 and "}" not in raw[start:]
 
 
 def _unquote_delimiters(command: str, tokens: list[_Tok]) -> str:
@@ -1088,7 +1096,9 @@ def _python(args: list[str | None], state: _State, out: list[Effect], stdin: str
 def _script_writes(source: str) -> list[str]:
     """Literal paths a script opens for writing: `open(P, "w")`, `Path(P).write_text(...)`."""
     try:
-        tree = ast.parse(source)
+        with warnings.catch_warnings():  # a script's own SyntaxWarnings are not ours to print
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return []
     nodes = list(ast.walk(tree))

@@ -359,6 +359,11 @@ def test_malformed_input_claims_nothing_and_never_raises():
     assert effects(None) == []  # type: ignore[arg-type]
 
 
+def test_a_word_that_makes_bashlex_loop_forever_is_read_without_it():
+    # bashlex 0.18 never returns on `${` without its `}` in a word of mixed quoting
+    assert effects("cat '${x'b && cat a.py") == [read("a.py")]
+
+
 def test_a_sed_with_an_unbalanced_quote_from_a_real_trace_claims_nothing():
     # bash itself refused it (the run's returncode was 2)
     command = r"cd /testbed && sed -i '935a\    # if it doesn\'t match the cached object\'s pk.' base.py"
