@@ -21,8 +21,9 @@ bashlex rejects the most common agent form, a quoted heredoc delimiter (`<<'EOF'
 bash-isms (`$((...))`, `[[ ... ]]`, `case`); so a small quote-aware lexer of our own runs first: it
 finds heredoc bodies (and rewrites their delimiters unquoted, in place, for bashlex), and when
 bashlex still fails its tokens, unquoted by `shlex`, are read as flat and-or lists of pipelines,
-claiming nothing from the first compound construct on. A command our lexer cannot read (an
-unterminated quote: bash itself refuses it) claims nothing.
+claiming nothing from the first compound construct on (also used for the one input found to make
+bashlex loop forever: `${` without its `}`). A command our lexer cannot read (an unterminated
+quote: bash itself refuses it) claims nothing.
 """
 
 from __future__ import annotations
