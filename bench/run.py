@@ -1,5 +1,5 @@
 """`make bench` (`python -m bench.run [--quick] [--only 1,2]`): the five benchmarks of issue 5,
-issue 14's database growth (6) and issue 37's payload figures (8).
+issue 14's database growth (6), issue 37's payload figures (8) and issue 48's step on real traces (9).
 
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
@@ -33,6 +33,8 @@ SECTIONS = (
     ("7", "7 quality", "bench.quality.run"),
     # What the model sees (issue 37): tokens vs raw, cache-eligible share, step vs trim_messages, import.
     ("8", "8 payload", "bench.payload"),
+    # The step on real agent histories beside trim_messages, fresh-process costs (issue 48).
+    ("9", "9 real traces", "bench.step_traces"),
 )
 
 
@@ -60,7 +62,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
-    parser.add_argument("--only", default="1,2,3,4,5,6,8", help="comma-separated section numbers (7, context quality: make bench-quality)")
+    parser.add_argument("--only", default="1,2,3,4,5,6,8,9", help="comma-separated section numbers (7, context quality: make bench-quality)")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(","))
     started = time.monotonic()

@@ -90,19 +90,18 @@ def limits_table_rows() -> list[str]:
 
 
 def json_depth(value: Any) -> int:
-    """Nesting depth of a parsed JSON value: a scalar is 0, `{}` and `[]` are 1."""
-    deepest, stack = 0, [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if isinstance(node, dict):
-            children = node.values()
-        elif isinstance(node, list):
-            children = node
-        else:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
+    """Nesting depth of a parsed JSON value: a scalar is 0, `{}` and `[]` are 1.
+
+    Level by level, keeping only the containers: every request validates each candidate's
+    source_ref and each call's arguments at every step, and nearly all of them are flat."""
+    depth, level = 0, [value] if isinstance(value, (dict, list)) else []
+    while level:
+        depth += 1
+        deeper: list[Any] = []
+        for node in level:
+            deeper += [c for c in (node.values() if isinstance(node, dict) else node) if isinstance(c, (dict, list))]
+        level = deeper
+    return depth
 
 
 def _bounded_depth(value: Any) -> Any:

