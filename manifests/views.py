@@ -15,7 +15,6 @@ later pages of tool pairs and transforms load on demand with their region.
 from __future__ import annotations
 
 import re
-
 from datetime import date
 from types import SimpleNamespace
 from typing import Any
