@@ -14,6 +14,7 @@ later pages of tool pairs and transforms load on demand with their region.
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from types import SimpleNamespace
 from typing import Any
@@ -510,12 +511,38 @@ def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, An
     tokens = record.get("tokens")
     share = round(100 * tokens / part["used"]) if tokens and part.get("used") else None
     pair = next((p for p in parts.get("tool_pairs") or [] if p.get("result_item_id") == item_id), None)
+    made_by, ranges = _made_by(record) if decision == "excluded" else ([], [])
+    if made_by:
+        if manifest.sections is not None:
+            rows = {**rows, **sel.item_rows_by_id(manifest.pk, set(made_by) - set(rows))}
+        else:
+            rows = {**rows, **{r["item_id"]: {"item_id": r["item_id"], "decision": d, "reason": r.get("reason") or r.get("admission_reason"), "record": r}
+                               for d in ("included", "excluded") for r in sections.get(d) or [] if r.get("item_id") in made_by}}
     return {
         "item_id": item_id, "row": found, "record": record, "decision": decision, "partition": partition, "part": part,
         "tokens": tokens, "share": share, "transforms": transforms, "lineage": _item_lineage(item_id, record, transforms, rows),
         "excerpts_on_demand": manifest.sections is not None,
         "pair": pair, "in_payload": ready and decision == "included",
+        "made_by": [{"item_id": i, "item": rows.get(i)} for i in made_by], "ranges": ranges,
     }
+
+
+# The items a stale or duplicate detail names (`by item 'result-8b5c'`, `item 'x' read ... again`),
+# and the ranges it states (`(lines 1-200)`, `(any range)`, `this item's lines 1-80`).
+_NAMED_ITEM = re.compile(r"\bitems? (?:'([^']+)'|\"([^\"]+)\")")
+_RANGE = re.compile(r"\((lines [0-9,\- ]+|any range|the whole)[,)]|this item's (lines [0-9,\-]+|the whole)")
+
+
+def _made_by(record: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """For a stale or duplicate exclusion: the items its detail names as what made it so, and the
+    ranges it states (the engine writes both into the detail; the manifest has no other field)."""
+    if record.get("reason") not in ("stale_revision", "duplicate"):
+        return [], []
+    detail = str(record.get("detail") or "")
+    own = record.get("item_id")
+    ids = [a or b for a, b in _NAMED_ITEM.findall(detail)]
+    ranges = [a or b for a, b in _RANGE.findall(detail)]
+    return list(dict.fromkeys(i for i in ids if i != own)), list(dict.fromkeys(ranges))
 
 
 @require_GET

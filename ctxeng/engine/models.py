@@ -1043,6 +1043,7 @@ POLICY_TRANSFORMS = (
     TransformType.EXCERPT,
     TransformType.SUMMARIZE,
     TransformType.DECISION_COMPRESS,
+    TransformType.ELIDE_SUPERSEDED,
 )
 
 
@@ -1577,7 +1578,7 @@ class TransformRecord(Frozen):
     status: Literal["applied", "verified", "blocked"]
     before_excerpt: str = ""
     after_excerpt: str = ""
-    trigger: str | None = Field(default=None, description="what made it run: over_source_limit, over_partition, or supplied (a supplied summary verified)")
+    trigger: str | None = Field(default=None, description="what made it run: over_source_limit, over_partition, superseded_write (a later write of the same object), or supplied (a supplied summary verified)")
     negative_findings: NegativeFindingsCheck | None = Field(
         default=None, description="a summary under transforms.preserve conflicts_and_negative_findings: which statements were judged, and how"
     )

@@ -21,6 +21,7 @@ from . import (
     acquisition,
     budget,
     checks,
+    elision,
     estimators,
     gates,
     loading,
@@ -207,6 +208,8 @@ def assemble(
     # Unresolved calls (no result, or a result a gate or source limit excluded) are settled once,
     # here, before budgeting, so a call's synthetic result (or its omission) is what the budget counts.
     structure.resolve_unresolved(asm)
+    # A superseded write's long arguments are elided before the budget, which counts the call as sent.
+    elision.elide_superseded_writes(asm)
     asm.log("source_limits", n)
 
     # Whether a supplied summary may enter at all is an admission question: decided before the

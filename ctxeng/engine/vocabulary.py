@@ -208,6 +208,9 @@ class TransformType(StrEnum):
     EXCERPT = "excerpt"
     SUMMARIZE = "summarize"
     DECISION_COMPRESS = "decision_compress"
+    # A superseded write's call arguments (the old plan text, the old file body) elided in the
+    # payload, naming the later write (ctxeng.engine.elision; issue 47).
+    ELIDE_SUPERSEDED = "elide_superseded"
     # Not a context-shaping transform a policy chooses: security_policy_compliance redacts
     # credential-like spans under `secret_material: deny_or_redact`, and records it like one.
     REDACT = "redact"

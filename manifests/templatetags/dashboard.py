@@ -73,8 +73,8 @@ _GOOD = {"ready", "passed", "retrieved", "included", "success", "applied", "veri
          "hit", "isolated_as_data", "fenced_as_state", "confirmed_by_policy", "eligible"}
 _BAD = {"blocked", "failed", "excluded", "retrieval_failed", "error", "transform_blocked", "security_rejected",
         "permission_denied", "hard_gate_rejected", "unresolved"}
-_WARN = {"not_retrieved", "queued", "running", "partial", "draft", "stale_revision", "expired", "unverifiable",
-         "budget_evicted", "ranking_lost", "duplicate", "diagnostic_only", "miss", "canceled", "unknown", "bypassed", "redacted",
+_WARN = {"not_retrieved", "queued", "running", "partial", "draft", "stale_revision", "duplicate", "expired", "unverifiable",
+         "budget_evicted", "ranking_lost", "diagnostic_only", "miss", "canceled", "unknown", "bypassed", "redacted",
          "not_evaluated"}
 
 

@@ -182,3 +182,53 @@ def test_a_blocked_assemblys_cache_prefix_reads_absent_not_none(owner_client, ex
     assert "— (absent: no payload was produced)" in row and "None" not in row and "<code title=" not in row
     ready = _get(owner_client, f"/assemblies/{example['ready'].id}/").split("<dt>stable prefix</dt>", 1)[1].split("</dd>", 1)[0]
     assert '<code title="sha256:' in ready and "absent" not in ready
+
+
+def _reread_request() -> dict:
+    """The worked example with three more calls, in this order: a read of `notes/a.md` lines 1-3, a
+    read of lines 1-5 showing the same three lines (the first read is a duplicate of it), and a read
+    of `notes/b.md` that a later write of it makes stale."""
+    import copy
+
+    from ctxeng.engine.hashing import sha256_text
+
+    data = copy.deepcopy(example_json("request.json"))
+    template = _candidate("result-call-a")
+    numbered = "".join(f"{n:>6}\tline {n} of a\n" for n in range(1, 6))
+
+    def result(item_id: str, call_id: str, text: str, ref: dict) -> None:
+        data["candidates"].append({**copy.deepcopy(template), "item_id": item_id, "call_id": call_id, "content": text,
+                                   "content_hash": sha256_text(text), "source_ref": ref})
+        data["tool_calls"].append({"call_id": call_id, "tool_name": "read_source", "arguments": {"path": ref["path"]},
+                                   "status": "success", "result_item_id": item_id})
+
+    result("result-dup-1", "dup-1", "".join(numbered.splitlines(keepends=True)[:3]), {"path": "notes/a.md", "lines": "1-3"})
+    result("result-dup-2", "dup-2", numbered, {"path": "notes/a.md", "lines": "1-5"})
+    result("result-old-b", "old-b", "b before\n", {"path": "notes/b.md"})
+    result("result-write-b", "write-b", "wrote notes/b.md\n", {"path": "notes/b.md", "access": "write"})
+    data["step_id"] = "step-rereads"
+    return data
+
+
+@pytest.fixture
+def rereads(example):
+    from .conftest import run_job
+
+    return run_job(example["owner"], _reread_request(), "rereads")
+
+
+def test_a_duplicate_reading_links_the_item_that_covers_it_with_both_ranges(owner_client, rereads):
+    body = _inspector(_get(owner_client, f"/assemblies/{rereads.id}/?item=result-dup-1"))
+    text = html.unescape(re.sub(r"<[^>]+>", "", body))
+    assert "Excluded as duplicate" in text
+    assert re.search(r'covered by <a href="[^"]*item=result-dup-2[^"]*"><code>result-dup-2</code></a>', body)
+    assert "lines 1-5" in text and "lines 1-3" in text
+    assert 'class="badge warn reason">duplicate' in body
+
+
+def test_a_reading_made_stale_by_a_write_links_the_write(owner_client, rereads):
+    body = _inspector(_get(owner_client, f"/assemblies/{rereads.id}/?item=result-old-b"))
+    text = html.unescape(re.sub(r"<[^>]+>", "", body))
+    assert "Excluded as stale_revision" in text
+    assert re.search(r'made stale by <a href="[^"]*item=result-write-b[^"]*"><code>result-write-b</code></a>', body)
+    assert "any range" in text

@@ -61,3 +61,15 @@ def test_why_searches_the_decisions_detail_text(owner_client, example):
 def test_an_outsider_finds_nothing_of_another_tenant_by_run(outsider_client, example):
     body = outsider_client.get("/why/", {"run": "run-42"}).content.decode()
     assert "0 decisions in 0 groups" in body and "?item=plan-42-r4" not in body
+
+
+def test_why_lists_duplicate_as_a_reason_and_filters_by_it(owner_client, example):
+    from .conftest import run_job
+    from .test_inspector import _reread_request
+
+    run_job(example["owner"], _reread_request(), "rereads")
+    body = owner_client.get("/why/", {"reason": "duplicate", "decision": "excluded"}).content.decode()
+    assert '<option value="duplicate" selected>duplicate</option>' in body
+    rows = _groups(body)
+    assert {re.search(r"<code>([^<]+)</code>", row).group(1) for row in rows} == {"result-dup-1"}
+    assert 'class="badge warn">duplicate' in rows[0]
