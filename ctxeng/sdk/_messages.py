@@ -25,6 +25,7 @@ import copy
 import hashlib
 import json
 import re
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -198,8 +199,10 @@ class MessageItems:
 
     def __init__(self, tool_sources: dict[str, str] | None = None, role_of: Callable[[str], str] | None = None,
                  tools: dict[str, Any] | None = None, subject_scope: Callable[[Any], str] | None = None,
-                 digests: Digests | None = None) -> None:
+                 digests: Digests | None = None, warned: set[tuple[str, str]] | None = None) -> None:
         self.tool_sources = tool_sources or {}
+        # (tool, argument) pairs already warned about: a declared argument a call did not give
+        self.warned = warned if warned is not None else set()
         self.digests = digests or Digests()
         # Session(tools=...): which object each declared tool reads or writes (ctxeng.sdk._tools),
         # and the revision of each object as this history has it (successful declared writes so far).
@@ -315,11 +318,21 @@ class MessageItems:
                     continue  # read() names the bad content
                 found = declared.effects(Call(name, args, text, status, state))
                 self._effects[i] = found
+                self._warn_missing(name, declared, args)
                 if writable and status in ("success", "partial"):
                     for e in found:
                         if e.access == "read":
                             newest[e.key] = i
         return set(newest.values())
+
+    def _warn_missing(self, name: Any, declared: Any, args: dict[str, Any]) -> None:
+        """A declared argument a call does not give names no object: the call claims nothing. Said once
+        per tool and argument, since it usually means the declaration names the wrong argument."""
+        for arg in getattr(declared, "names", ()):
+            if arg not in args and (str(name), arg) not in self.warned:
+                self.warned.add((str(name), arg))
+                warnings.warn(f"tools.{name}: a call gave no argument {arg!r}, which its declaration names (it gave: "
+                              f"{', '.join(args) or 'none'}); the call reads or writes nothing", stacklevel=4)
 
     def _add(self, message: dict[str, Any], role: str, text: str, *, ref_key: str, **fields: Any) -> dict[str, Any]:
         item_id = self._item_id(message, role, text)

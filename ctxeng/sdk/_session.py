@@ -275,6 +275,7 @@ class Session:
         self.check_tools = check_tools
         self._checked_tools: set[str] = set()  # declared tools whose arguments the step's schema confirmed
         self._typed: dict[str, Any] = {}  # Anthropic client tools declared by their type (text editor, bash)
+        self._warned: set[tuple[str, str]] = set()  # declared arguments a call did not give, warned once
         self.revisions: dict[str, int] = {}  # "<field>=<value>" -> successful declared writes of each object in the history
         self._client = None
         if url is not None:
@@ -307,7 +308,8 @@ class Session:
                 if d["name"] not in self._typed:
                     self._typed[d["name"]] = _tools.text_editor() if d["type"].startswith("text_editor") else _tools.shell()
             declared = {**{d["name"]: self._typed[d["name"]] for d in typed}, **self.tools}
-        built = _messages.MessageItems(self.tool_sources, self._result_role, declared, self._subject_scope, self._digests)
+        built = _messages.MessageItems(self.tool_sources, self._result_role, declared, self._subject_scope, self._digests,
+                                       warned=self._warned)
         built.read(neutral)
         self.revisions.update({f"{k}={v}": n for (k, v), n in built.revisions.items()})
         now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -153,3 +153,13 @@ def test_bad_declarations_name_the_field(tools, field):
 def test_declarations_need_an_argument_name():
     with pytest.raises(sdk.SDKError, match=r"reads\(argument=...\)"):
         sdk.reads("")
+
+
+def test_a_declared_argument_no_call_gives_is_said_once_and_claims_nothing():
+    # The tool's calls name `path`; the declaration says `filename`: without tool schemas to check
+    # against, the first call that lacks the argument says so, once, and nothing is made stale.
+    session = sdk.Session("coding-agent", tools={"read_file": sdk.reads("filename"), "edit_file": sdk.writes("path")})
+    with pytest.warns(UserWarning, match=r"tools\.read_file: a call gave no argument 'filename'.*it gave: path") as seen:
+        step = session.step(CODING)
+    assert len([w for w in seen if "read_file" in str(w.message)]) == 1
+    assert by_call(step, "r1") in step.manifest["included"]
