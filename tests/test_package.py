@@ -122,3 +122,9 @@ def test_a_planted_cross_layer_import_breaks_an_import_contract_that_names_it(tm
     assert broken.returncode != 0
     assert "ctxeng.engine.planted -> django" in broken.stdout, broken.stdout
     assert "policies.planted -> manifests" in broken.stdout, broken.stdout
+
+
+def test_no_merge_leftover_is_tracked():
+    done = subprocess.run(["git", "ls-files", "*.orig", "*.rej", "*.BACKUP.*", "*.LOCAL.*", "*.REMOTE.*"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and not done.stdout.split(), done.stdout
