@@ -86,16 +86,30 @@ def test_the_documentation_site_builds_in_strict_mode(tmp_path):
     from ctxeng.engine.models import ContextPolicy
 
     site = tmp_path / "site"
-    policy_page = (site / "reference" / "policy" / "index.html").read_text()
+    policy_page = (site / "reference" / "policy.html").read_text()
     missing = [f for f in ContextPolicy.model_fields if f"<code>{f}</code>" not in policy_page]
     assert not missing, f"policy reference lacks top-level fields {missing}"
-    cli_page = (site / "cli" / "index.html").read_text()
+    cli_page = (site / "cli.html").read_text()
     assert all(command in cli_page for command in ("validate-policy", "--manifest-out", "policy init"))
     import yaml
 
-    api_page = (site / "api" / "index.html").read_text()
+    api_page = (site / "api.html").read_text()
     paths = yaml.safe_load((REPO / "docs" / "openapi.yaml").read_text())["paths"]
     assert not [path for path in paths if path not in api_page], "REST reference lacks operations"
+    # It opens from disk: page links are files, search runs from file://, no font from the network.
+    index = (site / "index.html").read_text()
+    assert 'href="sdk.html"' in index and (site / "sdk.html").exists()
+    assert (site / "search" / "search_index.js").exists()  # the offline plugin's index, read without fetch()
+    fetched = [str(p.relative_to(site)) for p in site.rglob("*.html") if "fonts.googleapis" in p.read_text()]
+    assert not fetched, fetched
+
+
+def test_make_docs_installs_only_the_docs_extra():
+    makefile = (REPO / "Makefile").read_text()
+    target = re.search(r"^docs: (.+)$", makefile, flags=re.M).group(1).strip()
+    recipe = re.search(rf"^{re.escape(target)}:.*\n((?:\t.*\n)+)", makefile, flags=re.M).group(1)
+    installs = re.findall(r"pip install -q -e '([^']+)'", recipe)
+    assert installs == [".[docs]"], installs
 
 
 def test_a_planted_cross_layer_import_breaks_an_import_contract_that_names_it(tmp_path):
