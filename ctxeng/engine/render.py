@@ -554,7 +554,9 @@ def framing_tokens(asm: Assembly, inp: dict[str, Any], included: list[Candidate]
 
 
 def _tool_definitions(asm: Assembly, pairs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The request's tools in the caller's order (the bytes the caller's own call would send), then
+    an empty definition for each tool a call uses that the request did not define, in call order."""
     defs = {t.name: t.model_dump(mode="json", exclude_none=True) for t in asm.request.tools}
     for p in pairs:
         defs.setdefault(p["tool_name"], {"name": p["tool_name"], "description": "", "parameters": {"type": "object", "properties": {}}})
-    return [defs[name] for name in sorted(defs)]
+    return list(defs.values())

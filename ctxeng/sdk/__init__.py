@@ -7,7 +7,8 @@
     step.report_usage(response)
 
 The public names are these and nothing else: `Session`, `Step`, `Item`, the builders `code`, `web`,
-`file`, `memory`, `plan`, `summary`, `artifact`, the tool declarations `reads`, `writes`,
+`file`, `memory`, `plan`, `summary`, `artifact`, the task's state parts `goal`, `hard_constraints`,
+`repository_manifest`, `current_stage`, `open_items` (a policy may require them), the tool declarations `reads`, `writes`,
 `about`, `commands`, `text_editor`, `shell`, `swe_agent` (`Session(tools=...)`) with the `Call`
 their functions receive, and the errors `SDKError`, `ContextBlocked`.
 Framework adapters live in their own modules, each importing its framework only when used:
@@ -15,7 +16,21 @@ Framework adapters live in their own modules, each importing its framework only 
 SDK input filter). The SDK is part of the light install: it imports no Django, Celery or DRF.
 """
 
-from ._builders import Item, artifact, code, file, memory, plan, summary, web
+from ._builders import (
+    Item,
+    artifact,
+    code,
+    current_stage,
+    file,
+    goal,
+    hard_constraints,
+    memory,
+    open_items,
+    plan,
+    repository_manifest,
+    summary,
+    web,
+)
 from ._session import Session, Step
 from ._tools import Call, about, commands, reads, shell, swe_agent, text_editor, writes
 from .errors import ContextBlocked, SDKError
@@ -31,10 +46,15 @@ __all__ = [
     "artifact",
     "code",
     "commands",
+    "current_stage",
     "file",
+    "goal",
+    "hard_constraints",
     "memory",
+    "open_items",
     "plan",
     "reads",
+    "repository_manifest",
     "shell",
     "summary",
     "swe_agent",

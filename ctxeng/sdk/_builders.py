@@ -17,11 +17,24 @@ partitions), and any further candidate field by name (`relevance=0.9`, `stages=[
 | plan(text, plan_id, revision) | plan | editable_project_file | untrusted_data | {artifact_id, revision} |
 | summary(text, inputs) | summary | model_summary | derived_context | {summary_id} |
 | artifact(artifact_id, revision, kind, content_hash, writer) | (its kind) | artifact | untrusted_data | {artifact_id, revision} |
+
+The task's state parts, which a policy may hold resident (`resident.include`: a step without one
+is blocked; the research-agent starter requires all five). The first three are the task as the
+user stated it (`user_request`, `task_intent`), the last two the runtime's state of it
+(`runtime_state`, `state`); each is located by its own id (`source_ref.object_id`), one per kind,
+so each step's new text replaces the last:
+
+| goal(text) | goal | user_request | task_intent | {object_id: goal} |
+| hard_constraints(text or [rules]) | hard_constraints | user_request | task_intent | {object_id: hard-constraints} |
+| repository_manifest({repo: commit}) | required_repository_manifest | user_request | task_intent | {object_id: required-repo-manifest} |
+| current_stage(text) | current_stage | runtime_state | state | {object_id: current-stage} |
+| open_items({id: text} or [text]) | open_items_summary | runtime_state | state | {object_id: open-items} |
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -182,3 +195,82 @@ def artifact(artifact_id: str, revision: int | str, *, kind: str | None = None, 
                  intended_role="untrusted_data", artifact_ref={"artifact_id": artifact_id, "revision": revision},
                  content_hash=content_hash, source_ref={"artifact_id": artifact_id, "revision": revision}, revision=revision,
                  producer=writer)
+
+
+# --------------------------------------------------------------------------- the task's state parts
+
+# The builder that provides each state part a policy may hold resident (ContextBlocked names it).
+STATE_BUILDERS = {
+    "goal": "sdk.goal(text)",
+    "hard_constraints": "sdk.hard_constraints([rule, ...])",
+    "required_repository_manifest": "sdk.repository_manifest({repo: commit})",
+    "current_stage": "sdk.current_stage(text)",
+    "open_items_summary": "sdk.open_items({item_id: text})",
+}
+
+
+def _part(builder: str, extra: dict[str, Any], text: str, *, kind: str, item_id: str, state: bool) -> Item:
+    if not text.strip():
+        raise SDKError(f"{builder}(...): required: the text is empty")
+    source_type, role = ("runtime_state", "state") if state else ("user_request", "task_intent")
+    return _item(builder, extra, item_id=item_id, kind=kind, source_type=source_type, intended_role=role, content=text,
+                 content_hash=content_hash(text), source_ref={"object_id": item_id})
+
+
+def goal(text: str, *, item_id: str = "goal", **extra: Any) -> Item:
+    """What the task is for, as the user stated it. A policy that requires a goal and gets none
+    takes the first user message's text (`Session.request`)."""
+    return _part("goal", extra, _text("goal", text), kind="goal", item_id=item_id, state=False)
+
+
+def hard_constraints(rules: str | list[str], *, item_id: str = "hard-constraints", **extra: Any) -> Item:
+    """The rules every step must keep: a text, or a list of rules numbered `1. ...` one a line."""
+    if isinstance(rules, list):
+        if not rules or not all(isinstance(r, str) and r.strip() for r in rules):
+            raise SDKError("hard_constraints(rules=...): expected a text or a non-empty list of rules (strings)")
+        rules = "\n".join(f"{n}. {r.strip()}" for n, r in enumerate(rules, 1))
+    return _part("hard_constraints", extra, _text("hard_constraints", rules), kind="hard_constraints", item_id=item_id, state=False)
+
+
+def repository_manifest(repositories: dict[str, str], *, item_id: str = "required-repo-manifest", **extra: Any) -> Item:
+    """The repositories the task must read, each at a fixed commit (`{"pi": "53fa77c..."}`), as the
+    worked example's JSON. A branch name moves, so a commit that is not hex is refused."""
+    if not isinstance(repositories, dict) or not repositories:
+        raise SDKError("repository_manifest(repositories=...): expected {repo: commit}, at least one")
+    for repo, commit in repositories.items():
+        if not isinstance(commit, str) or not _COMMIT.match(commit):
+            raise SDKError(f"repository_manifest(repositories=...): {repo}: {commit!r} is not a commit id (hex)")
+    text = json.dumps({"repositories": [{"commit": c, "repo": r} for r, c in repositories.items()]}, sort_keys=True)
+    return _part("repository_manifest", extra, text, kind="required_repository_manifest", item_id=item_id, state=False)
+
+
+def current_stage(text: str, *, item_id: str = "current-stage", **extra: Any) -> Item:
+    """Where the task stands (`"stage: drafting; article_draft revision 2"`). A policy that requires
+    one and gets none takes `stage: <the step's stage>` (`Session.request`)."""
+    return _part("current_stage", extra, _text("current_stage", text), kind="current_stage", item_id=item_id, state=True)
+
+
+def open_items(items: dict[str, str] | list[str], *, item_id: str = "open-items", **extra: Any) -> Item:
+    """What is still open: `{id: text}` (each line `<id> <text>`, the ids in `open_item_ids`), or a
+    list of texts numbered `OI-1`, `OI-2` ...; an empty one says so (`none`), not nothing."""
+    if isinstance(items, list):
+        items = {f"OI-{n}": text for n, text in enumerate(items, 1)}
+    if not isinstance(items, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in items.items()):
+        raise SDKError("open_items(items=...): expected {item_id: text} or a list of texts")
+    text = "\n".join(f"{k} {v}" for k, v in items.items()) or "none"
+    return _part("open_items", {"open_item_ids": list(items), **extra}, text, kind="open_items_summary", item_id=item_id, state=True)
+
+
+def state_defaults(required: list[str], candidates: list[dict[str, Any]], *, stage: str) -> list[Item]:
+    """The state parts a policy requires that the step did not give and the session knows: the goal
+    is the first user message's text, the current stage the step's stage. The others (constraints,
+    repositories, open items) are the caller's to state: the step is blocked naming their builders."""
+    given = {c.get("kind") for c in candidates}
+    out = []
+    if "goal" in required and "goal" not in given:
+        first = next((c for c in candidates if c.get("kind") == "user_message"), None)
+        if first is not None and first["content"].strip():
+            out.append(goal(first["content"]))
+    if "current_stage" in required and "current_stage" not in given:
+        out.append(current_stage(f"stage: {stage}"))
+    return out

@@ -104,6 +104,8 @@ def anthropic_to_openai(messages: list[dict[str, Any]], system: Any = None) -> l
         where = f"messages[{i}]"
         if role not in ("user", "assistant"):
             raise SDKError(f"{where}.role: Anthropic messages are 'user' or 'assistant', not {role!r}")
+        if content is None:  # Anthropic has no turn without content, not even one that only calls tools
+            raise SDKError(_no_content(m, role, where))
         if not isinstance(content, list):
             out.append({"role": role, "content": _text(content, f"{where}.content")})
             continue
@@ -237,6 +239,8 @@ class MessageItems:
         for i, m in enumerate(messages):
             where = f"messages[{i}]"
             role = m.get("role")
+            if m.get("content") is None:
+                _check_content(m, role, where)
             # Newer turns rank higher, so a budget that must drop history drops the oldest first;
             # the first user message (the task as the user stated it) ranks with the newest, and so
             # does the newest test log of each tool (the suite's current failures, until it runs
@@ -433,6 +437,25 @@ class MessageItems:
 
 
 _STATUSES = ("success", "error", "canceled", "partial", "unknown")
+
+
+def _check_content(message: dict[str, Any], role: Any, where: str) -> None:
+    """A message without content is refused, naming what it has instead: a text under a key no
+    provider reads (`text`, `message`) would otherwise be read as empty, and lost without a word.
+    Only an assistant turn that made tool calls may carry no text; extra keys beside `content`
+    (SWE-agent's `thought`, mini-swe-agent's `extra`) are never looked at."""
+    if role == "assistant" and ("content" in message or _tool_calls(message)):
+        return
+    if role not in ("system", "developer", "user", "assistant", "tool"):
+        return  # read() names the role
+    raise SDKError(_no_content(message, role, where))
+
+
+def _no_content(message: dict[str, Any], role: Any, where: str) -> str:
+    if "content" in message:
+        return f"{where}.content: is None; a {role} message needs its text"
+    found = ", ".join(repr(k) for k in message if k != "role") or "no other key"
+    return f"{where}: no 'content' (found {found})"
 
 
 def _tool_calls(message: dict[str, Any]) -> list[Any]:

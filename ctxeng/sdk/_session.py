@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _messages, _tools
-from ._builders import Item
+from ._builders import Item, state_defaults
 from ._models import ADAPTER_BY_PROVIDER, model_spec
 from .errors import ContextBlocked, SDKError
 
@@ -320,6 +320,9 @@ class Session:
                                "observed_at": self._seen_at.setdefault(cand["item_id"], now)})
         for i, item in enumerate(items):
             candidates.append(self._extra_item(item, i, now))
+        if self._parsed and self.policy.resident.include:  # the required state parts the session knows (the goal, the stage)
+            for part in state_defaults(self.policy.resident.include, candidates, stage=stage or self.stage):
+                candidates.append(self._extra_item(part, len(candidates), now))
         if self._parsed:
             ref: dict[str, Any] = {"id": self.policy.policy.id, "revision": self.policy.policy.revision}
             if self.remote and self._starter:  # the server's current revision of the starter (an editor may have revised it)

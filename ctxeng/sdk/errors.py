@@ -26,4 +26,9 @@ class ContextBlocked(Exception):
         self.manifest: dict[str, Any] = step.manifest
         self.reason: str | None = step.blocked_reason
         detail = "; ".join(step.manifest["assembly"].get("blocked_detail") or [])
-        super().__init__(f"assembly {step.assembly_id} is blocked: {self.reason}" + (f" ({detail})" if detail else ""))
+        from ._builders import STATE_BUILDERS
+
+        # A missing state part is named with the builder that provides it, given with step(items=[...]).
+        builders = [STATE_BUILDERS[part] for part in step.manifest["assembly"].get("missing") or [] if part in STATE_BUILDERS]
+        hint = f"; give them with session.step(..., items=[{', '.join(builders)}])" if builders else ""
+        super().__init__(f"assembly {step.assembly_id} is blocked: {self.reason}" + (f" ({detail}{hint})" if detail or hint else ""))

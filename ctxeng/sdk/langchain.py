@@ -36,7 +36,7 @@ tool calls, tool messages; a message's `.id` is the dict's `"id"` (the item id c
 across steps); content strings and lists of parts are kept as they are.
 
 `langchain-core` is needed for the conversions, `langchain` (1.1 or later) for the middleware: both
-come with `pip install 'ctxeng-governor[frameworks]'`.
+come with `pip install '.[frameworks]' in a ctxeng checkout`.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ try:
         ToolMessage,
     )
 except ImportError as exc:
-    raise ImportError("ctxeng.sdk.langchain needs langchain-core: pip install 'ctxeng-governor[frameworks]'") from exc
+    raise ImportError("ctxeng.sdk.langchain needs langchain-core: pip install '.[frameworks]' in a ctxeng checkout") from exc
 
 # ContextMiddleware is built on first access (module __getattr__, below).
 __all__ = ["ContextMiddleware", "from_openai_messages", "to_openai_messages"]  # noqa: F822
@@ -186,7 +186,7 @@ def __getattr__(name: str) -> Any:
 
 @functools.cache
 def _middleware_class() -> type:
-    needs = "ctxeng.sdk.langchain.ContextMiddleware needs langchain>=1.1: pip install 'ctxeng-governor[frameworks]'"
+    needs = "ctxeng.sdk.langchain.ContextMiddleware needs langchain>=1.1: pip install '.[frameworks]' in a ctxeng checkout"
     try:
         from langchain.agents import middleware
         from langchain.agents.middleware import AgentMiddleware, ModelRequest, ModelResponse

@@ -30,7 +30,7 @@ out; any other item kind with no chat form (`computer_call`, `web_search_call`, 
 server keep the conversation (`conversation_id`, `previous_response_id`) sends only new items and
 is not one this filter can assemble.
 
-Needs `openai-agents` (`pip install 'ctxeng-governor[frameworks]'`), imported when the filter is made.
+Needs `openai-agents` (`pip install '.[frameworks]' in a ctxeng checkout`), imported when the filter is made.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def _model_input_data() -> type:
     try:
         from agents.run import ModelInputData
     except ImportError as exc:
-        raise ImportError("ctxeng.sdk.openai_agents needs openai-agents: pip install 'ctxeng-governor[frameworks]'") from exc
+        raise ImportError("ctxeng.sdk.openai_agents needs openai-agents: pip install '.[frameworks]' in a ctxeng checkout") from exc
     return ModelInputData
 
 

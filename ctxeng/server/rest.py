@@ -248,6 +248,10 @@ def read_model(request: Request, model: type[M], *, what: str) -> M:
     return validate(model, read_json(request), what=what)
 
 
+TOKEN_HINT = ("An agent token comes from the server: `python manage.py issue_token USERNAME --tenant TENANT "
+              "--role agent` prints one; send it as `Authorization: Token <token>`.")
+
+
 def errors_response(status_code: int, errors: list[str]) -> Response:
     return Response({"errors": errors}, status=status_code)
 
@@ -288,6 +292,9 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             messages = [str(d) for d in detail]
         else:
             messages = [f"{k}: {v}" for k, v in (detail or {}).items()]
+        if isinstance(exc, (exceptions.AuthenticationFailed, exceptions.NotAuthenticated)):
+            # A missing or bad token: say where a token comes from, not only that this one is wrong.
+            messages = [f"{' '.join(messages)} {TOKEN_HINT}"]
         response.data = {"errors": messages}
         return response
     from ctxeng.server.views import database_unavailable, service_unavailable

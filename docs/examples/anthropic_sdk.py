@@ -1,6 +1,6 @@
 """Assemble a step's context with ctxeng for Claude, call Anthropic with it as it is, report the usage.
 
-    pip install ctxeng-governor anthropic
+    pip install . anthropic    # from a checkout of this repository
     CTXENG_URL=http://127.0.0.1:8000 CTXENG_TOKEN=<agent token> ANTHROPIC_API_KEY=sk-ant-... \
         python docs/examples/anthropic_sdk.py [request.json]
 

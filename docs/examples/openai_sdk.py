@@ -1,6 +1,6 @@
 """Assemble a step's context with ctxeng, call OpenAI with the payload as it is, report the usage.
 
-    pip install ctxeng-governor openai
+    pip install . openai    # from a checkout of this repository
     CTXENG_URL=http://127.0.0.1:8000 CTXENG_TOKEN=<agent token> OPENAI_API_KEY=sk-... \
         python docs/examples/openai_sdk.py [request.json]
 

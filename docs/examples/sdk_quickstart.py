@@ -1,6 +1,6 @@
 """The SDK quick start: assemble one step of a chat agent locally, with nothing but the light install.
 
-    pip install ctxeng-governor
+    pip install .    # from a checkout of this repository
     python docs/examples/sdk_quickstart.py
 
 No server and no model: the engine runs in this process under the `chat-agent` starter policy.

@@ -379,3 +379,14 @@ def test_usage_of_a_blocked_manifest_or_a_bad_count_is_refused_naming_the_field(
     (tmp_path / "bad.json").write_text("{}")
     out = ctxeng("usage", str(tmp_path / "bad.json"), "--input-tokens", "10")
     assert out.returncode == 2 and "manifest: assembly: field required" in out.stderr
+
+
+def test_the_cli_pages_command_list_names_every_command_the_parser_has():
+    from ctxeng.cli import build_parser
+
+    docs = (REPO / "docs" / "cli.md").read_text()
+    listed = docs.split("```sh\n", 1)[1].split("```", 1)[0]  # the page's first block: the command list
+    parser = build_parser()
+    [commands] = [a for a in parser._actions if a.dest == "command"]
+    missing = [name for name in commands.choices if f"python -m ctxeng {name} " not in listed]
+    assert not missing, f"docs/cli.md's command list omits {missing}"

@@ -123,7 +123,7 @@ def test_on_the_light_install_the_cli_says_once_which_extra_traces_need_and_asse
     done = _assemble(tmp_path, env, python=str(light_venv))
     assert done.returncode == 0, done.stderr
     hints = [line for line in done.stderr.splitlines() if "OpenTelemetry is not installed" in line]
-    assert len(hints) == 1 and "pip install 'ctxeng-governor[otel]'" in hints[0]
+    assert len(hints) == 1 and "pip install '.[otel]' in a ctxeng checkout" in hints[0]
     assert json.loads((tmp_path / "manifest.json").read_text())["assembly"]["status"] == "ready"
 
 
@@ -132,7 +132,7 @@ def test_on_the_light_install_grpc_without_its_extra_is_refused_with_the_extra_t
     env = _env(OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:4317", OTEL_EXPORTER_OTLP_PROTOCOL="grpc")
     done = _assemble(tmp_path, env, python=str(light_venv))
     assert done.returncode == 2
-    assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs the OTLP/gRPC exporter: pip install 'ctxeng-governor[otel-grpc]'" \
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs the OTLP/gRPC exporter: pip install '.[otel-grpc]' in a ctxeng checkout" \
         in done.stderr
 
 
@@ -154,4 +154,4 @@ def test_on_the_light_install_the_sdk_says_once_which_extra_traces_need_and_runs
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     hints = [line for line in done.stderr.splitlines() if "OpenTelemetry is not installed" in line]
-    assert len(hints) == 1 and "pip install 'ctxeng-governor[otel]'" in hints[0], done.stderr
+    assert len(hints) == 1 and "pip install '.[otel]' in a ctxeng checkout" in hints[0], done.stderr

@@ -131,10 +131,13 @@ def test_framing_holds_back_the_notice_two_tokens_per_control_item_the_placehold
     assert framing_reserve(asm) == tokens(DATA_BOUNDARY_NOTICE) + 2 * 1 + tokens(EMPTY_USER)
 
 
-def test_tool_definitions_are_sorted_by_name_and_a_tool_the_request_did_not_define_gets_an_empty_one():
-    defined = SimpleNamespace(name="b_tool", model_dump=lambda mode, exclude_none: {"name": "b_tool", "description": "reads", "parameters": {"type": "object"}})
-    asm = SimpleNamespace(request=SimpleNamespace(tools=[defined]))
+def tool(name: str, description: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, model_dump=lambda mode, exclude_none: {"name": name, "description": description, "parameters": {"type": "object"}})
+
+
+def test_tool_definitions_keep_the_callers_order_and_a_tool_the_request_did_not_define_gets_an_empty_one_after():
+    asm = SimpleNamespace(request=SimpleNamespace(tools=[tool("z_tool", "writes"), tool("b_tool", "reads")]))
     defs = _tool_definitions(asm, [{"tool_name": "c_tool"}, {"tool_name": "a_tool"}, {"tool_name": "b_tool"}])
-    assert [d["name"] for d in defs] == ["a_tool", "b_tool", "c_tool"]
-    assert defs[0] == {"name": "a_tool", "description": "", "parameters": {"type": "object", "properties": {}}}
-    assert defs[1]["description"] == "reads"
+    assert [d["name"] for d in defs] == ["z_tool", "b_tool", "c_tool", "a_tool"]  # the caller's, then the calls' own order
+    assert [d["description"] for d in defs[:2]] == ["writes", "reads"]
+    assert defs[3] == {"name": "a_tool", "description": "", "parameters": {"type": "object", "properties": {}}}

@@ -230,14 +230,14 @@ def fresh_import(monkeypatch, missing: str):
 
 
 def test_without_langchain_core_the_import_names_the_extra(monkeypatch):
-    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng-governor[frameworks]'")):
+    with pytest.raises(ImportError, match=re.escape("pip install '.[frameworks]' in a ctxeng checkout")):
         fresh_import(monkeypatch, "langchain_core.messages")
 
 
 def test_without_langchain_the_middleware_names_the_extra_and_the_conversions_still_work(monkeypatch):
     module = fresh_import(monkeypatch, "langchain.agents.middleware")
     assert module.to_openai_messages([HumanMessage(content="hi")]) == [{"role": "user", "content": "hi"}]
-    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng-governor[frameworks]'")):
+    with pytest.raises(ImportError, match=re.escape("pip install '.[frameworks]' in a ctxeng checkout")):
         module.ContextMiddleware  # noqa: B018
 
 

@@ -242,7 +242,7 @@ def test_without_openai_agents_the_filter_names_the_extra(monkeypatch):
     monkeypatch.delattr(sdk, "openai_agents")
     monkeypatch.setitem(sys.modules, "agents.run", None)
     module = importlib.import_module("ctxeng.sdk.openai_agents")
-    with pytest.raises(ImportError, match=re.escape("pip install 'ctxeng-governor[frameworks]'")):
+    with pytest.raises(ImportError, match=re.escape("pip install '.[frameworks]' in a ctxeng checkout")):
         module.context_filter(object())(object())
 
 

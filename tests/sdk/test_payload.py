@@ -243,6 +243,17 @@ def test_a_param_that_is_a_payload_field_is_refused_by_name():
         session().step(support_chat(1), tools=TOOLS, instructions="be brief")
 
 
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [({"model": "gpt-4o-mini"}, "params.model: ctxeng writes this field of the payload; pass only request parameters"),
+     ({"max_tokens": -1}, "params.max_tokens: expected a positive integer, got -1")],
+)
+def test_a_refused_param_is_named_by_its_path_once(params, message):
+    with pytest.raises(sdk.SDKError) as exc:
+        session().step(support_chat(1), tools=TOOLS, **params)
+    assert str(exc.value) == message  # not `params.params.model`
+
+
 # --------------------------------------------------------------------------- the cache-eligible figure
 # The oracle compares the payloads the test received, unit by unit, as Python values: the tools
 # (with the model) first, then the system text, then each message; what repeats the previous

@@ -149,6 +149,57 @@ def test_bad_messages_are_refused_naming_the_path(session, messages, message):
     assert message in str(exc.value)
 
 
+CALL = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+
+
+@pytest.mark.parametrize(
+    ("messages", "message"),
+    [
+        ([{"role": "system", "content": SYSTEM}, {"role": "user", "text": "Weather in Oslo?"}], "messages[1]: no 'content' (found 'text')"),
+        ([{"role": "system", "message": SYSTEM}], "messages[0]: no 'content' (found 'message')"),
+        ([{"role": "developer"}], "messages[0]: no 'content' (found no other key)"),
+        ([{"role": "user", "content": None}], "messages[0].content: is None; a user message needs its text"),
+        ([{"role": "user", "content": "Hi"}, {"role": "assistant", "text": "Hello.", "id": "a1"}], "messages[1]: no 'content' (found 'text', 'id')"),
+        ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None, "tool_calls": [CALL]},
+          {"role": "tool", "tool_call_id": "call_1", "output": "4C"}], "messages[2]: no 'content' (found 'tool_call_id', 'output')"),
+        ([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": None, "tool_calls": [CALL]},
+          {"role": "tool", "tool_call_id": "call_1", "content": None}], "messages[2].content: is None; a tool message needs its text"),
+    ],
+)
+def test_a_message_whose_text_a_provider_would_not_read_is_refused_naming_what_it_has(session, messages, message):
+    with pytest.raises(sdk.SDKError) as exc:
+        session.step(messages)
+    assert str(exc.value) == message
+
+
+def test_an_anthropic_message_without_content_is_refused_naming_what_it_has():
+    session = sdk.Session("chat-agent", model="claude-sonnet-4-5")
+    with pytest.raises(sdk.SDKError) as exc:
+        session.step([{"role": "user", "content": "Hi"}, {"role": "assistant", "text": "Hello."}], system=SYSTEM)
+    assert str(exc.value) == "messages[1]: no 'content' (found 'text')"
+
+
+def test_extra_keys_beside_content_and_a_turn_that_only_calls_tools_are_read_as_they_are(session):
+    text_only = {"role": "assistant", "content": None, "tool_calls": [CALL], "thought": "Check Oslo.", "extra": {"cost": 1}}
+    no_content_key = {"role": "assistant", "tool_calls": [{**CALL, "id": "call_2"}], "function_call": None}
+    msgs = [{"role": "system", "content": SYSTEM, "agent": "main", "message_type": "system_prompt"},
+            {"role": "user", "content": "Weather in Oslo?", "extra": {}},
+            text_only, {"role": "tool", "tool_call_id": "call_1", "content": "Oslo: 4C.", "provider_specific_fields": {}},
+            no_content_key, {"role": "tool", "tool_call_ids": ["call_2"], "content": "Oslo: 5C."}]
+    step = session.step(msgs, tools=TOOLS)
+    assert step.status == "ready"
+    assert [p["call_id"] for p in step.manifest["tool_pairs"]] == ["call_1", "call_2"]
+
+
+def test_the_payload_offers_the_callers_tools_in_the_callers_order(session):
+    def tool(name: str) -> dict:
+        return {"type": "function", "function": {"name": name, "description": name, "parameters": {"type": "object", "properties": {}}}}
+
+    tools = [tool("zeta"), tool("alpha"), tool("mid")]
+    step = session.step([{"role": "user", "content": "Hi"}], tools=tools)
+    assert step.kwargs["tools"] == tools  # byte for byte: names, order, every field
+
+
 def test_a_policy_that_is_no_starter_file_or_server_reference_is_refused_listing_the_starters():
     with pytest.raises(sdk.SDKError) as exc:
         sdk.Session("chatbot")

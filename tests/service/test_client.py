@@ -56,9 +56,10 @@ def test_an_invalid_request_raises_with_field_paths(agent_client, example_reques
     assert caught.value.status == 400
 
 
-def test_a_bad_token_raises_auth_error(live_server, example_request):
-    with pytest.raises(ctxclient.AuthError):
+def test_a_bad_token_raises_auth_error_saying_how_to_get_one(live_server, example_request):
+    with pytest.raises(ctxclient.AuthError) as exc:
         ctxclient.Client(live_server.url, "nope").assemble(example_request)
+    assert str(exc.value).startswith("Invalid token.") and "manage.py issue_token" in str(exc.value)
 
 
 def test_an_unknown_assembly_raises_not_found(agent_client):
