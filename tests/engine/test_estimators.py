@@ -60,7 +60,10 @@ def test_the_o200k_count_is_the_pure_python_encoders_on_a_varied_corpus(o200k):
         assert o200k._enc.encode_ordinary(text) == ORACLE.encode_ordinary(text), text
 
 
-@given(st.text(st.characters(codec="utf-8"), max_size=300))
+# Characters this Python's Unicode tables leave unassigned (Cn) are left out: a later Unicode version
+# (tiktoken's Rust regex) assigns some of them a letter or mark category, so the two encoders split
+# them differently ('\U00013440:A': 5 tokens against 6). Neither is ctxeng's, and no text is made of them.
+@given(st.text(st.characters(codec="utf-8", exclude_categories=("Cn",)), max_size=300))
 @example("don't'S 've'd X'LL")
 @example("a1b2 ３４ x'y 'z")
 @settings(max_examples=300, deadline=None)
