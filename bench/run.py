@@ -36,6 +36,8 @@ SECTIONS = (
     ("8", "8 payload", "bench.payload"),
     # The step on real agent histories beside trim_messages, fresh-process costs (issue 48).
     ("9", "9 real traces", "bench.step_traces"),
+    # Reads made stale by a later write on the real traces, against hand labels (issue 47).
+    ("10", "10 stale reads", "bench.stale_reads"),
 )
 
 
@@ -63,7 +65,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
-    parser.add_argument("--only", default="1,2,3,4,5,6,8,9", help="comma-separated section numbers (7, context quality: make bench-quality)")
+    parser.add_argument("--only", default="1,2,3,4,5,6,8,9,10", help="comma-separated section numbers (7, context quality: make bench-quality)")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(","))
     started = time.monotonic()
