@@ -54,7 +54,7 @@ def declarations(name: str) -> dict[str, Any]:
 
     return {
         "coding": {"read_file": sdk.reads("path"), "edit_file": sdk.writes("path"), "read_plan": sdk.reads("path"),
-                   "write_plan": sdk.writes("path"),
+                   "write_plan": sdk.writes("path", replaces=True),
                    "fetch_url": sdk.reads("url")},
         "research": {"read_source": sdk.reads("path"), "read_file": sdk.reads("path"), "read_plan": sdk.reads("artifact_id"),
                      "fetch_url": sdk.reads("url")},

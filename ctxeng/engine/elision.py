@@ -3,8 +3,11 @@
 
 Contract: a *write* is a tool result whose `source_ref` says `access: write` (`versions.readings`);
 its call is the request's tool call with the same `call_id`. A write W1 is **superseded** when, for
-every object it writes, a later write W2 of the same object (all of its identity) covers W1's range
-(a whole write covers any range; a write of stated lines covers only those lines). *Later* is a
+every object it writes, a later write W2 of the same object (all of its identity) *replaces* what
+W1's range held (`source_ref.replaces: true`: new content in place of the old, not an edit of it;
+a whole write covers any range, a write of stated lines only those lines). An edit (a diff, a
+str_replace) leaves what an earlier edit wrote in place, so it never makes the earlier one's
+arguments obsolete. *Later* is a
 later assistant turn: both calls state their `turn` and W2's is greater (calls of one turn are
 concurrent, never later; calls without a turn are never ordered here). W2 counts only when its call
 did not fail (`error`, `canceled`) and its result is still admitted when this runs (after gates,
@@ -93,7 +96,7 @@ def _superseders(asm: Assembly, pair: ToolPair, written: list[Reading]) -> list[
     later.sort(key=lambda p: (p.call.turn, p.source_order))
     out: list[ToolPair] = []
     for r in written:
-        by = next((p for p in later if any(w.key == r.key and _covers(w, r) for w in _writes(p.result))), None)
+        by = next((p for p in later if any(w.key == r.key and w.replaces and _covers(w, r) for w in _writes(p.result))), None)
         if by is None:
             return None
         if by not in out:

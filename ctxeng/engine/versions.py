@@ -14,6 +14,9 @@ one call read or wrote several (a shell command).
   when none is stated, the state between two writes.
 - **Part.** A range of one version: `lines` ("120-160", "5", "120-", "1-20,40-50"), or a `part`
   whose lines the history does not state ("lines matching 'Backoff'"); neither is the whole object.
+- **A write** changes the object (`access: write`); one that puts new content in place of what was
+  there (its range, or all of it) says `replaces: true` (an editor's `create`, a plan rewritten
+  whole): only such a write makes an earlier write's arguments obsolete (ctxeng.engine.elision).
 
 The rule (judged once per assembly, over every candidate, before any gate excludes one):
 
@@ -71,6 +74,7 @@ class Reading:
     lines: tuple[tuple[int, int | None], ...] | None = None
     part: str | None = None
     version: str | None = None
+    replaces: bool = False  # a write that puts new content in place of what was there (`source_ref.replaces`)
 
     @property
     def whole(self) -> bool:
@@ -136,6 +140,7 @@ def _reading(ref: dict, item_revision: object, write: bool) -> Reading | None:
                 lines=parse_lines(ref.get("lines")),
                 part=str(part) if isinstance(part, str) and part.strip() else None,
                 version=None if version is None else str(version),
+                replaces=write and ref.get("replaces") is True,
             )
     return None
 

@@ -71,6 +71,7 @@ class Effect:
     lines: str | None = None
     part: str | None = None
     revision: str | None = None
+    replaces: bool = False  # a write that puts new content in place of the old (not an edit of it)
 
     def source_ref(self) -> dict[str, Any]:
         out: dict[str, Any] = dict(self.ref)
@@ -82,6 +83,8 @@ class Effect:
             out["revision"] = self.revision
         if self.access == "write":
             out["access"] = "write"
+            if self.replaces:
+                out["replaces"] = True
         return out
 
     @property
@@ -253,8 +256,9 @@ class Access(Declaration):
     """`sdk.reads` / `sdk.writes`: one object per call, named by arguments or by a function."""
 
     def __init__(self, access: str, names: tuple[str, ...], find: Callable[[Call], Any] | None,
-                 lines: Any, revision: Any, about: _About | None) -> None:
+                 lines: Any, revision: Any, about: _About | None, replaces: bool = False) -> None:
         self.access, self.names, self.find, self.lines, self.revision, self.about = access, names, find, lines, revision, about
+        self.replaces = replaces
 
     @property
     def writes_objects(self) -> bool:
@@ -292,7 +296,7 @@ class Access(Declaration):
                 lines = lines_text(call.arguments.get(self.lines))
         revision = self.revision(call) if callable(self.revision) else (
             call.arguments.get(self.revision) if isinstance(self.revision, str) else None)
-        return [Effect(self.access, ref, lines, None, _scalar(revision))]
+        return [Effect(self.access, ref, lines, None, _scalar(revision), self.access == "write" and self.replaces)]
 
 
 def _names(builder: str, arguments: tuple[Any, ...]) -> tuple[tuple[str, ...], Callable[[Call], Any] | None]:
@@ -340,11 +344,16 @@ def reads(*arguments: Any, lines: Any = None, revision: Any = None, about: str |
     return Access("read", names, find, _lines_spec("reads", lines), revision, _about("reads", about, scope))
 
 
-def writes(*arguments: Any, about: str | None = None, scope: Callable[[Any], str] | None = None) -> Declaration:
+def writes(*arguments: Any, replaces: bool = False, about: str | None = None,
+           scope: Callable[[Any], str] | None = None) -> Declaration:
     """A successful call changes the object its `arguments` name (or a function of the call
-    returns): every earlier reading of it, any part, is stale."""
+    returns): every earlier reading of it, any part, is stale. `replaces=True`: the call puts new
+    content in place of the old (`write_file(path, content)`, a plan rewritten whole), not an edit
+    of it, so an earlier write's arguments are obsolete (`transforms.allowed: elide_superseded`)."""
     names, find = _names("writes", arguments)
-    return Access("write", names, find, None, None, _about("writes", about, scope))
+    if not isinstance(replaces, bool):
+        raise SDKError(f"writes(replaces=...): expected True or False, got {replaces!r}")
+    return Access("write", names, find, None, None, _about("writes", about, scope), replaces)
 
 
 def about(argument: str | None = None, *, result: Any = None, scope: Callable[[Any], str] | None = None) -> Declaration:
@@ -370,8 +379,9 @@ def _with_about(what: _About) -> Declaration:
 class Commands(Declaration):
     """A tool whose `command` argument says whether a call reads or writes (an editor)."""
 
-    def __init__(self, argument: str, path: str, reading: dict[str, str | None], writing: tuple[str, ...]) -> None:
-        self.argument, self.path, self.reading, self.writing = argument, path, reading, writing
+    def __init__(self, argument: str, path: str, reading: dict[str, str | None], writing: tuple[str, ...],
+                 replacing: tuple[str, ...] = ()) -> None:
+        self.argument, self.path, self.reading, self.writing, self.replacing = argument, path, reading, writing, replacing
 
     reads_objects = True
     writes_objects = True
@@ -385,7 +395,7 @@ class Commands(Declaration):
         if ref is None or not isinstance(command, str):
             return []
         if command in self.writing:
-            return [Effect("write", ref)]
+            return [Effect("write", ref, replaces=command in self.replacing)]
         if command in self.reading:
             spec = self.reading[command]
             lines = lines_text(call.arguments.get(spec)) if spec else None
@@ -394,10 +404,12 @@ class Commands(Declaration):
 
 
 def commands(argument: str = "command", *, path: str = "path", reads: Any = None,
-             writes: Iterable[str] = ("create", "str_replace", "insert", "undo_edit")) -> Declaration:
+             writes: Iterable[str] = ("create", "str_replace", "insert", "undo_edit"),
+             replaces: Iterable[str] = ("create",)) -> Declaration:
     """One declaration for a multi-command tool: `reads` maps each reading command to the argument
     holding its range (or None: the whole object), `writes` lists the commands that change the
-    object at `path`. Other commands claim nothing."""
+    object at `path`, `replaces` those of them that put new content in place of the old (`create`).
+    Other commands claim nothing."""
     reading = {"view": "view_range"} if reads is None else reads
     if isinstance(reading, (list, tuple)):
         reading = {c: None for c in reading}
@@ -406,7 +418,9 @@ def commands(argument: str = "command", *, path: str = "path", reads: Any = None
     writing = tuple(writes)
     if not all(isinstance(c, str) and c for c in writing):
         raise SDKError("commands(writes=...): expected a list of command names")
-    return Commands(_check_name("commands", argument, "argument"), _check_name("commands", path, "path"), dict(reading), writing)
+    replacing = tuple(replaces)
+    return Commands(_check_name("commands", argument, "argument"), _check_name("commands", path, "path"), dict(reading), writing,
+                    replacing)
 
 
 def text_editor() -> Declaration:
@@ -523,7 +537,7 @@ class _SweTool(Declaration):
         out: list[Effect] = []
         target = named or (before if self.kind == "write" else None) or shown
         if self.kind in ("write", "create") and target and call.status in ("success", None):
-            out.append(Effect("write", (("path", target),)))
+            out.append(Effect("write", (("path", target),), replaces=self.kind == "create"))
         if shown is not None and (self.kind == "window" or out):
             # The observation shows a window of the file (after the write, for an edit).
             out.append(Effect("read", (("path", shown),), shown_lines(call.result), None if shown_lines(call.result) else "a window"))

@@ -19,7 +19,7 @@ MARKER_W2 = "[elided by ctxeng: superseded by the write in call w2]"
 
 
 def write(call_id: str, turn: int, content: str, *, path: str = "PLAN.md", **args) -> tuple[dict, dict]:
-    result = tool_result(f"result-{call_id}", call_id, f"Wrote {path}", source_ref={"path": path, "access": "write"})
+    result = tool_result(f"result-{call_id}", call_id, f"Wrote {path}", source_ref={"path": path, "access": "write", "replaces": True})
     call = dict(tool_call(call_id, result["item_id"], tool_name="write_file", arguments={"path": path, "content": content, **args}), turn=turn)
     return result, call
 
@@ -153,3 +153,13 @@ def test_a_write_of_some_lines_does_not_supersede_a_write_of_other_lines():
     r2, c2 = write("w2", 3, PLAN2)
     r2["source_ref"]["lines"] = "1-20"
     assert sent_arguments(run(req((r1, c1), (r2, c2)), policy(transforms=ON)))["w1"]["content"] == PLAN1
+
+
+def test_a_later_edit_leaves_an_earlier_writes_arguments_whole():
+    # An edit (a diff, a str_replace: no `replaces`) changes the object but leaves what the earlier
+    # write put there in place: the earlier arguments are not obsolete, so they are sent whole.
+    edit_result, edit_call = write("w2", 3, "@@ -1 +1 @@\n-" + PLAN1[:40] + "\n+" + PLAN2[:40] + "\n" * 200)
+    edit_result["source_ref"].pop("replaces")
+    r = run(req(write("w1", 1, PLAN1), (edit_result, edit_call)), policy(transforms=ON))
+    assert sent_arguments(r)["w1"]["content"] == PLAN1
+    assert r.manifest.transforms == []

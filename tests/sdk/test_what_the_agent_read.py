@@ -544,3 +544,24 @@ def test_in_the_sqlfluff_run_the_heredoc_rewrite_makes_the_earlier_cats_of_l060_
     second = by_call(step, second_cat)
     assert second["reason"] == "stale_revision" and write["item_id"] in second["detail"]
     assert is_included(step, by_call(step, other)) and is_included(step, by_call(step, after))
+
+
+def test_the_text_editors_create_replaces_and_its_edits_do_not():
+    editor = tool("str_replace_based_edit_tool", command="string", path="string", file_text="string",
+                  old_str="string", new_str="string", view_range="array")
+    body1, body2 = "A = 1\n" * 60, "B = 2\n" * 60
+    h = history(
+        turn(call("c1", "str_replace_based_edit_tool", command="create", path="/r/p.py", file_text=body1)), result("c1", "created"),
+        turn(call("s1", "str_replace_based_edit_tool", command="str_replace", path="/r/p.py", old_str="A = 1\n" * 40,
+                  new_str="C = 3\n" * 40)), result("s1", "edited"),
+        turn(call("c2", "str_replace_based_edit_tool", command="create", path="/r/p.py", file_text=body2)), result("c2", "created"),
+    )
+    step = sdk.Session("coding-agent", tools={"str_replace_based_edit_tool": sdk.text_editor()}).step(h, tools=[editor])
+    refs = {c: by_call(step, c)["source_ref"] for c in ("c1", "s1", "c2")}
+    assert refs["c1"].get("replaces") is True and refs["c2"].get("replaces") is True and "replaces" not in refs["s1"]
+    # The second create replaces the file whole: the first create's body and the edit's strings are
+    # obsolete and elided (coding-agent allows elide_superseded); the last create is sent whole.
+    sent = {c["id"]: json.loads(c["function"]["arguments"]) for m in step.kwargs["messages"] for c in m.get("tool_calls") or []}
+    assert sent["c2"]["file_text"] == body2
+    assert sent["c1"]["file_text"].startswith("[elided by ctxeng: superseded by the write in call c2]")
+    assert sent["s1"]["old_str"].startswith("[elided by ctxeng")
