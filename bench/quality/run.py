@@ -23,6 +23,10 @@ LIMITS = (16_000, 128_000)
 WHYS = ("stale", "secret", "scope_by_argument", "scope_in_content", "expired")
 
 
+def usable_of(scenario: dict[str, Any], limit: int) -> int:
+    return limit - systems.reserve(scenario["scenario"], limit)
+
+
 def summarize(system: str, scenario: dict[str, Any], limit: int, steps: list[dict[str, Any]]) -> dict[str, Any]:
     required = sum(s["required"] for s in steps)
     present = sum(s["required_present"] for s in steps)
@@ -45,6 +49,8 @@ def summarize(system: str, scenario: dict[str, Any], limit: int, steps: list[dic
         "history_tokens_max": max(s["history_tokens"] for s in steps),
         "refused_payloads": sum(1 for s in steps if s["refused"]),
         "input_tokens_mean": round(sum(s["input_tokens"] for s in steps) / len(steps), 1),
+        # ctxeng's usable input (the manifest's budget.usable_input); a baseline's is limit - reserve.
+        "usable_input_mean": round(sum(s.get("usable_input", usable_of(scenario, limit)) for s in steps) / len(steps), 1),
         "ms_per_step": round(sum(s["ms"] for s in steps) / len(steps), 2),
         "refused_by_reason": reasons,
         "steps_below_100pct": sum(1 for s in steps if s["required_present"] < s["required"]),
@@ -53,6 +59,7 @@ def summarize(system: str, scenario: dict[str, Any], limit: int, steps: list[dic
         "per_step": [{k: s[k] for k in ("step", "required", "required_present", "missing", "forbidden_present",
                                         "injected_in_authority", "injected_outside_fences", "refused", "input_tokens",
                                         "history_tokens", "ms")}
+                     | ({"usable_input": s["usable_input"]} if "usable_input" in s else {})
                      | ({"blocked_reason": s["blocked_reason"]} if s.get("blocked_reason") else {}) for s in steps],
     }
 
@@ -67,7 +74,8 @@ def run_all(*, limits=LIMITS, max_steps: int | None = None, names=scenarios.NAME
             (write_scenarios / f"{name}.json").write_bytes(scenarios.canonical(scenario) + b"\n")
         for limit in limits:
             print(f"[quality] {name} at {limit} ...", file=sys.stderr, flush=True)
-            per_system = systems.run_scenario(scenario, limit, systems=system_names, max_steps=max_steps)
+            extra = systems.EXTRA_SYSTEMS.get(name, ()) if system_names == systems.SYSTEMS else ()
+            per_system = systems.run_scenario(scenario, limit, systems=(*system_names, *extra), max_steps=max_steps)
             for system, steps in per_system.items():
                 rows.append(summarize(system, scenario, limit, steps))
     return rows
@@ -76,9 +84,9 @@ def run_all(*, limits=LIMITS, max_steps: int | None = None, names=scenarios.NAME
 def table(rows: list[dict[str, Any]]) -> str:
     head = ("system", "scenario", "context_limit", "history_tokens_max", "blocked_steps", "required_pct",
             *(f"forbidden_{why}" for why in WHYS), "injected_in_authority", "injected_outside_fences",
-            "refused_payloads", "input_tokens_mean", "ms_per_step")
+            "refused_payloads", "input_tokens_mean", "usable_input_mean", "ms_per_step")
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for r in sorted(rows, key=lambda r: (r["scenario"], r["context_limit"], systems.SYSTEMS.index(r["system"]))):
+    for r in sorted(rows, key=lambda r: (r["scenario"], r["context_limit"], systems.ALL_SYSTEMS.index(r["system"]))):
         lines.append("| " + " | ".join(str(r[k]) for k in head) + " |")
     return "\n".join(lines)
 

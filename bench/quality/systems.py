@@ -20,6 +20,10 @@ What each system is told, once:
   coding-agent for coding and research (an agent reading repositories and running their tests; the
   research-agent starter requires its goal, manifest, constraints and stage as typed resident
   items, which a plain-message history does not have: every step would be blocked).
+- `ctxeng_research_agent` (the research run only): the research-agent starter itself, the run's
+  runtime state given as the state parts it requires (`sdk.goal`, `sdk.hard_constraints`,
+  `sdk.current_stage`, and the manifest and open items as candidate dicts of those kinds, so their
+  text, markers included, is the run's), the newest of each part at every step, not as a message.
 - `trim_messages`: langchain-core `trim_messages(strategy="last", include_system=True,
   start_on="human", max_tokens=context_limit - reserve)` on the whole history.
 - `context_editing`: LangChain v1 `ContextEditingMiddleware(edits=[ClearToolUsesEdit(trigger=
@@ -40,6 +44,11 @@ from . import measure
 
 RESERVE_MAX = {"coding-agent": 16384, "research-agent": 16384, "chat-agent": 8192}
 SYSTEMS = ("ctxeng", "trim_messages", "context_editing", "naive")
+# Systems run for one scenario only: the research run under its own starter (the builders give it
+# the state parts a plain-message history does not have).
+EXTRA_SYSTEMS = {"research": ("ctxeng_research_agent",)}
+ALL_SYSTEMS = SYSTEMS + tuple(name for extra in EXTRA_SYSTEMS.values() for name in extra)
+AGENT_STARTER = {"ctxeng_research_agent": "research-agent"}
 STARTER = {"coding": "coding-agent", "research": "coding-agent", "support": "chat-agent"}
 PRINCIPALS = {
     "coding": {"id": "coding-agent", "tenant": "acme", "project": "api"},
@@ -169,11 +178,15 @@ class Baselines:
 class CtxengAgent:
     """The scenario's agent using the SDK: its plain message history and its Session."""
 
-    def __init__(self, scenario: dict[str, Any], context_limit: int) -> None:
+    def __init__(self, scenario: dict[str, Any], context_limit: int, *, starter: str | None = None) -> None:
         from ctxeng import sdk
 
         self.name = scenario["scenario"]
-        self.session = sdk.Session(STARTER[self.name], model={"name": "gpt-4o", "provider": "openai", "context_limit": context_limit},
+        self.starter = starter or STARTER[self.name]
+        # Under a starter that requires the state parts they are items (the newest of each), not messages.
+        self.state_parts = self.starter == "research-agent"
+        self.state: dict[str, Any] = {}
+        self.session = sdk.Session(self.starter, model={"name": "gpt-4o", "provider": "openai", "context_limit": context_limit},
                                    principal=PRINCIPALS[self.name], run_id=f"quality-{self.name}-{context_limit}",
                                    tools=declarations(self.name), tool_sources={"run_tests": "test_log"})
         self.messages: list[dict[str, Any]] = []
@@ -182,6 +195,8 @@ class CtxengAgent:
         kind = event["type"]
         if kind in ("system", "user"):
             self.messages.append({"role": kind, "content": event["text"]})
+        elif kind == "state" and self.state_parts:
+            self.state[event["part"]] = state_part(event["part"], event["text"])
         elif kind == "state":
             self.messages.append({"role": "user", "content": f"[runtime state: {event['part']}]\n{event['text']}"})
         elif kind == "assistant":
@@ -194,25 +209,42 @@ class CtxengAgent:
             self.messages.append({"role": "tool", "tool_call_id": event["call_id"], "content": event["text"]})
 
 
+def state_part(part: str, text: str) -> Any:
+    """One runtime-state event as the state part the research-agent starter requires."""
+    from ctxeng import sdk
+
+    builders = {"goal": sdk.goal, "hard_constraints": sdk.hard_constraints, "current_stage": sdk.current_stage}
+    if part in builders:
+        return builders[part](text)
+    # The manifest and the open items carry the run's own text (a marker each), which the builders
+    # would re-format: the builder's candidate, its content the run's.
+    built = sdk.repository_manifest({"repo": "0" * 40}) if part == "required_repository_manifest" else sdk.open_items({"x": "x"})
+    fields = {k: v for k, v in built.fields.items() if k not in ("content", "content_hash", "open_item_ids")}
+    return {**fields, "content": text}
+
+
 def run_scenario(scenario: dict[str, Any], context_limit: int, *, systems=SYSTEMS, max_steps: int | None = None) -> dict[str, list[dict[str, Any]]]:
     """Every step of `scenario` through each system: {system: [per-step score + ms]}."""
-    baselines = Baselines(scenario, context_limit) if set(systems) - {"ctxeng"} else None
-    agent = CtxengAgent(scenario, context_limit) if "ctxeng" in systems else None
+    baselines = Baselines(scenario, context_limit) if set(systems) - {"ctxeng", *AGENT_STARTER} else None
+    agents = {name: CtxengAgent(scenario, context_limit, starter=AGENT_STARTER.get(name))
+              for name in systems if name == "ctxeng" or name in AGENT_STARTER}
     out: dict[str, list[dict[str, Any]]] = {name: [] for name in systems}
     for step in scenario["steps"][:max_steps]:
         for event in step["events"]:
             if baselines is not None:
                 baselines.add(event)
-            if agent is not None:
+            for agent in agents.values():
                 agent.add(event)
         history_tokens = baselines.counter(baselines.history) if baselines is not None else 0
         for name in systems:
             extra: dict[str, Any] = {}
-            if name == "ctxeng":  # timed: the SDK step (request, engine, payload)
+            if name in agents:  # timed: the SDK step (request, engine, payload)
+                agent = agents[name]
                 started = time.perf_counter()
-                sdk_step = agent.session.step(agent.messages)  # type: ignore[union-attr]
+                sdk_step = agent.session.step(agent.messages, items=list(agent.state.values()))
                 ms = (time.perf_counter() - started) * 1000
                 messages = sdk_step.kwargs["messages"] if sdk_step.ready else None
+                extra["usable_input"] = sdk_step.manifest["budget"]["usable_input"]
                 if messages is None:
                     extra["blocked_reason"] = sdk_step.blocked_reason
             else:  # timed: the baseline's own call; not the conversion to OpenAI dicts the model client makes
