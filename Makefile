@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install install-server check-system run test test-engine lint docs bench bench-quality mutate mutate-sample schema screenshots clean
+.PHONY: install install-server check-system run test test-engine lint docs dist bench bench-quality mutate mutate-sample schema screenshots clean
 
 # System packages (scripts/check-system): present, installed with apt-get when root, or a stop
 # naming the command. `make test` needs redis-server (a private broker per test worker; not with
@@ -75,6 +75,12 @@ $(DOCS_STAMP): pyproject.toml
 
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# A wheel of the distribution in dist/ (the package is not on the index yet:
+# `pip install dist/ctxeng_governor-*.whl` installs the light library from it).
+dist: $(SERVER_STAMP)
+	rm -rf dist build
+	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 
 bench: install bench-quality
 	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,bench]'

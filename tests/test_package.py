@@ -142,3 +142,19 @@ def test_no_merge_leftover_is_tracked():
     done = subprocess.run(["git", "ls-files", "*.orig", "*.rej", "*.BACKUP.*", "*.LOCAL.*", "*.REMOTE.*"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and not done.stdout.split(), done.stdout
+
+
+def test_the_docs_list_of_light_dependencies_is_pyprojects_own():
+    import importlib.util
+    import tomllib
+
+    spec = importlib.util.spec_from_file_location("reference_hook", REPO / "docs" / "hooks" / "reference.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    declared = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    listed = hook.light_dependencies()
+    assert [req for req, _ in listed] == declared
+    assert all(why for _, why in listed), "each light dependency says why it is there (its comment in pyproject.toml)"
+    table = hook.dependencies_markdown()
+    assert all(f"`{req}`" in table for req in declared)
+    assert "<!-- generated: dependencies -->" in (REPO / "docs" / "sdk.md").read_text()

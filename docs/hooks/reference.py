@@ -7,6 +7,8 @@ A page holds a marker comment and the hook replaces it:
 - `<!-- generated: cli -->` — the help of every `python -m ctxeng` command, from its argument parser;
 - `<!-- generated: openapi -->` — every REST operation of `docs/openapi.yaml` (which a test keeps
   equal to the schema the server serves);
+- `<!-- generated: dependencies -->` — the light install's dependencies, as `pyproject.toml`
+  declares them (name, version bounds and the comment above each), one list for every page;
 - `<!-- include: FILE -->` — a file of the repository root (README.md, CHANGELOG.md), its links
   into `docs/` rewritten to be relative to the site.
 """
@@ -35,7 +37,32 @@ def _expand(kind: str, args: list[str]) -> str:
         return cli_markdown()
     if args[0] == "openapi":
         return openapi_markdown()
+    if args[0] == "dependencies":
+        return dependencies_markdown()
     raise ValueError(f"unknown generated section {args!r}")
+
+
+def light_dependencies() -> list[tuple[str, str]]:
+    """(requirement, why) of each `[project] dependencies` entry of pyproject.toml, in its order; why
+    is the comment written above it there (empty when none)."""
+    text = (ROOT / "pyproject.toml").read_text()
+    block = text.split("\ndependencies = [", 1)[1].split("\n]", 1)[0]
+    out: list[tuple[str, str]] = []
+    comment: list[str] = []
+    for line in block.splitlines():
+        line = line.strip()
+        if line.startswith("#"):
+            comment.append(line.lstrip("# ").strip())
+        elif line.startswith('"'):
+            out.append((line.strip('",'), " ".join(comment)))
+            comment = []
+    return out
+
+
+def dependencies_markdown() -> str:
+    rows = ["| requirement | why |", "| --- | --- |"]
+    rows += [f"| `{req}` | {_cell(why) or ''} |" for req, why in light_dependencies()]
+    return "\n".join(rows)
 
 
 def _include(name: str) -> str:
