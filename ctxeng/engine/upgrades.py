@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .models import ContextPolicy
+    from .policy_models import ContextPolicy
 
 _LIST_CLAUSES = (
     ("transforms", "allowed"),
