@@ -13,7 +13,8 @@ expired / unverifiable / hard_gate_rejected (refresh required), trust-role and i
 hard_gate_rejected, security -> security_rejected.
 
 A derived item (a summary, an excerpt, a merge) is judged after the candidates it declares as
-inputs — in `input_item_ids` or as a node of its `source_lineage` (`declared_inputs`) — and passes
+inputs — in `input_item_ids`, as a node of its `source_lineage` (`declared_inputs`), or as a
+lineage node's `digest` that is the content of a candidate, whatever the node is called — and passes
 a gate only if each of them did: an input a gate excluded excludes it at that gate with the
 input's reason (seed §2: no later stage rescues an unauthorised, stale or incomplete object; an
 excerpt's own source_ref cannot launder an input its lineage names). Standing is transitive: an
@@ -24,6 +25,7 @@ input is itself judged after its inputs. Inputs outside the request are judged t
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections import deque
 from collections.abc import Callable
@@ -557,33 +559,84 @@ def _secret_handling(asm: Assembly, cand: Candidate) -> tuple[str, str | None]:
     if is_secret_class(asm, cand.item.security_class):
         return "failed", f"security_class {cand.item.security_class!r} is secret material (policy: {sec.secret_material})"
     found = find_secrets(cand.content, cand.content_digest or None)
-    if not found:
+    in_ref = _ref_secrets(cand.item.source_ref)
+    if not found and not in_ref:
         return "passed", None
     # Each finding by type in the assessment (`secret_findings`), whatever the policy does with it.
-    cand.secret_findings = _finding_types(found)
+    cand.secret_findings = _finding_types(found + [f for _, _, fs in in_ref for f in fs])
     if sec.secret_material == "deny":
-        return "failed", f"content carries credential-like material ({cand.secret_findings}) at offset {found[0].start} (policy: deny)"
-    return ("redacted", None) if _redact(asm, cand, found) else ("failed", f"credential-like material ({cand.secret_findings}) could not be redacted")
+        where = f"content carries credential-like material ({cand.secret_findings}) at offset {found[0].start}" if found else (
+            f"{in_ref[0][0]} carries credential-like material ({cand.secret_findings})")
+        return "failed", f"{where} (policy: deny)"
+    return ("redacted", None) if _redact(asm, cand, found, in_ref) else ("failed", f"credential-like material ({cand.secret_findings}) could not be redacted")
 
 
-def _redact(asm: Assembly, cand: Candidate, found: list[Finding]) -> bool:
-    """Replace every credential-like span, check the result, record it as a transform."""
+def _ref_secrets(ref: object, path: str = "source_ref") -> list[tuple[str, tuple, list[Finding]]]:
+    """Every string of a source_ref (a URL with userinfo or a token in its query, a header) that
+    carries credential-like material: (its field path, its key path, the findings). The ref is
+    written into the block's header, so it reaches the payload as the content does."""
+    out: list[tuple[str, tuple, list[Finding]]] = []
+
+    def walk(value: object, where: str, keys: tuple) -> None:
+        if isinstance(value, str):
+            found = find_secrets(value)
+            if found:
+                out.append((where, keys, found))
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(v, f"{where}.{k}", (*keys, k))
+        elif isinstance(value, list):
+            for i, v in enumerate(value):
+                walk(v, f"{where}[{i}]", (*keys, i))
+
+    walk(ref, path, ())
+    return out
+
+
+def redacted_text(text: str, found: list[Finding]) -> str:
+    """`text` with each finding's span replaced by REDACTION."""
+    if not found:
+        return text
+    spans = [f.span() for f in found]
+    return "".join(text[a:b] + REDACTION for a, b in zip([0] + [e for _, e in spans[:-1]], [s for s, _ in spans], strict=True)) + text[spans[-1][1]:]
+
+
+def _redacted_ref(ref: dict, in_ref: list[tuple[str, tuple, list[Finding]]]) -> dict:
+    import copy
+
+    out = copy.deepcopy(ref)
+    for _, keys, found in in_ref:
+        holder = out
+        for k in keys[:-1]:
+            holder = holder[k]
+        holder[keys[-1]] = redacted_text(holder[keys[-1]], found)
+    return out
+
+
+def _redact(asm: Assembly, cand: Candidate, found: list[Finding], in_ref: list | None = None) -> bool:
+    """Replace every credential-like span (of the content and of the source_ref's strings), check
+    the result, record it as a transform."""
+    in_ref = in_ref or []
     before = cand.content
     spans = [f.span() for f in found]
-    out = "".join(before[a:b] + REDACTION for a, b in zip([0] + [e for _, e in spans[:-1]], [s for s, _ in spans], strict=True)) + before[spans[-1][1]:]
+    out = redacted_text(before, found)
+    ref_before = [f.text for _, _, fs in in_ref for f in fs]
     # Checked from facts the substitution did not produce: the secret *bodies* (the long
     # alphanumeric runs inside each match) must occur nowhere in the output, so a credential that
     # also appears in a form the patterns miss (without its prefix, say) fails the redaction; and
     # the kept text is rebuilt from the matched spans.
     kept = "".join(before[a:b] for a, b in zip([0] + [e for _, e in spans], [s for s, _ in spans] + [len(before)], strict=True))
     bodies = {body for a, b in spans for body in _SECRET_BODY.findall(before[a:b])}
+    bodies |= {body for text in ref_before for body in _SECRET_BODY.findall(text)}
+    ref_out = _redacted_ref(cand.item.source_ref, in_ref) if in_ref else cand.item.source_ref
+    ref_text = json.dumps(ref_out, sort_keys=True, default=str)
     assertions = {
-        "no_credential_left": AssertionResult.FAILED if any(body in out for body in bodies) else AssertionResult.PASSED,
+        "no_credential_left": AssertionResult.FAILED if any(body in out or body in ref_text for body in bodies) else AssertionResult.PASSED,
         "other_text_kept": AssertionResult.PASSED if out.replace(REDACTION, "") == kept and out.count(REDACTION) == len(spans) else AssertionResult.FAILED,
     }
     failed = [k for k, v in assertions.items() if v == AssertionResult.FAILED]
     record_id = f"transform-{cand.item_id}-redact"
-    derived = _redacted_item(cand, out, record_id)
+    derived = _redacted_item(cand, out, record_id, ref_out)
     after_tokens = block_tokens(asm, dataclasses.replace(cand, item=derived, content=out, changed_digest=derived.content_hash))
     trust = cand.trust.value if cand.trust else "unlabelled"
     asm.transforms.append(
@@ -592,7 +645,9 @@ def _redact(asm: Assembly, cand: Candidate, found: list[Finding]) -> bool:
             type=TransformType.REDACT,
             input_item_ids=[cand.item_id],
             input_digest=cand.item.content_hash,
-            objective=f"redact {len(spans)} credential-like span(s): {_finding_types(found)} (security.secret_material: deny_or_redact)",
+            objective=f"redact {len(spans) + len(ref_before)} credential-like span(s): "
+            f"{_finding_types(found + [f for _, _, fs in in_ref for f in fs])}"
+            + (f" (in {', '.join(w for w, _, _ in in_ref)})" if in_ref else "") + " (security.secret_material: deny_or_redact)",
             policy_version=asm.policy.label,
             transformer_version=REDACTOR,
             output_item_id=cand.item_id,
@@ -618,7 +673,7 @@ def _redact(asm: Assembly, cand: Candidate, found: list[Finding]) -> bool:
     return True
 
 
-def _redacted_item(cand: Candidate, out: str, record_id: str):
+def _redacted_item(cand: Candidate, out: str, record_id: str, source_ref: dict | None = None):
     """The redacted text as a derived item, as any transform's output: the content hash its fence
     header and manifest record name is the hash of what is delivered; the lineage says how."""
     received = cand.item
@@ -636,7 +691,10 @@ def _redacted_item(cand: Candidate, out: str, record_id: str):
             transform_record_id=record_id,
         )
     )
-    return received.model_copy(update={"content": out, "content_hash": out_digest, "source_lineage": lineage})
+    update = {"content": out, "content_hash": out_digest, "source_lineage": lineage}
+    if source_ref is not None and source_ref != received.source_ref:
+        update["source_ref"] = source_ref
+    return received.model_copy(update=update)
 
 
 GateFn = Callable[[Assembly, Candidate], GateOutcome]
@@ -666,13 +724,38 @@ def declared_inputs(item) -> list[str]:
     return out
 
 
-def _candidate_inputs(cand: Candidate, by_id: dict[str, Candidate]) -> list[tuple[str, Candidate]]:
+def declared_digests(item) -> list[str]:
+    """The content digests an item's `source_lineage` nodes declare, other than its own content's."""
+    out: list[str] = []
+    for node in item.source_lineage:
+        if node.digest and node.digest != item.content_hash and node.digest not in out:
+            out.append(node.digest)
+    return out
+
+
+def candidate_index(asm: Assembly) -> dict:
+    """The candidates by item id, and (under `("digest", <content_hash>)`) each content digest's
+    candidates as received: a lineage node is matched by its digest as well as its id."""
+    index: dict = dict(asm.by_id())
+    for cand in asm.candidates:
+        index.setdefault(("digest", (cand.received or cand.item).content_hash), []).append(cand)
+    return index
+
+
+def _candidate_inputs(cand: Candidate, by_id: dict) -> list[tuple[str, Candidate]]:
     """The declared inputs of a derived item (summary, excerpt, merge) that are candidates of this
-    assembly: named in `input_item_ids` or as a `source_lineage` node."""
-    return [(i, c) for i in declared_inputs(cand.item) if (c := by_id.get(i)) is not None and c is not cand]
+    assembly: named in `input_item_ids` or as a `source_lineage` node, or holding the content a
+    lineage node's `digest` names — whatever the node is called (a renamed root cannot launder a
+    stale or excluded read)."""
+    out = [(i, c) for i in declared_inputs(cand.item) if (c := by_id.get(i)) is not None and c is not cand]
+    for digest in declared_digests(cand.item):
+        for c in by_id.get(("digest", digest), ()):
+            if c is not cand and all(c is not seen for _, seen in out):
+                out.append((c.item_id, c))
+    return out
 
 
-def inputs_first(asm: Assembly, by_id: dict[str, Candidate]) -> list[Candidate]:
+def inputs_first(asm: Assembly, by_id: dict) -> list[Candidate]:
     """The candidates in request order, except that a derived item comes after the candidates it
     names as inputs, so their gate outcomes are known when it is judged; items whose inputs name
     each other come last (and fail: an input never judged first is no admitted input)."""
@@ -697,7 +780,7 @@ def inputs_first(asm: Assembly, by_id: dict[str, Candidate]) -> list[Candidate]:
     return order + [c for c in asm.candidates if pending[id(c)] > 0]
 
 
-def inherited(cand: Candidate, gate: HardGate, by_id: dict[str, Candidate]) -> GateOutcome:
+def inherited(cand: Candidate, gate: HardGate, by_id: dict) -> GateOutcome:
     """A derived item passes a gate only if each of its inputs among the candidates did (seed §2: no
     later stage rescues an unauthorised, stale or incomplete object; §9 invariants 2 and 4). It
     fails with the input's own reason, the input named in the detail."""
@@ -719,7 +802,7 @@ def inherited(cand: Candidate, gate: HardGate, by_id: dict[str, Candidate]) -> G
 def exclude_derived_of_rejected(asm: Assembly) -> None:
     """After re-injection's own clauses (stage `hard_gates`, no single gate): a derived item whose
     input they excluded is excluded with the input's reason."""
-    by_id = asm.by_id()
+    by_id = candidate_index(asm)
     for cand in inputs_first(asm, by_id):
         if not cand.alive:
             continue
@@ -751,7 +834,7 @@ def admitted_input_trusts(asm: Assembly, cand: Candidate) -> list[Trust | None]:
 
 def apply_hard_gates(asm: Assembly) -> None:
     order = [(gate, gate.value, GATES[gate]) for gate in asm.policy.admission.hard_filters]
-    by_id = asm.by_id()
+    by_id = candidate_index(asm)
     for cand in inputs_first(asm, by_id):
         results: dict[str, GateResult] = {}
         failed = False

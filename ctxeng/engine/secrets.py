@@ -26,10 +26,41 @@ Bounded work: each line is scanned in windows of at most WINDOW characters, over
 OVERLAP (longer than any known format), so no regex ever sees more than WINDOW characters and the
 cost per item is linear in its length (bench/secrets.py measures it against the hand-written list
 this module replaced). Deterministic: the same text gives the same findings.
+
+Credentials in every form they take in agent data (issue 50), beside the plugins' own patterns:
+
+- **normalised first**: zero-width characters (U+200B-U+200D, U+2060, U+FEFF, U+00AD, U+180E) are
+  dropped and full-width ASCII (U+FF01-U+FF5E, U+3000) folded before scanning; a finding's span
+  covers the original characters, the invisible ones included;
+- **whole keys**: a known-format finding runs to the end of its token (`[A-Za-z0-9_-]`), so a
+  Stripe key longer than `sk_live_` + 24 is found whole, never a prefix;
+- **pairs and values** (`Keyword Value`): the value after a key naming a credential — the
+  keywords of detect-secrets' `KeywordDetector` plus `token` and `credential`, as one segment of
+  the key (`AWS_SECRET_ACCESS_KEY`, `aws_secret_access_key`, `db.password`, `X-Api-Key`) —
+  unquoted or quoted, after `=`, `:`, `:=` or `=>` (env files, `export`, credentials/INI files,
+  YAML, JSON, URL query strings); `Authorization`/`Proxy-Authorization` header values
+  (`Bearer …`, `Basic …`, `token …`); a token as URL userinfo (`https://<token>@host`). A value
+  counts when it is credential-like (`credential_like`): at least MIN_VALUE characters, not a
+  placeholder or code (no `()[]{}<>$%`, no dotted name, no path), not a word or a name (letters, or
+  words (letters then digits, or digits) joined by `_ . -`: `test-secret-key`, `NEW_VALUE_42`), and at least
+  VALUE_ENTROPY bits per character;
+- **the other half of a pair** (`Paired Secret`): when an item holds one half of a known pair —
+  an AWS access key id, a `client_id`, a DSN or URL naming a user — every standalone
+  base64-alphabet run of PARTNER_MIN+ characters in it with upper, lower and digit characters
+  (never a hex digest) is the partner, labelled or not (`credentials.csv`, a bare second line);
+- **split keys**: a known format cut over lines (a line break, with indentation or a `\\`
+  continuation, between two token characters) is found across the break;
+- **encoded keys**: base64 and hex runs of credential length (ENCODED_MIN to ENCODED_MAX
+  characters) that decode to printable text are decoded and scanned; a finding in the decoded
+  text marks the whole run (`Encoded <type>`).
+
+The thresholds are measured for false alarms on real agent traces (`bench/secrets_forms.py`).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import threading
 from collections import OrderedDict
@@ -161,7 +192,7 @@ def _spans_in(piece: str, value: str) -> list[tuple[int, int]]:
 _JWT_TAIL = re.compile(r"[A-Za-z0-9\-_.+/=]*")
 
 
-def _raw_findings(text: str) -> list[Finding]:
+def _raw_findings(text: str, known_only: bool = False) -> list[Finding]:
     """Each plugin says which values are secrets (`analyze_string`, with its own checks: a JWT
     must decode, an entropy string must pass the limit); the span is its pattern's whole match."""
     found: list[Finding] = []
@@ -169,6 +200,8 @@ def _raw_findings(text: str) -> list[Finding]:
     for offset, piece in _windows(text):
         lower = piece.lower()
         for plugin, anchors, folded in plugins:
+            if known_only and getattr(plugin, "entropy_limit", None) is not None:
+                continue
             if not any(a in (lower if folded else piece) for a in anchors):
                 continue
             values = set(plugin.analyze_string(piece))
@@ -226,7 +259,11 @@ def find_secrets(text: str, digest: str | None = None) -> list[Finding]:
 
 
 def _scan(text: str) -> list[Finding]:
-    found = sorted(_raw_findings(text), key=lambda f: (f.start, -(f.end - f.start)))
+    norm, where = _normalised(text)
+    found = _all_findings(norm)
+    if where is not None:  # back to the original text's offsets, invisible characters included
+        found = [Finding(f.type, where[f.start], where[f.end - 1] + 1, "") for f in found if f.end > f.start]
+    found = sorted(found, key=lambda f: (f.start, -(f.end - f.start)))
     merged: list[Finding] = []
     for f in found:
         if merged and f.start < merged[-1].end:
@@ -237,3 +274,226 @@ def _scan(text: str) -> list[Finding]:
             continue
         merged.append(f)
     return [Finding(f.type, f.start, f.end, text[f.start:f.end]) for f in merged]
+
+
+
+# --------------------------------------------------------------------------- forms (issue 50)
+
+MIN_VALUE = 8
+VALUE_ENTROPY = 2.5
+PARTNER_MIN = 20
+PARTNER_ENTROPY = 3.5
+ENCODED_MIN = 24
+ENCODED_MAX = 4096
+
+_INVISIBLE = "\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e"
+_ODD = re.compile(f"[{_INVISIBLE}\uff01-\uff5e\u3000]")
+
+
+def _normalised(text: str) -> tuple[str, list[int] | None]:
+    """`text` without zero-width characters and with full-width ASCII folded, and the original
+    offset of each character kept (plus the text's length), or None when nothing changed."""
+    if text.isascii() or _ODD.search(text) is None:
+        return text, None
+    out: list[str] = []
+    where: list[int] = []
+    for i, ch in enumerate(text):
+        if ch in _INVISIBLE:
+            continue
+        o = ord(ch)
+        out.append(chr(o - 0xFEE0) if 0xFF01 <= o <= 0xFF5E else " " if o == 0x3000 else ch)
+        where.append(i)
+    where.append(len(text))
+    return "".join(out), where
+
+
+def _all_findings(text: str, decode: bool = True) -> list[Finding]:
+    found = [_whole_token(text, f) for f in _raw_findings(text)]
+    found += _keyword_values(text)
+    found += _split_keys(text, found)
+    found += _partners(text, found)
+    if decode:
+        found += _encoded(text)
+    return found
+
+
+_TOKEN_TAIL = re.compile(r"[A-Za-z0-9_-]*")
+_NOT_EXTENDED = {"Basic Auth Credentials", "Private Key", "Base64 High Entropy String", "JSON Web Token"}
+
+
+def _whole_token(text: str, f: Finding) -> Finding:
+    """A known-format key runs to the end of its token: the service's pattern may stop at its
+    documented length while the key goes on (a Stripe key longer than sk_live_ + 24)."""
+    if f.type in _NOT_EXTENDED:
+        return f
+    end = _TOKEN_TAIL.match(text, f.end).end()  # type: ignore[union-attr]
+    return f if end == f.end else Finding(f.type, f.start, end, "")
+
+
+@cache
+def _keywords() -> tuple[str, ...]:
+    """detect-secrets' KeywordDetector denylist (`api_?key`, `password`, `secret` ...), with `token`
+    and `credentials?`, which it leaves to the known formats."""
+    from detect_secrets.plugins.keyword import DENYLIST
+
+    return (*DENYLIST, "token", "credentials?", "access_?key")
+
+
+@cache
+def _keyword_pattern() -> re.Pattern:
+    # A key is a run of name characters with a keyword as one of its segments (split on _ . - and
+    # case changes is approximated by: the keyword is bounded by a separator or the key's ends).
+    words = "|".join(k.replace("_?", "[_-]?") for k in _keywords())
+    return re.compile(
+        r"(?<![\w.-])(?P<key>(?:[\w-]*?[_.-])?(?:" + words + r")(?:[_.-][\w.-]*)?)"
+        r"[\]'\"`]{0,2}[ \t]*(?::=|=>|=|:)[ \t]*(?P<q>['\"`]?)(?P<value>[^\s'\"`,;&]+)",
+        re.I,
+    )
+
+
+_HEADER = re.compile(
+    r"\b(?:proxy-)?authorization[\"']?[ \t]*[:=][ \t]*[\"']?(?:(?:bearer|basic|token|digest|apikey)[ \t]+)?"
+    r"(?P<value>[A-Za-z0-9._~+/=-]+)",
+    re.I,
+)
+_URL_TOKEN = re.compile(r"://(?P<value>[A-Za-z0-9_.~-]{16,})@")
+_CODE = re.compile(r"[()\[\]{}<>$%]")
+_DOTTED_NAME = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+$")
+_PATH = re.compile(r"^(?:/|\./|\.\./|~/|[A-Za-z]:\\)|\.[A-Za-z]{1,5}$|^https?:")
+# Letters only, or words (each letters, then digits) joined by `_ . -`: `test-secret-key`, `NEW_VALUE_42`.
+_NAME = re.compile(r"[A-Za-z]+|[A-Za-z]+\d*(?:[_.-]+(?:[A-Za-z]+\d*|\d+))+")
+_PLACEHOLDER = re.compile(r"^(?:x+|\*+|\.+|-+|none|null|nil|true|false|undefined|changeme|redacted|required|optional)$", re.I)
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy in bits per character, as detect-secrets' entropy plugins compute it."""
+    return _plugins()[-1][0].calculate_shannon_entropy(value)
+
+
+def credential_like(value: str) -> bool:
+    """Could `value`, written after a credential's key, be the credential? See the module docstring."""
+    if len(value) < MIN_VALUE or _PLACEHOLDER.match(value) or _CODE.search(value):
+        return False
+    if _DOTTED_NAME.match(value) or _PATH.search(value):
+        return False
+    if _NAME.fullmatch(value):  # words and names: a variable, a constant, a type, an option
+        return False
+    return entropy(value) >= VALUE_ENTROPY
+
+
+def _keyword_values(text: str) -> list[Finding]:
+    out: list[Finding] = []
+    lower = text.lower()
+    if any(k in lower for k in ("pass", "pwd", "secret", "key", "token", "credential", "contrase")):
+        for m in _keyword_pattern().finditer(text):
+            value = m.group("value")
+            if credential_like(value):
+                out.append(Finding("Keyword Value", m.start("value"), m.end("value"), ""))
+    if "authorization" in lower:
+        for m in _HEADER.finditer(text):
+            if credential_like(m.group("value")):
+                out.append(Finding("Authorization Header", m.start("value"), m.end("value"), ""))
+    if "://" in text:
+        for m in _URL_TOKEN.finditer(text):
+            if credential_like(m.group("value")):
+                out.append(Finding("URL Token", m.start("value"), m.end("value"), ""))
+    return out
+
+
+_HALF = re.compile(
+    r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}"  # an AWS access key id
+    r"|\bclient[_-]?id\b"  # an OAuth client id
+    r"|\b[a-z][a-z0-9+.-]*://[^\s:/@]+@"  # a DSN or URL naming a user without a password
+    r"|\b(?:user(?:name)?|login)[ \t]*=[ \t]*\S+[ \t]+(?:\w+=\S+[ \t]+)*?password\b",  # a libpq DSN
+    re.I,
+)
+_STANDALONE = re.compile(rf"(?<![A-Za-z0-9/+_-])[A-Za-z0-9/+]{{{PARTNER_MIN},}}={{0,2}}(?![A-Za-z0-9/+=_-])")
+
+
+def _partners(text: str, found: list[Finding]) -> list[Finding]:
+    """When the item holds one half of a known pair, the credential-shaped runs that may be the other."""
+    if _HALF.search(text) is None:
+        return []
+    taken = [(f.start, f.end) for f in found]
+    out = []
+    for m in _STANDALONE.finditer(text):
+        value = m.group(0)
+        if any(a < m.end() and m.start() < b for a, b in taken):
+            continue
+        if re.fullmatch(r"[0-9a-fA-F]+", value):  # digests and commit ids
+            continue
+        if not (re.search(r"[A-Z]", value) and re.search(r"[a-z]", value) and re.search(r"[0-9/+]", value)):
+            continue
+        if entropy(value) >= PARTNER_ENTROPY:
+            out.append(Finding("Paired Secret", m.start(), m.end(), ""))
+    return out
+
+
+_BREAK = re.compile(r"(?<=[A-Za-z0-9_-])[ \t]*\\?\r?\n[ \t]*(?=[A-Za-z0-9_-])")
+
+
+def _split_keys(text: str, found: list[Finding]) -> list[Finding]:
+    """Known formats cut over lines: the text with those line breaks removed is scanned by the
+    known-format plugins; a finding that spans a removed break is mapped back across it, unless
+    it starts inside a finding of the text as written (an open-ended pattern, `sk-…{20,}`, would
+    otherwise run on into the next line's words)."""
+    if "\n" not in text:
+        return []
+    parts: list[str] = []
+    where: list[int] = []  # original offset of each joined character
+    at = 0
+    breaks = []
+    for m in _BREAK.finditer(text):
+        parts.append(text[at:m.start()])
+        where.extend(range(at, m.start()))
+        breaks.append(len(where))
+        at = m.end()
+    if not breaks:
+        return []
+    parts.append(text[at:])
+    where.extend(range(at, len(text)))
+    joined = "".join(parts)
+    out = []
+    for f in _raw_findings(joined, known_only=True):
+        # Only a match the break cut counts (a whole key on one line was found there already),
+        # and its tail is read in the text as written, not across the next break.
+        start = where[f.start]
+        if any(f.start < b < f.end for b in breaks) and not any(g.start <= start < g.end for g in found):
+            out.append(_whole_token(text, Finding(f.type, where[f.start], where[f.end - 1] + 1, "")))
+    return out
+
+
+_B64_RUN = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{ENCODED_MIN},{ENCODED_MAX}}}={{0,2}}(?![A-Za-z0-9+/=_-])")
+_HEX_RUN = re.compile(rf"(?<![0-9A-Za-z])(?:[0-9a-fA-F]{{2}}){{{ENCODED_MIN // 2},{ENCODED_MAX // 2}}}(?![0-9A-Za-z])")
+
+
+def _decoded(run: str) -> str | None:
+    """`run` decoded (hex, else base64 or base64url) when it decodes to printable text."""
+    try:
+        if len(run) % 2 == 0 and re.fullmatch(r"[0-9a-fA-F]+", run):
+            raw = bytes.fromhex(run)
+        else:
+            body = run.rstrip("=")
+            raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=b"-_" if ("-" in body or "_" in body) else None, validate=True)
+        out = raw.decode("utf-8")
+    except (ValueError, binascii.Error, UnicodeDecodeError):
+        return None
+    printable = sum(ch.isprintable() or ch in "\n\r\t" for ch in out)
+    return out if out and printable == len(out) else None
+
+
+def _encoded(text: str) -> list[Finding]:
+    out = []
+    seen: set[tuple[int, int]] = set()
+    for pattern in (_HEX_RUN, _B64_RUN):
+        for m in pattern.finditer(text):
+            if m.span() in seen:
+                continue
+            seen.add(m.span())
+            plain = _decoded(m.group(0))
+            if plain is None:
+                continue
+            inner = _all_findings(plain, decode=False)
+            if inner:
+                out.append(Finding(f"Encoded {inner[0].type}", m.start(), m.end(), ""))
+    return out
