@@ -34,6 +34,8 @@ def envbool(name: str, default: str) -> bool:
 def envint(name: str, default: str) -> int:
     value = os.environ.get(name, default).strip()
     try:
+        if not value.isascii():  # int() reads `٣` as 3
+            raise ValueError(value)
         return int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}: expected an integer, got {value!r}") from None
@@ -42,6 +44,8 @@ def envint(name: str, default: str) -> int:
 def envfloat(name: str, default: str) -> float:
     value = os.environ.get(name, default).strip()
     try:
+        if not value.isascii():
+            raise ValueError(value)
         return float(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}: expected a number, got {value!r}") from None
