@@ -202,11 +202,18 @@ if AXES_COOLOFF_TIME <= timedelta(0):
     raise ImproperlyConfigured("CTXENG_LOGIN_LOCKOUT_MINUTES: expected a positive number of minutes")
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "ctxeng.server.login_throttle.client_address"
-# Before any of that, and before a password is hashed: login attempts per client address and over
-# every address ("N/s", "N/min", "N/hour", "N/day"; empty: no limit), counted in the "throttle"
-# cache (Redis with REDIS_URL); beyond either, 429 with Retry-After (ctxeng.server.login_throttle).
+# Before any of that, and before a password is hashed: login attempts per client address, per
+# username over every address and over everything ("N/s", "N/min", "N/hour", "N/day"; empty: no
+# limit), counted in the "throttle" cache (Redis with REDIS_URL); beyond one, 429 with Retry-After.
+# An address a username logged in from in the last CTXENG_LOGIN_KNOWN_ADDRESS_DAYS (0: none is
+# remembered) counts its attempts for that username in its own window only, so no flood from
+# elsewhere refuses that user there (ctxeng.server.login_throttle).
 CTXENG_LOGIN_RATE_PER_ADDRESS = envrate("CTXENG_LOGIN_RATE_PER_ADDRESS", "10/min")
-CTXENG_LOGIN_RATE_TOTAL = envrate("CTXENG_LOGIN_RATE_TOTAL", "1/s")
+CTXENG_LOGIN_RATE_PER_USERNAME = envrate("CTXENG_LOGIN_RATE_PER_USERNAME", "10/min")
+CTXENG_LOGIN_RATE_TOTAL = envrate("CTXENG_LOGIN_RATE_TOTAL", "300/min")
+CTXENG_LOGIN_KNOWN_ADDRESS_DAYS = envfloat("CTXENG_LOGIN_KNOWN_ADDRESS_DAYS", "30")
+if CTXENG_LOGIN_KNOWN_ADDRESS_DAYS < 0:
+    raise ImproperlyConfigured(f"CTXENG_LOGIN_KNOWN_ADDRESS_DAYS: expected 0 or more, got {CTXENG_LOGIN_KNOWN_ADDRESS_DAYS}")
 # Trusted proxies in front of the app that append the client's address to X-Forwarded-For
 # (deploy/nginx.conf: 1); 0 counts REMOTE_ADDR. Set it only when every request comes through them.
 CTXENG_PROXY_HOPS = envint("CTXENG_PROXY_HOPS", "0")
