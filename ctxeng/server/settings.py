@@ -295,6 +295,15 @@ CTXENG_QUOTA_CONTENT_BYTES = envint("CTXENG_QUOTA_CONTENT_BYTES", str(10 * 1024*
 # A usage report is used for calibration only when its actual input tokens are within this band
 # of the assembly's estimate (manifests.selectors.usage_in_band); one outside is stored and shown
 # for review, never calibrated on, so the factor stays within the band whatever an agent reports.
+# Usage reports come from the agent, not from the provider: what any set of them can do to the
+# other runs of the tenant is bounded. The factor applied to a job is held within this share of
+# the factor of the tenant's newest manifest for that model sealed at least an hour before (the
+# policy's default factor when there is none): up by at most x(1 + step), down by at most
+# /(1 + step) per hour (manifests.selectors.model_calibration). 0.1: 20 reports at 1.99x their
+# estimate cut the usable input by at most 9% in an hour (they cut it by 42% at once before).
+CTXENG_CALIBRATION_STEP_PER_HOUR = envfloat("CTXENG_CALIBRATION_STEP_PER_HOUR", "0.1")
+if not 0 <= CTXENG_CALIBRATION_STEP_PER_HOUR <= 3:
+    raise ImproperlyConfigured(f"CTXENG_CALIBRATION_STEP_PER_HOUR: expected 0 to 3, got {CTXENG_CALIBRATION_STEP_PER_HOUR}")
 CTXENG_USAGE_RATIO_MIN = envfloat("CTXENG_USAGE_RATIO_MIN", "0.5")
 CTXENG_USAGE_RATIO_MAX = envfloat("CTXENG_USAGE_RATIO_MAX", "2.0")
 if not 0 < CTXENG_USAGE_RATIO_MIN <= 1 <= CTXENG_USAGE_RATIO_MAX <= 4:
