@@ -6,7 +6,7 @@ workers, a private redis-server as REDIS_URL (where the workers count together),
 at a time) is measured alone, then while `--threads` threads POST `/login/` with random usernames
 (each a fresh CSRF session: what axes' per username-and-address lockout never stops):
 
-- `no login rates`: CTXENG_LOGIN_RATE_PER_ADDRESS and _TOTAL empty — the behaviour before the fix;
+- `no login rates`: CTXENG_LOGIN_RATE_PER_ADDRESS, _PER_USERNAME and _TOTAL empty — the behaviour before the fix;
 - `login rates, one address`: the defaults (10/min per address, 1/s overall), the flood from
   one address;
 - `login rates, many addresses`: the defaults behind one trusted proxy (CTXENG_PROXY_HOPS=1), each
@@ -45,7 +45,7 @@ import requests
 from .infra import ROOT, free_port, python_env, redis_server
 
 MODES = {
-    "no login rates": {"CTXENG_LOGIN_RATE_PER_ADDRESS": "", "CTXENG_LOGIN_RATE_TOTAL": ""},
+    "no login rates": {"CTXENG_LOGIN_RATE_PER_ADDRESS": "", "CTXENG_LOGIN_RATE_PER_USERNAME": "", "CTXENG_LOGIN_RATE_TOTAL": ""},
     "login rates, one address": {},
     "login rates, many addresses": {"CTXENG_PROXY_HOPS": "1"},
 }
