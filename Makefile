@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install install-server check-system run test test-engine lint docs dist bench bench-quality mutate mutate-sample schema screenshots clean
+.PHONY: install install-server check-system run test test-engine lint lock docs dist bench bench-quality mutate mutate-sample schema screenshots clean
 
 # System packages (scripts/check-system): present, installed with apt-get when root, or a stop
 # naming the command. `make test` needs redis-server (a private broker per test worker; not with
@@ -15,20 +15,22 @@ check-system:
 	@PY="$(PY)" sh scripts/check-system $(TEST_NEEDS)
 
 # `make run` installs only what serving needs (the `server` extra); `make test` adds the test
-# tools, the framework adapters, the docs generator and the OTLP/gRPC exporter.
+# tools, the framework adapters, the docs generator and the OTLP/gRPC exporter. Every install is
+# held to constraints.txt (`-c`): the versions the suite passed with, so a fresh machine resolves
+# what CI tested, not whatever is newest that day. `make lock` upgrades them (docs/production.md).
 SERVER_STAMP := $(VENV)/.installed-server-stamp
-$(SERVER_STAMP): pyproject.toml
+$(SERVER_STAMP): pyproject.toml constraints.txt
 	@PY="$(PY)" sh scripts/check-system venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[server]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server]'
 	@touch $(SERVER_STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	@PY="$(PY)" sh scripts/check-system venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,otel-grpc,docs]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,otel-grpc,docs]'
 	@touch $(STAMP) $(SERVER_STAMP)
 
 install: $(STAMP)
@@ -58,6 +60,20 @@ test: check-system install
 test-engine: install
 	$(BIN)/python -m pytest -q tests/engine
 
+# Newer pins: every extra the Makefile installs, upgraded to the newest versions pyproject.toml
+# allows, written to constraints.txt (the editable ctxeng itself left out). Then `make test`, and
+# commit constraints.txt with the CHANGELOG line naming what moved (`git diff constraints.txt`).
+LOCK_EXTRAS := server,dev,frameworks,otel-grpc,docs,bench
+lock:
+	@PY="$(PY)" sh scripts/check-system venv
+	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q --upgrade --upgrade-strategy eager -e '.[$(LOCK_EXTRAS)]'
+	{ echo "# Written by \`make lock\` (extras: $(LOCK_EXTRAS)); every Makefile install reads it with -c."; \
+	  echo "# Do not edit by hand: docs/production.md, \"Pinned installs\"."; \
+	  $(BIN)/python -m pip freeze --exclude-editable; } > constraints.txt
+	@touch $(STAMP) $(SERVER_STAMP)
+
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
@@ -66,11 +82,11 @@ lint: install
 # `make docs` needs only the docs extra (mkdocs, mkdocs-material; the reference hook reads the
 # light install's CLI and schemas), not the server or the test tools.
 DOCS_STAMP := $(VENV)/.installed-docs-stamp
-$(DOCS_STAMP): pyproject.toml
+$(DOCS_STAMP): pyproject.toml constraints.txt
 	@PY="$(PY)" sh scripts/check-system venv
 	@test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[docs]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[docs]'
 	@touch $(DOCS_STAMP)
 
 docs: $(DOCS_STAMP)
@@ -83,13 +99,13 @@ dist: $(SERVER_STAMP)
 	$(BIN)/python -m pip wheel -q --no-deps -w dist .
 
 bench: install bench-quality
-	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,bench]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,bench]'
 	$(BIN)/python -m bench.run
 
 # Context quality (issue 28): three long-horizon runs through ctxeng and three baselines, scored per
 # step; writes bench/results/quality.json and quality.png (about a minute on 2 cores).
 bench-quality: install
-	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,bench]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,bench]'
 	$(BIN)/python -m bench.quality.run
 
 # Mutation testing per module (docs/mutation.md: targets, scores, run times, equivalent mutants).
@@ -108,11 +124,11 @@ MUTATE_SAMPLE ?= 20
 MUTATE_SEED ?=
 MUTATE_TARGETS := engine sdk adapters services selectors dashboard api accounts policies content
 mutate: install
-	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,mutate]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,mutate]'
 	$(BIN)/python -m tests.mutation.targets run $(TARGET) $(MUTANTS) --max-children $(MUTATE_CHILDREN)
 
 mutate-sample: install
-	$(BIN)/python -m pip install -q -e '.[server,dev,frameworks,mutate]'
+	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,mutate]'
 	$(BIN)/python -m tests.mutation.targets sample --size $(MUTATE_SAMPLE) --max-children $(MUTATE_CHILDREN) \
 		$(if $(MUTATE_SEED),--seed $(MUTATE_SEED)) $(MUTATE_TARGETS)
 

@@ -6,7 +6,7 @@ workers, a private redis-server as REDIS_URL (where the workers count together),
 at a time) is measured alone, then while `--threads` threads POST `/login/` with random usernames
 (each a fresh CSRF session: what axes' per username-and-address lockout never stops):
 
-- `no login rates`: CTXENG_LOGIN_RATE_PER_ADDRESS and _TOTAL empty — the behaviour before the fix;
+- `no login rates`: CTXENG_LOGIN_RATE_PER_ADDRESS, _PER_USERNAME and _TOTAL empty — the behaviour before the fix;
 - `login rates, one address`: the defaults (10/min per address, 1/s overall), the flood from
   one address;
 - `login rates, many addresses`: the defaults behind one trusted proxy (CTXENG_PROXY_HOPS=1), each
@@ -15,6 +15,14 @@ at a time) is measured alone, then while `--threads` threads POST `/login/` with
 Reports the API's median and 90th percentile under the flood against its median alone (a ratio
 measured in the same run), and how many login attempts were checked (200) or refused (429).
 Writes bench/results/issue40-login-flood.md.
+
+`python -m bench.login_flood --users` (issue 51, N1): the same server behind one trusted proxy,
+eight flooding threads, each with an address of its own, sending wrong passwords for random
+usernames without pause; meanwhile user `demo` logs in with the right password LOGINS times from
+the address it logged in from before the flood, and LOGINS times from addresses new to it. Two
+modes: `before`, the rates of issue 40 (1/s overall, no per-username window, no known addresses:
+CTXENG_LOGIN_RATE_TOTAL=1/s, CTXENG_LOGIN_RATE_PER_USERNAME="", CTXENG_LOGIN_KNOWN_ADDRESS_DAYS=0),
+and `after`, the defaults. Writes bench/results/issue51-login-users.md.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ import requests
 from .infra import ROOT, free_port, python_env, redis_server
 
 MODES = {
-    "no login rates": {"CTXENG_LOGIN_RATE_PER_ADDRESS": "", "CTXENG_LOGIN_RATE_TOTAL": ""},
+    "no login rates": {"CTXENG_LOGIN_RATE_PER_ADDRESS": "", "CTXENG_LOGIN_RATE_PER_USERNAME": "", "CTXENG_LOGIN_RATE_TOTAL": ""},
     "login rates, one address": {},
     "login rates, many addresses": {"CTXENG_PROXY_HOPS": "1"},
 }
@@ -166,12 +174,90 @@ def report(rows: list[dict], seconds: float, workers: int, threads: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+USER_MODES = {
+    "before (1/s overall)": {"CTXENG_LOGIN_RATE_TOTAL": "1/s", "CTXENG_LOGIN_RATE_PER_USERNAME": "",
+                             "CTXENG_LOGIN_KNOWN_ADDRESS_DAYS": "0"},
+    "after (defaults)": {},
+}
+LOGINS = 8  # within one address's 10/min with the login before the flood
+HOME = "198.51.100.10"
+
+
+def _login(url: str, username: str, password: str, address: str) -> int:
+    session = requests.Session()
+    page = session.get(f"{url}/login/", timeout=120)
+    csrf = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    return session.post(f"{url}/login/", data={"csrfmiddlewaretoken": csrf, "username": username, "password": password},
+                        headers={"Referer": f"{url}/login/", "X-Forwarded-For": address}, allow_redirects=False,
+                        timeout=120).status_code
+
+
+def _address_flood(url: str, address: str, stop: threading.Event, counts: dict[int, int], lock: threading.Lock) -> None:
+    while not stop.is_set():
+        try:
+            status = _login(url, f"random-{uuid.uuid4().hex[:10]}", "guess", address)
+        except requests.RequestException:
+            status = 0
+        with lock:
+            counts[status] = counts.get(status, 0) + 1
+
+
+def run_users(workers: int) -> list[dict]:
+    work = Path(tempfile.mkdtemp(prefix="ctxeng-login-users-"))
+    _token(_env(work / "db.sqlite3"))
+    rows = []
+    for index, (mode, extra) in enumerate(USER_MODES.items()):
+        with redis_server() as redis_url:
+            env = _env(work / "db.sqlite3", REDIS_URL=redis_url, CTXENG_PROXY_HOPS="1", **extra)
+            process, url = _gunicorn(env, workers, work / f"gunicorn-users-{index}.log")
+            try:
+                before_flood = _login(url, "demo", "demo", HOME)  # HOME is known from here on (after)
+                stop, lock, counts = threading.Event(), threading.Lock(), {}
+                flooders = [threading.Thread(target=_address_flood, args=(url, f"192.0.2.{i}", stop, counts, lock))
+                            for i in range(1, 9)]
+                for thread in flooders:
+                    thread.start()
+                while sum(counts.values()) < 40:  # the flood is under way: every address has sent
+                    time.sleep(0.1)
+                home = [_login(url, "demo", "demo", HOME) for _ in range(LOGINS)]
+                new = [_login(url, "demo", "demo", f"203.0.113.{i}") for i in range(1, LOGINS + 1)]
+                stop.set()
+                for thread in flooders:
+                    thread.join()
+            finally:
+                os.killpg(process.pid, signal.SIGTERM)
+                process.wait(30)
+        rows.append({"mode": mode, "before_flood": before_flood, "home": home, "new": new,
+                     "flood": dict(sorted(counts.items()))})
+    return rows
+
+
+def report_users(rows: list[dict], workers: int) -> str:
+    lines = ["# Issue 51, N1: a real user's right-password logins during a login flood from 8 addresses", "",
+             f"gunicorn {workers} sync workers behind one trusted proxy (CTXENG_PROXY_HOPS=1), production settings "
+             f"(PBKDF2), SQLite, Redis counts; `python -m bench.login_flood --users` on {os.cpu_count()} cores. "
+             f"The flood: 8 threads, one address each, wrong passwords for random usernames without pause.", "",
+             f"| mode | logins from the known address (302 of {LOGINS}) | from new addresses (302 of {LOGINS}) | "
+             "flood attempts checked (200) | flood refused (429) |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        lines.append(f"| {r['mode']} | {r['home'].count(302)} | {r['new'].count(302)} | {r['flood'].get(200, 0)} | "
+                     f"{r['flood'].get(429, 0)} |")
+    return "\n".join(lines) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--threads", type=int, default=8)
+    parser.add_argument("--users", action="store_true", help="issue 51: a real user's logins during the flood")
     args = parser.parse_args()
+    if args.users:
+        text = report_users(run_users(args.workers), args.workers)
+        (ROOT / "bench" / "results" / "issue51-login-users.md").write_text(text)
+        print(text)
+        return
     text = report(run(args.seconds, args.workers, args.threads), args.seconds, args.workers, args.threads)
     (ROOT / "bench" / "results" / "issue40-login-flood.md").write_text(text)
     print(text)

@@ -244,7 +244,8 @@ def _wait_seconds(value: str | None) -> float:
     if value is None:
         return 0.0
     try:
-        seconds = float(value)
+        # float() reads `٣` and `１` as 3 and 1: a number here is written in ASCII.
+        seconds = float(value) if value.isascii() else math.nan
     except ValueError:
         seconds = math.nan
     if not math.isfinite(seconds) or seconds < 0:

@@ -1364,7 +1364,7 @@ def step_in_run(steps: list[AssemblyJob], ref: str) -> tuple[AssemblyJob | None,
     if len(same) > 1:
         return None, f"step “{ref[:80]}” was submitted {len(same)} times: pick one attempt"
     step_id, _, number = ref.rpartition("#")
-    if number.isdigit():
+    if number.isascii() and number.isdigit():  # `²` is a digit to isdigit() and no number to int()
         attempts = [job for job in steps if job.step_id == step_id]
         if 1 <= int(number) <= len(attempts):
             return attempts[int(number) - 1], ""

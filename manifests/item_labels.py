@@ -7,7 +7,10 @@ tool result is named by its call, `search(query="retry", limit=5) → result`; a
 message, or an item whose source_ref names nothing, by its first words: `user: “Summarise the…”`.
 Submitted content is gone after a content purge; the label then falls back to `ref_label`.
 
-Labels are plain text (the templates escape them) and at most LABEL_CHARS characters.
+Labels are plain text (the templates escape them) and at most LABEL_CHARS characters. A bidi
+control (an override, embedding, isolate or mark) in anything a label quotes is shown as "�": a
+right-to-left override in a tool argument would otherwise reverse the rest of the label on the
+page, the id beside it included (issue 51, N8).
 """
 
 from __future__ import annotations
@@ -20,9 +23,14 @@ ARGUMENT_CHARS = 32  # one argument's value, before "…"
 MESSAGE_WORDS = 10
 
 
+# U+061C ARABIC LETTER MARK, U+200E/F LRM/RLM, U+202A-E embeddings and overrides, U+2066-9 isolates.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+_NEUTRAL = str.maketrans(dict.fromkeys(BIDI_CONTROLS, "\ufffd"))
+
+
 def clip(text: str, limit: int) -> str:
-    """`text` on one line, at most `limit` characters, "…" marking a cut."""
-    text = " ".join(text.split())
+    """`text` on one line, bidi controls shown as "�", at most `limit` characters, "…" marking a cut."""
+    text = " ".join(text.translate(_NEUTRAL).split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -42,7 +50,7 @@ def call_text(tool_name: str, arguments: Any) -> str:
 def first_words(text: str, limit: int, words: int = MESSAGE_WORDS) -> str:
     """The first `words` words of `text` that fit in `limit` characters, "…" when some are left
     out; cut inside a word only when the first word alone is longer."""
-    parts = text.split()
+    parts = text.translate(_NEUTRAL).split()
     kept: list[str] = []
     for part in parts[:words]:
         if len(" ".join([*kept, part])) > limit - 1:

@@ -12,12 +12,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import F, Q, QuerySet
+from django.utils import timezone
 
 from ctxeng.accounts.models import Membership, Tenant
 from ctxeng.accounts.selectors import tenants_for
@@ -29,7 +31,7 @@ from ctxeng.engine import (
     replaced_revision_events,
     with_events,
 )
-from ctxeng.engine.estimators import calibrate, estimate_for
+from ctxeng.engine.estimators import bounded_calibration, calibrate, estimate_for
 from ctxeng.engine.lifecycle import named_artifact
 from ctxeng.engine.models import Calibration, LifecycleEventRecord, ModelSpec
 from ctxeng.engine.vocabulary import LifecycleEvent
@@ -360,10 +362,34 @@ def usage_ratios(*, tenant_id: int, provider: str, model_name: str, window: int 
     return [actual / estimated for actual, estimated in rows]
 
 
-def model_calibration(*, tenant_id: int, model: ModelSpec, policy: ContextPolicy) -> Calibration | None:
+def calibration_reference(*, tenant_id: int, model: ModelSpec, before: datetime) -> float | None:
+    """The calibration factor of the tenant's newest manifest for `model` sealed at or before
+    `before` (what was applied then); None when there is none."""
+    row = (Manifest.objects.filter(job__tenant_id=tenant_id, model_provider=model.provider, model_name=model.name,
+                                   created_at__lte=before)
+           .order_by("-created_at", "-id").values_list("sections", flat=True).first())
+    calibration = ((row or {}).get("assembly") or {}).get("calibration") if isinstance(row, dict) else None
+    factor = calibration.get("factor") if isinstance(calibration, dict) else None
+    return float(factor) if isinstance(factor, int | float) and 1 <= factor <= 4 else None
+
+
+def model_calibration(*, tenant_id: int, model: ModelSpec, policy: ContextPolicy,
+                      now: datetime | None = None) -> Calibration | None:
     """The calibration a job of this tenant assembles `model` with, under `policy`'s
-    `budget.calibration`: None for a model counted exactly (no query; the engine applies 1.0)."""
+    `budget.calibration`: None for a model counted exactly (no query; the engine applies 1.0).
+
+    Bounded (issue 51, F3): a factor from reported usage is held within
+    CTXENG_CALIBRATION_STEP_PER_HOUR of the factor applied to the tenant's newest manifest for the
+    model sealed an hour or more before (the policy's default factor when there is none), so no
+    set of usage reports, from one run or one token or all of them, moves the factor the tenant's
+    other runs get by more than that in any hour. The manifest records the factor applied."""
     if estimate_for(model).exact:
         return None
+    clause = policy.budget.calibration_clause
     ratios = usage_ratios(tenant_id=tenant_id, provider=model.provider, model_name=model.name)
-    return calibrate(model.name, ratios, policy.budget.calibration_clause)
+    calibration = calibrate(model.name, ratios, clause)
+    if calibration.basis != "reported usage":
+        return calibration
+    hour_ago = (now or timezone.now()) - timedelta(hours=1)
+    reference = calibration_reference(tenant_id=tenant_id, model=model, before=hour_ago) or float(clause.default_factor)
+    return bounded_calibration(calibration, reference=reference, step=settings.CTXENG_CALIBRATION_STEP_PER_HOUR)

@@ -19,6 +19,7 @@ from datetime import date
 from types import SimpleNamespace
 from typing import Any
 
+from django.core.exceptions import BadRequest
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect, QueryDict
 from django.shortcuts import render
@@ -30,6 +31,7 @@ from django.views.decorators.http import require_GET, require_POST
 from ctxeng.accounts.pages import SESSION_TENANT, act_in, dashboard_page, tenant_query, without_tenant_param
 from ctxeng.engine.source_limits import expand_numbers
 from ctxeng.engine.vocabulary import AcquisitionOutcome
+from ctxeng.server.params import BadParameter, whole_number
 from ctxeng.server.regions import render_region
 
 from . import dashboard_selectors as sel
@@ -43,8 +45,24 @@ TRANSFORMS_PAGE_SIZE = sel.SECTION_HEADS["transforms"]
 # inspector: tool pairs page 25 at a time, and the lineage overview names the first 20 trees.
 TOOL_PAIRS_PAGE_SIZE = 25
 LINEAGE_SHOWN = 20
-def page_of(rows: Any, number: Any, per_page: int = PAGE_SIZE):
+def page_of(rows: Any, number: Any, per_page: int = PAGE_SIZE, *, name: str = "page"):
+    """Page `number` of `rows`: the first when absent, the last when beyond it (a bookmarked page
+    after rows went away); a 400 page naming `name` when it is not ASCII digits (Django's
+    paginator would read `٣` as 3 and `banana` as 1)."""
+    if number in (None, ""):
+        number = 1
+    elif isinstance(number, str):
+        number = dashboard_int(number, name=name, minimum=1)
     return Paginator(rows, per_page).get_page(number)
+
+
+def dashboard_int(value: str, *, name: str, minimum: int = 0) -> int:
+    """A whole-number query parameter of a page (`ctxeng.server.params.whole_number`), or the 400
+    page naming it."""
+    try:
+        return whole_number(value, name=name, minimum=minimum)
+    except BadParameter as exc:
+        raise BadRequest(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- tenancy
@@ -154,7 +172,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     # Every attempt as a few columns (numbering, attempts, totals); full rows for the page only.
     attempts = [SimpleNamespace(**row) for row in sel.run_step_index(run)]
     sel.label_attempts(attempts)
-    page = page_of(attempts, request.GET.get("steps_page"), STEP_PAGE_SIZE)
+    page = page_of(attempts, request.GET.get("steps_page"), STEP_PAGE_SIZE, name="steps_page")
     on_page = list(page.object_list)
     full = {job.pk: job for job in sel.run_timeline(run, [row.id for row in on_page])}
     shown = [full[row.id] for row in on_page]
@@ -208,10 +226,7 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
         order = ""
     q = request.GET.get("q", "").strip()[:MAX_QUERY]
     changed_only = request.GET.get("changed") == "1"
-    try:
-        first = max(1, min(int(request.GET.get("steps", "1")), max(1, len(steps))))
-    except ValueError:
-        first = 1
+    first = max(1, min(dashboard_int(request.GET.get("steps") or "1", name="steps", minimum=1), max(1, len(steps))))
     shown = steps[first - 1: first - 1 + MATRIX_STEPS_SHOWN]
     item_ids = sel.run_item_ids(run, steps=len(steps), changed_only=changed_only, q=q, reason=reason,
                                 sort=order) if steps else []
@@ -287,8 +302,9 @@ def _section_context(sections: dict[str, Any], params: Any) -> dict[str, Any]:
     """A page of tool pairs or transforms (with their excerpts) from the sealed document."""
     tool_pairs = sections.get("tool_pairs") or []
     return {
-        "tool_pairs_page": page_of(tool_pairs, params.get("tool_pairs_page"), TOOL_PAIRS_PAGE_SIZE),
-        "transforms_page": page_of(sections.get("transforms") or [], params.get("transforms_page"), TRANSFORMS_PAGE_SIZE),
+        "tool_pairs_page": page_of(tool_pairs, params.get("tool_pairs_page"), TOOL_PAIRS_PAGE_SIZE, name="tool_pairs_page"),
+        "transforms_page": page_of(sections.get("transforms") or [], params.get("transforms_page"),
+                                   TRANSFORMS_PAGE_SIZE, name="transforms_page"),
         "unresolved": [p for p in tool_pairs if p.get("decision") == "unresolved"],
     }
 
@@ -645,7 +661,7 @@ def assembly_section(request: HttpRequest, job_id: str, section: str) -> HttpRes
     if manifest is None:
         raise Http404("not sealed yet")
     params = request.GET.copy()
-    params[f"{section}_page"] = request.GET.get("page", "1")
+    params[f"{section}_page"] = str(dashboard_int(request.GET.get("page") or "1", name="page", minimum=1))
     # Tool pairs and transforms (with their excerpts) come from the document: this region asked.
     sections = sel.manifest_sections(manifest.pk, (section,))
     context = {"job": job, "manifest": manifest, **_section_context(sections, params)}
@@ -803,9 +819,10 @@ def _search_args(query: dict[str, Any]) -> dict[str, Any]:
 def _compare_side(request: HttpRequest, name: str, run_text: str, ref: str) -> dict[str, Any]:
     """One side of /compare/: the run (by its id, in the user's tenants) with its steps told apart,
     and the assembly `ref` names (its id, or a step of that run: `step-19`, `step-19#2`).
-    `problem` says what is missing or wrong, in words; `missing` marks a named thing not found."""
+    `problem` says what is missing or wrong, in words; `missing` marks a named thing not found, `bad`
+    a reference no step can have (an attempt number not in ASCII digits)."""
     side: dict[str, Any] = {"name": name, "run_text": run_text, "ref": ref, "run": None, "steps": [], "job": None,
-                            "problem": "", "missing": False}
+                            "problem": "", "missing": False, "bad": False}
     if run_text:
         side["run"] = sel.run_get(tenant_ids=request.tenancy.tenant_ids, run_id=run_text, prefer_tenant=request.tenancy.current)
         if side["run"] is None:
@@ -817,6 +834,12 @@ def _compare_side(request: HttpRequest, name: str, run_text: str, ref: str) -> d
     job = sel.assembly_get(tenant_ids=request.tenancy.tenant_ids, job_id=ref)
     if job is None and side["run"] is not None:
         job, why_not = sel.step_in_run(side["steps"], ref)
+        attempt = ref.rpartition("#")[2] if "#" in ref else ""
+        if job is None and attempt.isnumeric() and not (attempt.isascii() and attempt.isdigit()):
+            # `step-19#²`: an attempt number, mistyped (isdigit() says yes to `²`): the field is wrong
+            side.update(problem=f"{name.lower()}: the attempt number after “#” is written with the digits 0-9, "
+                                f"got “{ref[:80]}”.", bad=True)
+            return side
         if job is None:
             side.update(problem=f"{name}: {why_not}.", missing=True)
             return side
@@ -878,7 +901,7 @@ def compare(request: HttpRequest) -> HttpResponse:
             "result": sel.compare_sections(sel.manifest_sections(job_a.manifest.pk, wanted),
                                            sel.manifest_sections(job_b.manifest.pk, wanted)),
         })
-    status = 404 if side_a["missing"] or side_b["missing"] else 200
+    status = 400 if side_a["bad"] or side_b["bad"] else 404 if side_a["missing"] or side_b["missing"] else 200
     return render(request, "manifests/compare.html", context, status=status)
 
 

@@ -36,6 +36,7 @@ from ctxeng.engine.errors import compose_yaml_text
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.tokens import default_tokenizer
 from ctxeng.engine.upgrades import failure_gone, recorded_failures, revocation_status
+from ctxeng.server.params import BadParameter, whole_number
 
 from . import assemblies
 from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
@@ -122,7 +123,7 @@ class FieldError:
     line: int | None  # 1-based line in the edited YAML, when the path can be found
 
 
-_INDEX = re.compile(r"\[(\d+)\]")
+_INDEX = re.compile(r"\[([0-9]+)\]")
 
 
 def _split(path: str) -> list[str | int]:
@@ -178,10 +179,10 @@ def validation_warnings(text: str, parsed: Any) -> list[FieldError]:
     return field_errors(text, policy_warnings(parsed)) if parsed is not None else []
 
 
-_LINE = re.compile(r"line (\d+): ")
+_LINE = re.compile(r"line ([0-9]+): ")
 
 
-_MARK = re.compile(r'\s*in "<[^>]*>", line (\d+), column (\d+)(?::\n[^\n]*\n\s*\^)?')
+_MARK = re.compile(r'\s*in "<[^>]*>", line ([0-9]+), column ([0-9]+)(?::\n[^\n]*\n\s*\^)?')
 
 
 def _yaml_mark(text: str, message: str) -> tuple[int | None, str]:
@@ -283,10 +284,10 @@ def impact_selection(policy: Policy, params: Any) -> tuple[dict[str, Any], list[
         errors.append(FieldError("until", f"{selection['until']} is before since ({selection['since']})", None))
     text = str(params.get("limit", "")).strip()
     if text:
-        if not text.isdigit() or not 1 <= int(text) <= IMPACT_MAX:
+        try:
+            selection["limit"] = whole_number(text, name="limit", minimum=1, maximum=IMPACT_MAX)
+        except BadParameter:
             errors.append(FieldError("limit", f"“{text[:40]}” is not a whole number from 1 to {IMPACT_MAX}", None))
-        else:
-            selection["limit"] = int(text)
     return selection, errors
 
 

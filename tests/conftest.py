@@ -22,10 +22,11 @@ def pytest_configure(config: pytest.Config) -> None:
     from django.conf import settings
 
     settings.PASSWORD_HASHERS = FAST_HASHERS
-    # The login rates (ctxeng.server.login_throttle: the production default is 1 attempt/s overall) would
-    # refuse the dashboard tests' quick successive logins; their own tests set them
-    # (tests/service/test_hardening_iv.py), and the production-layout servers run with the defaults.
-    settings.CTXENG_LOGIN_RATE_PER_ADDRESS = settings.CTXENG_LOGIN_RATE_TOTAL = ""
+    # The login rates (ctxeng.server.login_throttle: 10 attempts/min per address and per username
+    # by default) would refuse the dashboard tests' quick successive logins; their own tests set
+    # them (tests/service/test_hardening_iv.py, test_hardening_v.py), and the production-layout
+    # servers run with the defaults.
+    settings.CTXENG_LOGIN_RATE_PER_ADDRESS = settings.CTXENG_LOGIN_RATE_PER_USERNAME = settings.CTXENG_LOGIN_RATE_TOTAL = ""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -108,8 +108,46 @@ def test_make_docs_installs_only_the_docs_extra():
     makefile = (REPO / "Makefile").read_text()
     target = re.search(r"^docs: (.+)$", makefile, flags=re.M).group(1).strip()
     recipe = re.search(rf"^{re.escape(target)}:.*\n((?:\t.*\n)+)", makefile, flags=re.M).group(1)
-    installs = re.findall(r"pip install -q -e '([^']+)'", recipe)
+    installs = re.findall(r"pip install -q -c constraints.txt -e '([^']+)'", recipe)
     assert installs == [".[docs]"], installs
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, version = line.partition("==")
+            pins[re.sub(r"[-_.]+", "-", name).lower()] = version
+    return pins
+
+
+def test_every_install_of_the_makefile_is_held_to_the_constraints():
+    """`make run`, `make test`, `make docs`, bench and mutate install the pinned versions (issue 51);
+    only `make lock` resolves afresh, and only pip itself is upgraded unpinned."""
+    makefile = (REPO / "Makefile").read_text()
+    installs = [line.strip() for line in makefile.splitlines() if "pip install" in line and "--upgrade pip" not in line]
+    unpinned = [line for line in installs if "-c constraints.txt" not in line and "--upgrade-strategy eager" not in line]
+    assert not unpinned and len(installs) >= 6, installs
+    assert re.search(r"^lock:", makefile, flags=re.M)
+    assert re.search(r"^\$\(STAMP\): pyproject.toml constraints.txt$", makefile, flags=re.M)  # a new lock reinstalls
+
+
+def test_the_constraints_pin_every_requirement_of_the_service_and_match_this_environment():
+    """Each pin is a plain `name==version`, every distribution the `server` extra names is pinned,
+    and what this environment has installed of the pinned ones is that version (`make test`
+    installed it with `-c constraints.txt`)."""
+    from importlib import metadata
+
+    pins = _pins()
+    assert all(re.fullmatch(r"[0-9][0-9A-Za-z.+!-]*", version) for version in pins.values()), pins
+    assert "ctxeng-governor" not in pins
+    server = [re.match(r"[A-Za-z0-9_.-]+", req).group(0) for req in metadata.requires("ctxeng-governor") or []
+              if 'extra == "server"' in req]
+    missing = [name for name in server if re.sub(r"[-_.]+", "-", name).lower() not in pins]
+    assert server and not missing, missing
+    installed = {re.sub(r"[-_.]+", "-", dist.metadata["Name"]).lower(): dist.version for dist in metadata.distributions()}
+    differ = {name: (installed[name], pin) for name, pin in pins.items() if name in installed and installed[name] != pin}
+    assert not differ, f"installed != constraints.txt (run `make install`, or `make lock` to move the pins): {differ}"
 
 
 def test_a_planted_cross_layer_import_breaks_an_import_contract_that_names_it(tmp_path):

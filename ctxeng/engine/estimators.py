@@ -16,6 +16,10 @@ Contract:
   that at least that share of reports do not exceed), never below 1 (the budget is never enlarged
   past the arithmetic), rounded up to 4 decimals; with fewer than `clause.min_reports` reports,
   `clause.default_factor`.
+- `bounded_calibration(calibration, reference=, step=)`: a factor from reported usage held within
+  `step` of a reference factor (down: divided by 1 + step, up: multiplied by it), and within
+  [1, 4]: how the service bounds what an hour of usage reports can do (issue 51, F3; the reports
+  come from the agent, not from the provider, so they are untrusted input).
 - `applied_calibration(...)`: what the assembly divides its usable input by: 1.0 for an exact
   count whatever was passed; for an inexact one the calibration given (checked against the policy's
   clause) or, without one, the clause's default factor.
@@ -102,6 +106,18 @@ def calibrate(model: str, ratios: Iterable[float], clause: BudgetCalibration) ->
     factor = min(4.0, max(1.0, _rounded_up(usable[rank - 1])))
     return Calibration(model=model, factor=factor, quantile=clause.quantile, reports_used=len(usable),
                        reports_available=len(usable), basis="reported usage")
+
+
+def bounded_calibration(calibration: Calibration, *, reference: float, step: float) -> Calibration:
+    """`calibration` with a factor from reported usage held within [reference / (1 + step),
+    reference * (1 + step)] and [1, 4]; a default or exact factor as it is (module docstring)."""
+    if calibration.basis != "reported usage":
+        return calibration
+    scale = 10**FACTOR_DECIMALS
+    low = max(1.0, _rounded_up(reference / (1 + step)))
+    high = min(4.0, max(low, math.floor(round(reference * (1 + step) * scale, 6)) / scale))
+    factor = min(max(calibration.factor, low), high)
+    return calibration if factor == calibration.factor else calibration.model_copy(update={"factor": factor})
 
 
 def applied_calibration(estimate: Estimate, model: str, given: Calibration | None, clause: BudgetCalibration) -> Calibration:

@@ -18,10 +18,10 @@ id the model can cite (`cite_id`), TRUST one word for its role (`task`, `state`,
 A tool result, sent in its call's tool message, has only `TRUST[ SOURCE][ status=S][
 diagnostic_only]`: the message's role, call id and tool name say the rest. No hash, no nulls, no
 JSON: the manifest keeps the item's whole identity. Forgery is prevented by escaping, not by a
-secret: every `<<<ctx` in content gains `-escaped` (`escape`, reversible with `unescape`), so no
-content, whatever it knows of the payload, can spell a header or an end marker; header words are
-percent-encoded outside a safe alphabet, and tool call arguments are written with
-`fence_safe_json`. There is no per-assembly randomness: the same admitted items in the same places
+secret: every `<<<ctx` in content, and every case, width or zero-width variant a model reads as
+one, gains `-escaped` (`escape`, reversible with `unescape`), so no content, whatever it knows of
+the payload, can spell a header or an end marker; header words are percent-encoded outside a safe
+alphabet, and tool call arguments are written with `fence_safe_json`. There is no per-assembly randomness: the same admitted items in the same places
 are the same bytes at every step, and across runs.
 
 Where the dynamic zone sits: the context message stands just before the newest user turn
@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import unicodedata
 from typing import Any
 
 from .bounds import remembered_runs, runs_floor
@@ -72,19 +73,50 @@ TRUST_WORDS = frozenset(TRUST_WORD.values())
 # `unescape` removes one. The escape is total: an escaped text contains `<<<ctx` only followed by
 # `-escaped`, so no content can spell a header (`<<<ctx `) or an end marker (`<<<ctx:end>>>`),
 # whatever it knows of the payload; and it is reversible, so the exact content is recoverable.
-_FENCE_LIKE = re.compile(r"<<<ctx((?:-escaped)*)")
-_ESCAPED_LIKE = re.compile(r"<<<ctx((?:-escaped)*)-escaped")
+# What a model reads as `<<<ctx` is escaped the same way (issue 51, N11): `<<<CTX`, full-width or
+# small `＜＜＜ｃｔｘ`, letters that are `c`, `t`, `x` once NFKC-normalised and case-folded (𝐜, ⓒ, ⅽ),
+# and default-ignorable characters (zero-width space, joiners, bidi marks, variation selectors,
+# soft hyphen, tags) anywhere between its six characters. The variant keeps its own characters and
+# gains `-escaped` after them: `<<<CTX-escaped:END>>>`.
+def _folding_to(target: str) -> str:
+    """The characters of the blocks where look-alikes live whose NFKC case fold is `target`."""
+    blocks = [(0x20, 0x250), (0x1D00, 0x1DC0), (0x2070, 0x20A0), (0x2100, 0x2190), (0x2460, 0x2500),
+              (0xFE50, 0xFE70), (0xFF00, 0xFFF0), (0x1D400, 0x1D800), (0x1F100, 0x1F200)]
+    return "".join(chr(cp) for start, end in blocks for cp in range(start, end)
+                   if unicodedata.normalize("NFKC", chr(cp)).casefold() == target)
+
+
+_LESS_THAN = _folding_to("<")  # <, ﹤, ＜
+_IGNORABLE = ("[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e"
+              "\u2060-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufff8\U0001bca0-\U0001bca3"
+              "\U0001d173-\U0001d17a\U000e0000-\U000e0fff]*+")  # possessive: what follows never is one
+_MARKER = _IGNORABLE.join(f"[{re.escape(chars)}]" for chars in
+                          (_LESS_THAN, _LESS_THAN, _LESS_THAN, _folding_to("c"), _folding_to("t"), _folding_to("x")))
+_FENCE_LIKE = re.compile(f"({_MARKER})((?:-escaped)*)")
+_ESCAPED_LIKE = re.compile(f"({_MARKER})((?:-escaped)*)-escaped")
+# The same two patterns where they can only match ASCII (an ASCII text: most content), faster.
+_ASCII_FENCE_LIKE = re.compile("(<<<[cC][tT][xX])((?:-escaped)*)")
+_ASCII_ESCAPED_LIKE = re.compile("(<<<[cC][tT][xX])((?:-escaped)*)-escaped")
+
+
+def _patterns(text: str) -> tuple[re.Pattern[str], re.Pattern[str]] | None:
+    """(fence-like, escaped-like) for `text`; None when it cannot hold a marker at all."""
+    if text.isascii():
+        return (_ASCII_FENCE_LIKE, _ASCII_ESCAPED_LIKE) if "<<<" in text else None
+    return (_FENCE_LIKE, _ESCAPED_LIKE) if any(char in text for char in _LESS_THAN) else None
 
 
 def escape(content: str) -> tuple[str, int]:
     """The content with every fence-like marker escaped, and how many markers it imitated."""
-    if FENCE not in content:
+    patterns = _patterns(content)
+    if patterns is None:
         return content, 0
-    return _FENCE_LIKE.sub(lambda m: f"<<<ctx{m.group(1)}-escaped", content), content.count(FENCE)
+    return patterns[0].subn(lambda m: f"{m.group(1)}{m.group(2)}-escaped", content)
 
 
 def unescape(text: str) -> str:
-    return _ESCAPED_LIKE.sub(lambda m: f"<<<ctx{m.group(1)}", text)
+    patterns = _patterns(text)
+    return text if patterns is None else patterns[1].sub(lambda m: f"{m.group(1)}{m.group(2)}", text)
 
 
 def escape_strings(value: Any) -> Any:

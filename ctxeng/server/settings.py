@@ -34,6 +34,8 @@ def envbool(name: str, default: str) -> bool:
 def envint(name: str, default: str) -> int:
     value = os.environ.get(name, default).strip()
     try:
+        if not value.isascii():  # int() reads `٣` as 3
+            raise ValueError(value)
         return int(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}: expected an integer, got {value!r}") from None
@@ -42,6 +44,8 @@ def envint(name: str, default: str) -> int:
 def envfloat(name: str, default: str) -> float:
     value = os.environ.get(name, default).strip()
     try:
+        if not value.isascii():
+            raise ValueError(value)
         return float(value)
     except ValueError:
         raise ImproperlyConfigured(f"{name}: expected a number, got {value!r}") from None
@@ -198,11 +202,18 @@ if AXES_COOLOFF_TIME <= timedelta(0):
     raise ImproperlyConfigured("CTXENG_LOGIN_LOCKOUT_MINUTES: expected a positive number of minutes")
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_CLIENT_IP_CALLABLE = "ctxeng.server.login_throttle.client_address"
-# Before any of that, and before a password is hashed: login attempts per client address and over
-# every address ("N/s", "N/min", "N/hour", "N/day"; empty: no limit), counted in the "throttle"
-# cache (Redis with REDIS_URL); beyond either, 429 with Retry-After (ctxeng.server.login_throttle).
+# Before any of that, and before a password is hashed: login attempts per client address, per
+# username over every address and over everything ("N/s", "N/min", "N/hour", "N/day"; empty: no
+# limit), counted in the "throttle" cache (Redis with REDIS_URL); beyond one, 429 with Retry-After.
+# An address a username logged in from in the last CTXENG_LOGIN_KNOWN_ADDRESS_DAYS (0: none is
+# remembered) counts its attempts for that username in its own window only, so no flood from
+# elsewhere refuses that user there (ctxeng.server.login_throttle).
 CTXENG_LOGIN_RATE_PER_ADDRESS = envrate("CTXENG_LOGIN_RATE_PER_ADDRESS", "10/min")
-CTXENG_LOGIN_RATE_TOTAL = envrate("CTXENG_LOGIN_RATE_TOTAL", "1/s")
+CTXENG_LOGIN_RATE_PER_USERNAME = envrate("CTXENG_LOGIN_RATE_PER_USERNAME", "10/min")
+CTXENG_LOGIN_RATE_TOTAL = envrate("CTXENG_LOGIN_RATE_TOTAL", "300/min")
+CTXENG_LOGIN_KNOWN_ADDRESS_DAYS = envfloat("CTXENG_LOGIN_KNOWN_ADDRESS_DAYS", "30")
+if CTXENG_LOGIN_KNOWN_ADDRESS_DAYS < 0:
+    raise ImproperlyConfigured(f"CTXENG_LOGIN_KNOWN_ADDRESS_DAYS: expected 0 or more, got {CTXENG_LOGIN_KNOWN_ADDRESS_DAYS}")
 # Trusted proxies in front of the app that append the client's address to X-Forwarded-For
 # (deploy/nginx.conf: 1); 0 counts REMOTE_ADDR. Set it only when every request comes through them.
 CTXENG_PROXY_HOPS = envint("CTXENG_PROXY_HOPS", "0")
@@ -284,6 +295,15 @@ CTXENG_QUOTA_CONTENT_BYTES = envint("CTXENG_QUOTA_CONTENT_BYTES", str(10 * 1024*
 # A usage report is used for calibration only when its actual input tokens are within this band
 # of the assembly's estimate (manifests.selectors.usage_in_band); one outside is stored and shown
 # for review, never calibrated on, so the factor stays within the band whatever an agent reports.
+# Usage reports come from the agent, not from the provider: what any set of them can do to the
+# other runs of the tenant is bounded. The factor applied to a job is held within this share of
+# the factor of the tenant's newest manifest for that model sealed at least an hour before (the
+# policy's default factor when there is none): up by at most x(1 + step), down by at most
+# /(1 + step) per hour (manifests.selectors.model_calibration). 0.1: 20 reports at 1.99x their
+# estimate cut the usable input by at most 9% in an hour (they cut it by 42% at once before).
+CTXENG_CALIBRATION_STEP_PER_HOUR = envfloat("CTXENG_CALIBRATION_STEP_PER_HOUR", "0.1")
+if not 0 <= CTXENG_CALIBRATION_STEP_PER_HOUR <= 3:
+    raise ImproperlyConfigured(f"CTXENG_CALIBRATION_STEP_PER_HOUR: expected 0 to 3, got {CTXENG_CALIBRATION_STEP_PER_HOUR}")
 CTXENG_USAGE_RATIO_MIN = envfloat("CTXENG_USAGE_RATIO_MIN", "0.5")
 CTXENG_USAGE_RATIO_MAX = envfloat("CTXENG_USAGE_RATIO_MAX", "2.0")
 if not 0 < CTXENG_USAGE_RATIO_MIN <= 1 <= CTXENG_USAGE_RATIO_MAX <= 4:

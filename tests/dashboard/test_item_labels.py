@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import html
 
+import pytest
 from django.template import Context, Template
 
-from manifests.item_labels import LABEL_CHARS, candidate_label, request_labels
+from manifests.examples import example_json
+from manifests.item_labels import BIDI_CONTROLS, LABEL_CHARS, candidate_label, request_labels
+
+from .conftest import run_job
 
 # From request.json: call-a is read_source(repo, path, lines) answered by result-call-a; call-c is
 # run_tests(repo, suite); task-goal is a goal whose source_ref names only itself.
@@ -81,3 +85,27 @@ def test_the_matrix_why_and_compare_show_the_labels(owner_client, example):
 
 def test_another_tenants_request_lends_no_label(outsider_client, example):
     assert outsider_client.get("/why/", {"q": "task-goal"}).content.decode().count("Research question") == 0
+
+
+# --------------------------------------------------------------------------- bidi controls (issue 51, N8)
+
+
+@pytest.mark.parametrize("control", list(BIDI_CONTROLS))
+def test_a_bidi_control_anywhere_a_label_quotes_is_shown_as_a_replacement_character(control):
+    calls = {"c": {"tool_name": f"fetch{control}", "arguments": {f"k{control}": f"evil{control}gnp.exe", "n": [control]}}}
+    result = {"item_id": "r", "kind": "tool_result", "call_id": "c", "source_ref": {}, "content": "x"}
+    message = {"item_id": "m", "kind": "message", "turn": {"speaker": f"user{control}"}, "content": f"hi {control}there"}
+    file = {"item_id": "f", "kind": "evidence", "source_ref": {"path": f"a{control}b.py", "repo": f"r{control}"}, "content": "x"}
+    labels = request_labels({"candidates": [result, message, file], "tool_calls": [{"call_id": "c", **calls["c"]}]})
+    assert labels == {"r": 'fetch�(k�="evil�gnp.exe", n=["�"]) → result', "m": "user�: “hi �there”", "f": "a�b.py @ r�"}
+
+
+def test_a_right_to_left_override_in_a_tool_argument_does_not_reach_the_inspector(owner_client, example):
+    request = example_json("request.json")
+    request["run_id"] = "run-bidi"
+    request["tool_calls"][0]["arguments"]["path"] = "notes\u202etxt.exe"
+    job = run_job(example["owner"], request, "bidi")
+    content = owner_client.get(f"/assemblies/{job.id}/item/", {"item_id": "result-call-a"}).content.decode()
+    label = html.unescape(content.split('<dd class="item-label submitted-label">', 1)[1].split("</dd>", 1)[0])
+    assert label == 'read_source(repo="pi", path="notes�txt.exe", lines="87-124") → result'
+    assert not any(control in content for control in BIDI_CONTROLS)

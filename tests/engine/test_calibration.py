@@ -143,3 +143,26 @@ def test_the_worked_example_counts_under_o200k_and_cl100k():
     assert o200k.assembly.estimator == "tiktoken/o200k_base" and cl100k.assembly.estimator == "tiktoken/cl100k_base"
     # What both encoders counted on this example (3070 and 3049 with the JSON fence headers before issue 37).
     assert (o200k.budget.payload_tokens, cl100k.budget.payload_tokens) == (1319, 1313)
+
+
+@pytest.mark.parametrize(("factor", "reference", "step", "bounded"), [
+    (1.99, 1.15, 0.1, 1.265),  # up: at most reference * (1 + step), rounded down
+    (1.2, 1.15, 0.1, 1.2),  # within the step: as it is
+    (1.0, 2.0, 0.1, 1.8182),  # down: at most reference / (1 + step), rounded up
+    (3.9, 3.8, 0.1, 3.9),
+    (4.0, 3.8, 0.1, 4.0),  # never past 4
+    (1.0, 1.05, 0.1, 1.0),  # never below 1
+    (1.5, 1.3, 0.0, 1.3),  # a step of 0 holds the factor
+])
+def test_a_factor_from_reports_is_held_within_the_step_of_its_reference(factor, reference, step, bounded):
+    calibration = Calibration(model="m", factor=factor, quantile=0.95, reports_used=20, reports_available=20,
+                              basis="reported usage")
+    result = estimators.bounded_calibration(calibration, reference=reference, step=step)
+    assert result.factor == bounded
+    assert result.model_dump(exclude={"factor"}) == calibration.model_dump(exclude={"factor"})
+
+
+def test_a_default_or_exact_factor_is_not_bounded():
+    for basis, factor in (("default factor", 1.15), ("exact count", 1.0)):
+        calibration = Calibration(model="m", factor=factor, basis=basis)
+        assert estimators.bounded_calibration(calibration, reference=3.0, step=0.1) is calibration

@@ -63,7 +63,14 @@ def test_a_claude_job_without_reports_uses_the_default_factor(owners):
     assert budget["usable_input"] == math.floor(UNCALIBRATED / 1.15)
 
 
-def test_once_there_are_enough_reports_the_factor_is_their_quantile(owners):
+@pytest.fixture
+def no_hourly_bound(settings):
+    """The factor as the reports' quantile gives it: a step of 3 lets it reach [1, 4] at once (the
+    bound has its own tests below)."""
+    settings.CTXENG_CALIBRATION_STEP_PER_HOUR = 3
+
+
+def test_once_there_are_enough_reports_the_factor_is_their_quantile(owners, no_hourly_bound):
     owner = owners["tenant-x"]
     ratios = [report(owner, job(owner, f"r{i}", CLAUDE), r) for i, r in enumerate([1.02, 1.31, 1.08, 1.17])]
     cal, _ = recorded(job(owner, "four", CLAUDE))
@@ -120,7 +127,7 @@ def test_reports_far_from_the_estimate_are_kept_but_never_steer_the_factor(owner
     assert budget["usable_input"] == math.floor(UNCALIBRATED / 1.15)
 
 
-def test_the_band_is_inclusive_and_bounds_the_factor(owners, settings):
+def test_the_band_is_inclusive_and_bounds_the_factor(owners, settings, no_hourly_bound):
     """Ratios at the band's edges count; one a token beyond them does not. The factor is then at
     most the band's top whatever is reported (here 2.0, by hand: the 6th of six ratios 2.0)."""
     owner = owners["tenant-x"]
@@ -155,3 +162,60 @@ def test_more_cached_than_input_tokens_is_refused_and_nothing_is_stored(owners):
     assert not UsageReport.objects.exists()
     usage_report_record(manifest=done.manifest, user=owner, input_tokens=10, cached_tokens=10, output_tokens=1)
     assert UsageReport.objects.count() == 1
+
+
+# --------------------------------------------------------------------------- issue 51, F3: an hourly bound
+
+
+def test_twenty_reports_at_twice_the_estimate_move_the_factor_by_at_most_the_hourly_step(owners, settings):
+    """Twenty reports at 1.99 times their estimate (the quantile: 1.99) used to cut every later run's
+    usable input by 42%. Within the hour the factor is the default 1.15 times 1.1 at most: 1.265."""
+    assert settings.CTXENG_CALIBRATION_STEP_PER_HOUR == 0.1  # the default
+    owner = owners["tenant-x"]
+    for i in range(20):
+        report(owner, job(owner, f"f3-{i}", CLAUDE), 1.99)
+    cal, budget = recorded(job(owner, "f3-after", CLAUDE))
+    assert (cal["factor"], cal["basis"], cal["reports_used"]) == (1.265, "reported usage", 20)
+    assert budget["usable_input"] == math.floor(UNCALIBRATED / 1.265)
+
+
+@pytest.fixture
+def hour_after(monkeypatch):
+    """`hour_after(done)`: the calibration's clock set to an hour after `done`'s manifest was
+    sealed (only the reference's "an hour before" reads it; rows keep their real times)."""
+    from datetime import timedelta
+    from types import SimpleNamespace
+
+    import manifests.selectors
+
+    def set_clock(done: AssemblyJob) -> None:
+        later = done.manifest.created_at + timedelta(hours=1)
+        monkeypatch.setattr(manifests.selectors, "timezone", SimpleNamespace(now=lambda: later))
+
+    return set_clock
+
+
+def test_an_hour_later_the_factor_moves_one_more_step_from_the_one_applied_then(owners, hour_after):
+    """The reference is the factor the tenant's newest manifest sealed an hour or more before was
+    given (1.265 here), not the reports: a flood cannot jump once it is an hour old."""
+    owner = owners["tenant-x"]
+    for i in range(20):
+        report(owner, job(owner, f"h-{i}", CLAUDE), 1.99)
+    first = job(owner, "h-first", CLAUDE)
+    assert recorded(first)[0]["factor"] == 1.265
+    hour_after(first)
+    assert recorded(job(owner, "h-second", CLAUDE))[0]["factor"] == 1.3915  # 1.265 * 1.1
+    assert recorded(job(owner, "h-third", CLAUDE))[0]["factor"] == 1.3915  # h-second is not an hour old
+
+
+def test_another_tenants_manifests_are_no_reference(owners, hour_after):
+    outsider, owner = owners["tenant-o"], owners["tenant-x"]
+    for i in range(6):
+        report(outsider, job(outsider, f"o-{i}", CLAUDE, tenant="tenant-o"), 1.9)
+    last = job(outsider, "o-last", CLAUDE, tenant="tenant-o")
+    assert recorded(last)[0]["factor"] == 1.265
+    hour_after(last)
+    for i in range(6):
+        report(owner, job(owner, f"x-{i}", CLAUDE), 1.9)
+    # none of tenant-x's manifests is an hour old: its reference is the policy's default, 1.15
+    assert recorded(job(owner, "x-after", CLAUDE))[0]["factor"] == 1.265

@@ -21,7 +21,7 @@ UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 
 
 def parse_age(text: str) -> timedelta:
-    match = re.fullmatch(r"\s*(\d+)\s*([dhms])\s*", text or "")
+    match = re.fullmatch(r"\s*([0-9]+)\s*([dhms])\s*", text or "")
     if match is None:
         raise CommandError(f"--older-than: expected a duration such as 30d, 12h, 90m or 3600s, got {text!r}")
     return timedelta(**{UNITS[match.group(2)]: int(match.group(1))})
