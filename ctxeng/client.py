@@ -359,7 +359,7 @@ class Client:
         success's `retry_after` (seconds or None)."""
         deadline = time.monotonic() + timeout
         url = path if path.startswith(("http://", "https://")) else f"{self.base_url}{path}"
-        data = None if body is None else json.dumps(body).encode("utf-8")
+        data = None if body is None else body if isinstance(body, bytes) else json.dumps(body).encode("utf-8")
         sent = {"Authorization": f"Token {self.token}", "Accept": "application/json", **(headers or {})}
         if data is not None:
             sent["Content-Type"] = "application/json"
@@ -480,6 +480,12 @@ class Client:
         """Retried like a GET: the server replaces the assembly's one report, so a repeat is harmless."""
         body = {"input_tokens": input_tokens, "cached_tokens": cached_tokens, "output_tokens": output_tokens}
         return self._call("POST", f"/api/v1/assemblies/{job_id}/usage/", body, idempotent=True)[1]
+
+    def record_steps(self, body: dict[str, Any] | bytes) -> dict[str, Any]:
+        """POST steps assembled in the agent's process (`{"steps": [{idempotency_key, request,
+        manifest}], "dropped": [...]}`, or that body already encoded as JSON); one result per step.
+        Retried like a GET: the service stores each step once per idempotency key."""
+        return self._call("POST", "/api/v1/recorded-steps/", body, idempotent=True)[1]
 
     def close_run(self, run_id: str, *, tenant: str | None = None) -> dict[str, Any]:
         """Close a run and its task: later steps of the run are blocked with a task_closed event."""

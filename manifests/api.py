@@ -55,7 +55,7 @@ from ctxeng.telemetry import traceparent_header
 from policies.models import RevisionStatus
 
 from . import selectors, services
-from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest
+from .models import Artifact, AssemblyJob, Decision, JobStatus, Manifest, Origin, Verification
 
 logger = logging.getLogger(__name__)
 
@@ -97,8 +97,24 @@ class AssemblyPolicyOut(_Out):
                                       "published one (the dashboard marks it `retired revision`)")
 
 
+JobOrigin = StrEnum("JobOrigin", {origin.name: origin.value for origin in Origin})
+VerificationStatus = StrEnum("VerificationStatus", {v.name: v.value for v in Verification})
+
+
+class VerificationOut(_Out):
+    """A recorded step's re-assembly on a worker under the same policy revision."""
+
+    status: VerificationStatus = Field(description="`pending` until a worker re-assembled the step; `verified`: the same "
+                                                   "decisions and the same serialized_model_input_hash; `diverged`: "
+                                                   "`detail` names the first difference; `unverifiable`: `detail` names "
+                                                   "what the service lacks (the policy revision's body, an artifact)")
+    detail: str | None
+    verified_at: datetime | None
+
+
 class AssemblyJobOut(_Out):
-    """An assembly job: `manifest_url` once sealed, `input_url` once ready (None when blocked)."""
+    """An assembly job: `manifest_url` once sealed, `input_url` once ready (None when blocked, and
+    for a recorded step, whose model input stayed in the agent's process)."""
 
     id: uuid.UUID
     status: AssemblyJobStatus
@@ -117,6 +133,9 @@ class AssemblyJobOut(_Out):
     attempts: int
     created_at: datetime
     finished_at: datetime | None
+    origin: JobOrigin = Field(description="`remote`: assembled by the service; `recorded`: assembled in the agent's "
+                                          "process and recorded (POST recorded-steps/)")
+    verification: VerificationOut | None = Field(description="recorded steps only (null for remote ones)")
 
 
 class ProviderMessage(BaseModel):
@@ -280,14 +299,23 @@ def job_json(job: AssemblyJob) -> dict[str, Any]:
         "html_url": assembly_html_url(job),
         "run_html_url": run_html_url(job.run.run_id),
         "manifest_url": reverse("api-assembly-manifest", args=[job.id]) if manifest else None,
-        "input_url": reverse("api-assembly-input", args=[job.id]) if manifest and job.status == JobStatus.READY else None,
+        "input_url": (reverse("api-assembly-input", args=[job.id])
+                      if manifest and job.status == JobStatus.READY and job.origin == Origin.REMOTE else None),
         "assembly_id": manifest.assembly_id if manifest else None,
         "content_purged_at": manifest.content_purged_at if manifest else None,
         "error": job.error or None,
         "attempts": job.attempts,
         "created_at": job.created_at,
         "finished_at": job.finished_at,
+        "origin": job.origin,
+        "verification": verification_json(job),
     }
+
+
+def verification_json(job: AssemblyJob) -> dict[str, Any] | None:
+    if job.origin != Origin.RECORDED:
+        return None
+    return {"status": job.verification, "detail": job.verification_detail or None, "verified_at": job.verified_at}
 
 
 JOB_ID = OpenApiParameter("job_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="the assembly's id")
@@ -317,11 +345,20 @@ def assemblies_list(request: Request) -> Response:
     if wanted_status is not None and wanted_status not in JobStatus.values:
         raise ApiError(status.HTTP_400_BAD_REQUEST,
                        f"status: expected one of {', '.join(JobStatus.values)}, got {wanted_status!r}")
+    origin = request.query_params.get("origin")
+    if origin is not None and origin not in Origin.values:
+        raise ApiError(status.HTTP_400_BAD_REQUEST, f"origin: expected one of {', '.join(Origin.values)}, got {origin!r}")
+    verification = request.query_params.get("verification")
+    if verification is not None and verification not in Verification.values:
+        raise ApiError(status.HTTP_400_BAD_REQUEST,
+                       f"verification: expected one of {', '.join(Verification.values)}, got {verification!r}")
     jobs = selectors.jobs_for(
         request.user,
         run_id=id_param("run_id", request.query_params.get("run_id")),
         status=wanted_status,
         policy=id_param("policy", request.query_params.get("policy")),
+        origin=origin,
+        verification=verification,
     )
     paginator = BoundedPagination()
     page = paginator.paginate_queryset(jobs, request)
@@ -356,6 +393,9 @@ class AssemblyListApi(APIView):
             OpenApiParameter("run_id", str),
             OpenApiParameter("status", str, enum=JobStatus.values),
             OpenApiParameter("policy", str, description="policy id"),
+            OpenApiParameter("origin", str, enum=Origin.values, description="remote or recorded steps only"),
+            OpenApiParameter("verification", str, enum=Verification.values,
+                             description="recorded steps in this verification state, e.g. `diverged`"),
             *PAGINATION_PARAMETERS,
         ],
         responses={200: AssemblyJobPage},
@@ -429,6 +469,9 @@ def assemblies_input(request: Request, job_id: str) -> Response:
     if manifest.content_purged_at is not None:
         raise ApiError(status.HTTP_410_GONE, f"assembly {job.id}: content purged at "
                        f"{manifest.content_purged_at.isoformat()} (retention); the manifest keeps its hashes")
+    if manifest.payload_packed is None and job.origin == Origin.RECORDED:
+        raise Conflict(f"assembly {job.id} was recorded: the agent assembled it in its own process and kept the model "
+                       "input there (the manifest's serialized_model_input_hash identifies it)")
     if manifest.payload_packed is None:
         reason = (selectors.manifest_document(manifest, sections=("assembly",)).get("assembly") or {}).get("blocked_reason")
         raise Conflict(f"assembly {job.id} is {manifest.status} ({reason}); there is no model input")
@@ -627,3 +670,99 @@ class RunCloseApi(APIView):
                    operation_id="runs_close")
     def post(self, request: Request, run_id: str) -> Response:
         return runs_close(request, run_id)
+
+
+# --------------------------------------------------------------------------- recorded steps
+
+MAX_RECORDED_BATCH = 50  # steps in one POST (sdk.Recorder sends at most this many)
+MAX_DROPPED_ROWS = 1000
+
+
+class RecordedStepBody(BaseModel):
+    """One step as parsed: its request and manifest are validated per step by the service (so one
+    invalid step refuses only itself); `RecordedStepDoc` documents the same with their schemas."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+    idempotency_key: Id = Field(min_length=1, max_length=MAX_ID, description="`<run_id>/<step_id>`")
+    request: dict[str, Any]
+    manifest: dict[str, Any]
+
+
+class DroppedBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    tenant: str = Field(min_length=1, max_length=MAX_NAME)
+    run_id: Id = Field(min_length=1, max_length=MAX_ID)
+    count: int = Field(ge=0, le=MAX_INT32, description="the recorder's total of this run's dropped steps so far")
+
+
+class RecordedStepsBody(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    steps: list[RecordedStepBody] = Field(max_length=MAX_RECORDED_BATCH)
+    dropped: list[DroppedBody] = Field(default_factory=list, max_length=MAX_DROPPED_ROWS)
+
+
+class RecordedStepDoc(_Out):
+    idempotency_key: str = Field(max_length=MAX_ID, description="`<run_id>/<step_id>`: a step sent again is stored once")
+    request: AssemblyRequest = Field(description="the request the agent assembled, naming its policy revision")
+    manifest: ContextAssemblyManifest = Field(description="the manifest the agent's engine sealed for it")
+
+
+class RecordedStepsDoc(_Out):
+    """Steps an agent assembled in its own process (sdk.Recorder), and the totals of the steps its
+    recorder dropped at its bounds, per run."""
+
+    steps: list[RecordedStepDoc] = Field(max_length=MAX_RECORDED_BATCH)
+    dropped: list[DroppedBody] = Field(default_factory=list, max_length=MAX_DROPPED_ROWS)
+
+
+class RecordedOutcomeName(StrEnum):
+    STORED = "stored"
+    DUPLICATE = "duplicate"
+    REFUSED = "refused"
+
+
+class RecordedStepOut(_Out):
+    idempotency_key: str
+    outcome: RecordedOutcomeName = Field(description="`stored` (201), `duplicate` (200: stored before, the same body) "
+                                                     "or `refused` (`status` 400/403/409 and `errors`; not stored)")
+    status: int
+    id: uuid.UUID | None
+    html_url: str | None
+    verification: VerificationStatus | None
+    errors: list[str] | None
+
+
+class RecordedStepsOut(_Out):
+    results: list[RecordedStepOut] = Field(description="one per step, in the order sent")
+    dropped: list[DroppedBody]
+
+
+def recorded_steps_submit(request: Request) -> Response:
+    """`POST recorded-steps/`: store a batch of locally assembled steps, one result per step."""
+    payload = read_model(request, RecordedStepsBody, what="recorded steps")
+    outcomes = services.recorded_steps_store(
+        user=request.user, steps=[step.model_dump() for step in payload.steps],
+        dropped=[row.model_dump() for row in payload.dropped])
+    results = []
+    for outcome in outcomes:
+        job = outcome.job
+        if job is not None:
+            job.refresh_from_db(fields=["verification"])  # verified in-process on commit without REDIS_URL
+        results.append({
+            "idempotency_key": outcome.key, "outcome": outcome.outcome, "status": outcome.status,
+            "id": str(job.id) if job else None, "html_url": assembly_html_url(job) if job else None,
+            "verification": job.verification if job else None, "errors": outcome.errors,
+        })
+    return Response({"results": results, "dropped": [row.model_dump() for row in payload.dropped]})
+
+
+class RecordedStepsApi(APIView):
+    @extend_schema(
+        request=RecordedStepsDoc,
+        responses={200: RecordedStepsOut, 413: OpenApiTypes.OBJECT, 429: OpenApiTypes.OBJECT},
+        summary="Record steps assembled in the agent's process (sdk.Recorder): each stored as a job of its run "
+                "(`origin: recorded`) and verified by a worker's re-assembly",
+        operation_id="recorded_steps_submit",
+    )
+    def post(self, request: Request) -> Response:
+        return recorded_steps_submit(request)

@@ -60,7 +60,18 @@ from ctxeng.engine.render import cite_id, split_fences
 from ctxeng.engine.vocabulary import ExclusionReason
 
 from .item_labels import candidate_label, request_labels
-from .models import AssemblyJob, Decision, ItemDecision, JobStatus, Manifest, ManifestItem, Run, UsageReport
+from .models import (
+    AssemblyJob,
+    Decision,
+    ItemDecision,
+    JobStatus,
+    Manifest,
+    ManifestItem,
+    Origin,
+    Run,
+    UsageReport,
+    Verification,
+)
 from .selectors import (
     CALIBRATION_WINDOW,
     artifact_content,
@@ -118,12 +129,16 @@ def _blocked_reason() -> NullIf:
 
 
 def runs_list(
-    *, tenant: Tenant, status: str = "", policy: str = "", since: date | None = None, until: date | None = None
+    *, tenant: Tenant, status: str = "", policy: str = "", since: date | None = None, until: date | None = None,
+    verification: str = "",
 ) -> QuerySet[Run]:
-    """Runs of one tenant, newest first, with attempt counts; filters match any of a run's jobs."""
+    """Runs of one tenant, newest first, with attempt counts (and of recorded steps, how many and
+    how many diverged); filters match any of a run's jobs (`verification`: a recorded step in that state)."""
     runs = Run.objects.filter(tenant=tenant)
     if status:
         runs = runs.filter(jobs__status=status)
+    if verification:
+        runs = runs.filter(jobs__verification=verification)
     if policy:
         runs = runs.filter(jobs__policy_revision__policy__policy_id=policy)
     if since:
@@ -137,6 +152,8 @@ def runs_list(
             ready=Count("jobs", filter=Q(jobs__status=JobStatus.READY), distinct=True),
             blocked=Count("jobs", filter=Q(jobs__status=JobStatus.BLOCKED), distinct=True),
             failed=Count("jobs", filter=Q(jobs__status=JobStatus.FAILED), distinct=True),
+            recorded=Count("jobs", filter=Q(jobs__origin=Origin.RECORDED), distinct=True),
+            diverged=Count("jobs", filter=Q(jobs__verification=Verification.DIVERGED), distinct=True),
             last_attempt_at=Max("jobs__created_at"),
         )
         .order_by("-created_at", "-id")
@@ -161,7 +178,7 @@ def run_step_index(run: Run) -> list[dict[str, Any]]:
     cache record's `cache_eligible_tokens` and `payload_text_tokens`): what the run page counts over
     the whole run, while it builds full rows for one page of steps only."""
     return list(AssemblyJob.objects.filter(tenant_id=run.tenant_id, run=run).order_by("created_at", "id")
-                .values("id", "step_id", "status", sealed=F("manifest__id"), usage_input=F("manifest__usage__input_tokens"),
+                .values("id", "step_id", "status", "origin", "verification", sealed=F("manifest__id"), usage_input=F("manifest__usage__input_tokens"),
                         usage_cached=F("manifest__usage__cached_tokens"),
                         cache_eligible_tokens=cache_figure_of("cache_eligible_tokens"),
                         payload_text_tokens=cache_figure_of("payload_text_tokens")))

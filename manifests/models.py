@@ -2,6 +2,9 @@
 
 - Run / AssemblyJob: the job row is the source of truth for an assembly; it is saved first,
   enqueued on commit, claimed with a guarded status change and ends `ready | blocked | failed`.
+  A *recorded* job (`origin`) was assembled in the agent's process and sent with its manifest
+  (`POST recorded-steps/`): it is saved final, and its `verification` goes from `pending` to
+  `verified | diverged | unverifiable` when a worker has re-assembled it.
 - Manifest: the sealed ContextAssemblyManifest document and the provider input, one per job
   (a unique constraint), immutable once written. The manifest page reads `Manifest.sections` (the
   small sections, derived at seal time) and pages the item tables from ManifestItem rows, so its
@@ -43,6 +46,9 @@ class Run(models.Model):
     closed_at = models.DateTimeField(
         null=True, blank=True, help_text="closing a run closes its task: later steps see a task_closed event"
     )
+    recorded_dropped = models.PositiveIntegerField(
+        default=0, help_text="steps of the run the agent's recorder dropped at its bounds (never sent), as it reported"
+    )
 
     class Meta:
         ordering = ["-created_at"]
@@ -61,6 +67,20 @@ class JobStatus(models.TextChoices):
 
 
 FINAL_STATUSES = (JobStatus.READY, JobStatus.BLOCKED, JobStatus.FAILED)
+
+
+class Origin(models.TextChoices):
+    REMOTE = "remote", "assembled by the service"
+    RECORDED = "recorded", "assembled in the agent's process, recorded"
+
+
+class Verification(models.TextChoices):
+    """A recorded step re-assembled on a worker (manifests.services.recorded_step_verify)."""
+
+    PENDING = "pending"
+    VERIFIED = "verified"
+    DIVERGED = "diverged"
+    UNVERIFIABLE = "unverifiable"
 
 
 class AssemblyJob(models.Model):
@@ -91,6 +111,15 @@ class AssemblyJob(models.Model):
         max_length=55, blank=True,
         help_text="the submit's W3C traceparent: the assembly span and its usage spans join its trace (ctxeng.telemetry)",
     )
+    origin = models.CharField(max_length=10, choices=Origin.choices, default=Origin.REMOTE)
+    verification = models.CharField(
+        max_length=12, choices=Verification.choices, blank=True,
+        help_text="recorded steps only: the worker's re-assembly under the same policy revision",
+    )
+    verification_detail = models.TextField(
+        blank=True, help_text="the first difference (diverged), what the service lacks (unverifiable), what matched (verified)"
+    )
+    verified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at"]
@@ -101,7 +130,8 @@ class AssemblyJob(models.Model):
                 name="job_unique_idempotency_key",
             ),
         ]
-        indexes = [models.Index(fields=["status", "heartbeat_at"], name="job_status_heartbeat")]
+        indexes = [models.Index(fields=["status", "heartbeat_at"], name="job_status_heartbeat"),
+                   models.Index(fields=["tenant", "verification"], name="job_tenant_verification")]
 
     def __str__(self) -> str:
         return f"{self.run.run_id}/{self.step_id} ({self.status})"

@@ -42,7 +42,8 @@ from .models import FINAL_STATUSES, Artifact, AssemblyJob, Manifest, ManifestIte
 
 
 def jobs_for(
-    user: AbstractBaseUser, *, run_id: str | None = None, status: str | None = None, policy: str | None = None
+    user: AbstractBaseUser, *, run_id: str | None = None, status: str | None = None, policy: str | None = None,
+    origin: str | None = None, verification: str | None = None,
 ) -> QuerySet[AssemblyJob]:
     jobs = (
         AssemblyJob.objects.filter(tenant__in=tenants_for(user))
@@ -56,6 +57,10 @@ def jobs_for(
         jobs = jobs.filter(status=status)
     if policy:
         jobs = jobs.filter(policy_revision__policy__policy_id=policy)
+    if origin:
+        jobs = jobs.filter(origin=origin)
+    if verification:
+        jobs = jobs.filter(verification=verification)
     return jobs.order_by("-created_at")
 
 

@@ -67,8 +67,10 @@ from .models import (
     JobStatus,
     Manifest,
     ManifestItem,
+    Origin,
     Run,
     UsageReport,
+    Verification,
 )
 from .selectors import job_request, model_calibration, request_as_assembled
 
@@ -225,6 +227,212 @@ def assembly_job_enqueue(*, job_id: uuid.UUID, traceparent: str | None = None, t
             run_assembly_job.apply_async(args=[str(job_id)], kwargs={"traceparent": traceparent} if traceparent else {})
     except Exception:  # noqa: BLE001 - see docstring
         logger.exception("could not hand job %s to the runner; the sweep will re-send it", job_id)
+
+
+# --------------------------------------------------------------------------- recorded steps
+
+
+@dataclass
+class RecordedOutcome:
+    """What became of one recorded step: `stored` (a new job), `duplicate` (its key was stored
+    before, with the same body) or `refused` (`status` and `errors` say why; never stored)."""
+
+    key: str
+    outcome: str
+    status: int
+    job: AssemblyJob | None = None
+    errors: list[str] | None = None
+
+
+def recorded_steps_store(*, user: AbstractBaseUser, steps: list[dict[str, Any]],
+                         dropped: list[dict[str, Any]] = ()) -> list[RecordedOutcome]:
+    """Store steps an agent assembled in its own process (sdk.Recorder), each as a job of its run
+    with `origin: recorded`, final at once, its manifest sealed as the agent sent it, and
+    `verification: pending` until a worker re-assembles it (`recorded_step_verify`, enqueued on
+    commit). Each step is its own transaction; one refused step refuses only itself.
+
+    A step is refused (never stored) as a remote submit would be: a request the engine refuses, a
+    tenant the user holds no `agent` role in, a policy or revision the tenant does not have
+    published (403/400); and when its manifest is not a sealed manifest of that very request (run,
+    step, policy, principal) or its key is not `<run_id>/<step_id>`. The same key with the same
+    body is a duplicate (the first job); with another body, a Conflict (409). A quota refuses the
+    whole batch (raised: the recorder keeps the steps and sends them again later).
+
+    `dropped`: `{tenant, run_id, count}` totals of steps the recorder dropped at its bounds; each
+    run keeps the largest total reported (a report sent twice counts once)."""
+    outcomes = []
+    for index, step in enumerate(steps):
+        key = str(step.get("idempotency_key") or "")
+        try:
+            job, created = _recorded_step_store(user=user, step=step)
+        except (InvalidInput, BadReference, Forbidden, Conflict) as exc:
+            errors = exc.errors if isinstance(exc, InvalidInput) else [str(exc)]
+            status = 400 if isinstance(exc, (InvalidInput, BadReference)) else exc.status_code
+            outcomes.append(RecordedOutcome(key=key, outcome="refused", status=status,
+                                            errors=[f"steps[{index}].{e}" for e in errors]))
+            continue
+        outcomes.append(RecordedOutcome(key=key, outcome="stored" if created else "duplicate",
+                                        status=201 if created else 200, job=job))
+    for row in dropped:
+        _recorded_dropped_note(user=user, tenant_slug=row["tenant"], run_id=row["run_id"], count=row["count"])
+    return outcomes
+
+
+def _agent_tenant(user: AbstractBaseUser, slug: str) -> Tenant:
+    tenant = tenants_for(user).filter(slug=slug).first()
+    if tenant is None:
+        raise Forbidden(f"principal.tenant: you are not a member of tenant {slug!r}")
+    if Role.AGENT not in roles_in(user, tenant):
+        raise Forbidden(f"principal.tenant: the agent role is required in tenant {tenant.slug!r}")
+    return tenant
+
+
+def _recorded_step_store(*, user: AbstractBaseUser, step: dict[str, Any]) -> tuple[AssemblyJob, bool]:
+    from ctxeng.engine import ContextAssemblyManifest
+    from ctxeng.engine.errors import validate
+
+    data, document = step.get("request"), step.get("manifest")
+    try:
+        request = parse_request(data)
+    except InvalidInput as exc:
+        raise InvalidInput([f"request.{e}" for e in exc.errors], what="request") from None
+    try:
+        validate(ContextAssemblyManifest, document, what="manifest")
+    except InvalidInput as exc:
+        raise InvalidInput([f"manifest.{e}" for e in exc.errors], what="manifest") from None
+    tenant = _agent_tenant(user, request.principal.tenant)
+    if request.policy.revision is None:
+        raise InvalidInput(["request.policy.revision: a recorded step names the revision it was assembled under"],
+                           what="request")
+    revision = revision_for_assembly(tenant=tenant, policy_id=request.policy.id, revision=request.policy.revision)
+    assembly = document["assembly"]
+    claims = {"run_id": request.run_id, "step_id": request.step_id,
+              "policy.id": request.policy.id, "policy.revision": request.policy.revision,
+              "principal": request.principal.model_dump(mode="json")}
+    said = {"run_id": assembly["run_id"], "step_id": assembly["step_id"], "policy.id": assembly["policy"]["id"],
+            "policy.revision": assembly["policy"]["revision"], "principal": assembly["principal"]}
+    for name, value in claims.items():
+        if said[name] != value:
+            raise InvalidInput([f"manifest.assembly.{name}: {said[name]!r} is not the request's {value!r}"], what="manifest")
+    key = f"{request.run_id}/{request.step_id}"
+    if step.get("idempotency_key") != key:
+        raise InvalidInput([f"idempotency_key: expected {key!r} (<run_id>/<step_id>)"], what="step")
+    digest = sha256_json({"request": data, "manifest": document})
+    existing = _idempotent_match(tenant=tenant, key=key, digest=digest)
+    if existing is not None:
+        return existing, False
+    skeleton, packer = pack_document(data)
+    prepared = _prepare_manifest(document, None, known=(item.content for item in request.candidates if item.content))
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            added = content_save(tenant=tenant, packer=packer)
+            quotas.lock_tenant(tenant)
+            run = Run.objects.filter(tenant=tenant, run_id=request.run_id).first()
+            quotas.check_submit(tenant=tenant, new_run=run is None)
+            quotas.check_stored(tenant=tenant, added=added)
+            if run is None:
+                run, _ = Run.objects.get_or_create(tenant=tenant, run_id=request.run_id)
+            job = AssemblyJob.objects.create(
+                tenant=tenant, run=run, step_id=request.step_id, request_packed=skeleton, request_digest=digest,
+                idempotency_key=key, policy_revision=revision, submitted_by=user, status=assembly["status"],
+                origin=Origin.RECORDED, verification=Verification.PENDING, enqueued_at=now, finished_at=now,
+            )
+            _write_manifest(job=job, prepared=prepared)
+            transaction.on_commit(lambda: recorded_step_enqueue(job_id=job.id, tenant_id=tenant.pk))
+    except IntegrityError:
+        existing = _idempotent_match(tenant=tenant, key=key, digest=digest)
+        if existing is None:
+            raise
+        return existing, False
+    return job, True
+
+
+def _recorded_dropped_note(*, user: AbstractBaseUser, tenant_slug: str, run_id: str, count: int) -> None:
+    """Raise the run's count of steps its recorder dropped to `count` (a total); a tenant the user
+    may not record in is passed over (its steps are refused the same way)."""
+    try:
+        tenant = _agent_tenant(user, tenant_slug)
+    except Forbidden:
+        return
+    run, _ = Run.objects.get_or_create(tenant=tenant, run_id=run_id)
+    Run.objects.filter(pk=run.pk, recorded_dropped__lt=count).update(recorded_dropped=count)
+
+
+def recorded_step_enqueue(*, job_id: uuid.UUID, tenant_id: int | None = None) -> None:
+    """Hand a recorded step's verification to the runner, as `assembly_job_enqueue` hands a job:
+    in-process without REDIS_URL, else a Celery task in its tenant's fair queue. Never raises: a
+    verification whose message was lost stays `pending` and the sweep re-sends it."""
+    from ctxeng.server import fair_queue
+
+    from .tasks import verify_recorded_step
+
+    try:
+        if settings.CTXENG_JOBS_INLINE:
+            verify_recorded_step(str(job_id))
+        else:
+            if fair_queue.enabled():
+                if tenant_id is None:
+                    tenant_id = AssemblyJob.objects.filter(id=job_id).values_list("tenant_id", flat=True).get()
+                fair_queue.push(kind="verification", item_id=str(job_id), tenant_id=tenant_id)
+            verify_recorded_step.apply_async(args=[str(job_id)])
+    except Exception:  # noqa: BLE001 - see docstring
+        logger.exception("could not hand the verification of %s to the runner; the sweep will re-send it", job_id)
+
+
+def recorded_step_verify(*, job_id: str | uuid.UUID) -> str | None:
+    """Re-assemble a recorded step under its policy revision and record what the comparison says
+    (manifests.verification): `verified`, `diverged` with the first difference, or `unverifiable`
+    naming what the service lacks. Idempotent: a step no longer pending is left as it is, and the
+    write is guarded on `pending`, so a second delivery changes nothing."""
+    job = (AssemblyJob.objects.select_related("policy_revision__policy", "tenant", "run", "manifest")
+           .defer("policy_revision__body").filter(id=job_id, origin=Origin.RECORDED).first())
+    if job is None or job.verification != Verification.PENDING:
+        return None if job is None else job.verification
+    try:
+        outcome, detail = _verification_of(job)
+    except INFRASTRUCTURE_FAULTS:
+        raise  # left pending: the sweep re-sends it
+    except Exception as exc:  # noqa: BLE001 - deterministic: the step cannot be re-assembled here
+        logger.exception("verification of recorded step %s failed", job_id)
+        outcome, detail = Verification.UNVERIFIABLE, f"the re-assembly failed: {type(exc).__name__}: {exc}"
+    now = timezone.now()
+    AssemblyJob.objects.filter(id=job.id, verification=Verification.PENDING).update(
+        verification=outcome, verification_detail=detail[:10_000], verified_at=now, updated_at=now)
+    return outcome
+
+
+def _verification_of(job: AssemblyJob) -> tuple[str, str]:
+    from .selectors import StoredArtifacts, artifact_lookup, manifest_document
+    from .verification import agreement, first_difference
+
+    revision = job.policy_revision
+    manifest = job.manifest
+    if manifest.content_purged_at is not None:
+        return Verification.UNVERIFIABLE, "content: purged by retention before the step was verified"
+    recorded = manifest_document(manifest)
+    claimed = (recorded.get("assembly") or {}).get("policy") or {}
+    label = f"{revision.policy.policy_id} revision {revision.revision}"
+    if claimed.get("digest") != revision.digest:
+        return Verification.UNVERIFIABLE, (
+            f"policy: the service's {label} is {revision.digest}; the step was assembled under {claimed.get('digest')}, "
+            "a body the service does not have")
+    policy = _parsed_policy(revision.pk, revision.digest)
+    request = parse_request(job_request(job)).pinned_to(revision.revision)
+    stored = StoredArtifacts(job.tenant, request)
+    for item in request.candidates:
+        ref = item.artifact_ref
+        if ref is not None and stored.row(ref.artifact_id, ref.revision) is None:
+            return Verification.UNVERIFIABLE, (
+                f"content: artifact {ref.artifact_id} revision {ref.revision} (item {item.item_id}) is not stored on the "
+                "service (POST artifacts/ stores it)")
+    created_at = (recorded.get("assembly") or {}).get("created_at")
+    result = assemble(request, policy, artifacts=artifact_lookup(job.tenant, stored), created_at=created_at)
+    again = result.manifest_dict()
+    difference = first_difference(recorded, again)
+    if difference is not None:
+        return Verification.DIVERGED, difference
+    return Verification.VERIFIED, agreement(again)
 
 
 # --------------------------------------------------------------------------- run
@@ -656,6 +864,16 @@ def assembly_jobs_recover() -> dict[str, int]:
         ):
             counts["resent"] += 1
             assembly_job_enqueue(job_id=job_id, tenant_id=tenant_id)
+    # Recorded steps whose verification message was lost (a broker outage, a worker lost mid-run):
+    # verifying is idempotent, so a re-send is safe even when the first is still under way.
+    pending = AssemblyJob.objects.filter(origin=Origin.RECORDED, verification=Verification.PENDING,
+                                         enqueued_at__lt=forgotten_before)
+    for job_id, enqueued_at, tenant_id in pending.values_list("id", "enqueued_at", "tenant_id"):
+        if AssemblyJob.objects.filter(id=job_id, verification=Verification.PENDING, enqueued_at=enqueued_at).update(
+            enqueued_at=now
+        ):
+            counts["resent"] += 1
+            recorded_step_enqueue(job_id=job_id, tenant_id=tenant_id)
     if any(counts.values()):
         logger.info("job recovery: %s", counts)
     return counts

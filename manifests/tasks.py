@@ -1,4 +1,5 @@
-"""The assembly task: a thin, named, idempotent wrapper around manifests.services.
+"""The assembly task and the recorded-step verification task: thin, named, idempotent wrappers
+around manifests.services.
 
 Delivered at least once (acks_late; a message whose worker died is requeued): the guarded claim
 makes every later delivery of a job that is running or done a no-op. Inline mode (no REDIS_URL)
@@ -18,7 +19,7 @@ from ctxeng.server import fair_queue
 from ctxeng.server.celery import app
 
 from .models import AssemblyJob
-from .services import assembly_job_assemble, assembly_job_claim, assembly_job_heartbeat
+from .services import assembly_job_assemble, assembly_job_claim, assembly_job_heartbeat, recorded_step_verify
 
 
 @app.task(
@@ -48,6 +49,27 @@ def _run(job_id: str, traceparent: str | None) -> str | None:
 
 
 fair_queue.register("assembly", _run)
+
+
+@app.task(
+    bind=True,
+    name="manifests.verify_recorded_step",
+    acks_late=True,
+    reject_on_worker_lost=True,
+    soft_time_limit=settings.CTXENG_TURN_SOFT_TIME_LIMIT,
+    time_limit=settings.CTXENG_TURN_TIME_LIMIT,
+    ignore_result=True,
+)
+def verify_recorded_step(self, job_id: str) -> str | None:
+    """Re-assemble a step an agent recorded and record verified / diverged / unverifiable; a
+    turn of fair dispatch like an assembly (the verification is idempotent, see the service)."""
+    return fair_queue.run_turn(
+        kind="verification", item_id=job_id, traceparent=None,
+        requeue=lambda countdown: self.apply_async(args=[job_id], countdown=countdown),
+    )
+
+
+fair_queue.register("verification", lambda job_id, traceparent: recorded_step_verify(job_id=job_id))
 
 
 def _test_hooks(job_id: str) -> None:

@@ -14,4 +14,5 @@ urlpatterns = [
     path("items/<path:item_id>/decisions/", api.ItemDecisionsApi.as_view(), name="api-item-decisions"),
     path("artifacts/", api.ArtifactListApi.as_view(), name="api-artifacts"),
     path("runs/<path:run_id>/close/", api.RunCloseApi.as_view(), name="api-run-close"),
+    path("recorded-steps/", api.RecordedStepsApi.as_view(), name="api-recorded-steps"),
 ]

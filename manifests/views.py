@@ -15,6 +15,7 @@ later pages of tool pairs and transforms load on demand with their region.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import date
 from types import SimpleNamespace
 from typing import Any
@@ -36,7 +37,7 @@ from ctxeng.server.regions import render_region
 
 from . import dashboard_selectors as sel
 from . import exports
-from .models import AssemblyJob, JobStatus
+from .models import AssemblyJob, JobStatus, Origin, Verification
 
 PAGE_SIZE = 100
 RUN_ITEMS_PAGE_SIZE = 50
@@ -99,7 +100,12 @@ def _runs_filters(params: Any) -> tuple[dict[str, Any], list[str]]:
     if status and status not in JobStatus.values:
         problems.append(f"Unknown status “{status[:60]}” (expected one of {', '.join(JobStatus.values)}): the status filter is off.")
         status = ""
-    filters: dict[str, Any] = {"status": status, "policy": params.get("policy", "").strip(),
+    verification = params.get("verification", "")
+    if verification and verification not in Verification.values:
+        problems.append(f"Unknown verification “{verification[:60]}” (expected one of {', '.join(Verification.values)}): "
+                        "the verification filter is off.")
+        verification = ""
+    filters: dict[str, Any] = {"status": status, "policy": params.get("policy", "").strip(), "verification": verification,
                                "since": _date_filter(params.get("since", ""), "from", problems),
                                "until": _date_filter(params.get("until", ""), "to", problems)}
     return filters, problems
@@ -122,11 +128,12 @@ def runs(request: HttpRequest) -> HttpResponse:
     if tenant is None:
         page, policies = page_of([], 1), []
     else:
-        rows = sel.runs_list(tenant=tenant, status=filters["status"], policy=filters["policy"],
+        rows = sel.runs_list(tenant=tenant, status=filters["status"], policy=filters["policy"], verification=filters["verification"],
                              since=_date(filters["since"]), until=_date(filters["until"]))
         page, policies = page_of(rows, request.GET.get("page"), 50), sel.policy_ids_in(tenant)
     return render(request, "manifests/runs.html", {
         "page": page, "filters": filters, "statuses": JobStatus.values, "policies": policies, "problems": problems,
+        "verifications": Verification.values,
     })
 
 
@@ -193,9 +200,19 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
             previous = job
     steps = [row for row in attempts if row.sealed is not None]
     return render(request, "manifests/run.html", {"run": run, "jobs": shown, "page": page, "steps_total": len(steps),
+                                                  "recorded": _recorded_summary(attempts),
                                                   "attempts_total": len(attempts), "cache_hits": sel.run_cache_hits(steps),
                                                   "cache_eligible": sel.run_cache_eligible(steps),
                                                   "compare_url": reverse("compare")})
+
+
+def _recorded_summary(attempts: list[Any]) -> dict[str, Any]:
+    """The run's recorded steps: how many, how many in each verification state, the first diverged."""
+    recorded = [row for row in attempts if row.origin == Origin.RECORDED]
+    counts = Counter(row.verification for row in recorded)
+    diverged = next((row.id for row in recorded if row.verification == Verification.DIVERGED), None)
+    return {"total": len(recorded), "counts": [(name, counts[name]) for name in Verification.values if counts[name]],
+            "first_diverged": diverged}
 
 
 def _run_steps_with_manifest(run) -> list[AssemblyJob]:

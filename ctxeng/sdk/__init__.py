@@ -6,7 +6,8 @@
     response = openai.OpenAI().chat.completions.create(**step.kwargs)
     step.report_usage(response)
 
-The public names are these and nothing else: `Session`, `Step`, `Item`, the builders `code`, `web`,
+The public names are these and nothing else: `Session`, `Step`, `Recorder` (`Session(record=...)`:
+a local session's steps recorded to the service in the background), `Item`, the builders `code`, `web`,
 `file`, `memory`, `plan`, `summary`, `artifact`, the task's state parts `goal`, `hard_constraints`,
 `repository_manifest`, `current_stage`, `open_items` (a policy may require them), the tool declarations `reads`, `writes`,
 `about`, `commands`, `text_editor`, `shell`, `swe_agent` (`Session(tools=...)`) with the `Call`
@@ -31,6 +32,7 @@ from ._builders import (
     summary,
     web,
 )
+from ._recorder import Recorder
 from ._session import Session, Step
 from ._tools import Call, about, commands, reads, shell, swe_agent, text_editor, writes
 from .errors import ContextBlocked, SDKError
@@ -39,6 +41,7 @@ __all__ = [
     "Call",
     "ContextBlocked",
     "Item",
+    "Recorder",
     "SDKError",
     "Session",
     "Step",

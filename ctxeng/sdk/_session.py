@@ -229,6 +229,9 @@ class Session:
     or a directory as the CLI's `--artifacts`. `stage`: the default stage of each step.
     `tool_sources`: tool name -> the source type of its results (default `tool_output`), e.g.
     `{"run_tests": "test_log"}` so a policy's `test_log` source limit keeps a long log's failures.
+    `record`: an `sdk.Recorder` (local sessions): each step's request and sealed manifest are sent to
+    the service in the background, where a worker verifies them (ctxeng.sdk._recorder); the step
+    never waits for that. `close()` (or leaving `with Session(...)`) flushes it within its deadline.
     `tools`: tool name -> `sdk.reads(arg)`, `sdk.writes(arg)` or `sdk.about(arg)` (ctxeng.sdk._tools):
     which object a tool's calls read or change, so only the newest reading of each reaches the
     model (older ones are `stale_revision`), and whose data its result is, so another subject's is
@@ -239,7 +242,9 @@ class Session:
                  model: Any = "gpt-4o", adapter: str | None = None, principal: dict[str, Any] | None = None,
                  scope: str | None = None, producer: str | None = None, artifacts: Any = None,
                  stage: str = DEFAULT_STAGE, tool_sources: dict[str, str] | None = None, tools: dict[str, Any] | None = None,
-                 check_tools: str = "error", timeout: float = 120.0) -> None:
+                 check_tools: str = "error", timeout: float = 120.0, record: Any = None) -> None:
+        if url is not None and record is not None:
+            raise SDKError("record: for a local session (a remote session's steps are on the service already); drop url=")
         if url is not None and not token:
             raise SDKError("token: required with url= (an agent token: manage.py issue_token)")
         if url is None and principal is None:
@@ -283,6 +288,8 @@ class Session:
 
             self._client = Client(url, token)  # type: ignore[arg-type]
         self._timeout = timeout
+        self.record = record
+        self._record_failed = False
 
     @property
     def remote(self) -> bool:
@@ -401,6 +408,24 @@ class Session:
             self._previous_cache = step._cache_record()
         return step
 
+    def close(self, timeout: float | None = None) -> bool:
+        """End the session: with `record=`, wait until its steps are sent, at most `timeout` s (the
+        recorder's `flush_timeout` by default); True when nothing is left pending. What is not sent
+        stays queued or spooled (the recorder keeps sending it); the recorder stays open for other
+        sessions."""
+        if self.record is None:
+            return True
+        try:
+            return bool(self.record.flush(timeout))
+        except Exception:  # noqa: BLE001 - recording never breaks the agent
+            return False
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     async def astep(self, messages: Any, **kwargs: Any) -> Step:
         """`step` for async agents: the assembly (and, remote, the HTTP wait) runs in a worker
         thread, so the event loop is not blocked meanwhile. Steps are numbered in call order."""
@@ -419,10 +444,21 @@ class Session:
         except InvalidInput as exc:
             raise SDKError("; ".join(exc.errors)) from None
         step = Step(manifest=result.manifest, payload=result.serialized_input, fmt=fmt)
+        if self.record is not None:
+            self._record(request, result.manifest)
         # With the OTel variables set, the same spans as the service's (ctxeng.telemetry).
         step._traceparent = telemetry.record_local_assembly(result=result, started_ns=started_ns,
                                                             ended_ns=time.perf_counter_ns())
         return step
+
+    def _record(self, request: dict[str, Any], manifest: Any) -> None:
+        """Hand the step to the recorder; whatever goes wrong there, the step goes on."""
+        try:
+            self.record.record(request, manifest)
+        except Exception:  # noqa: BLE001 - recording never breaks the agent's step
+            if not self._record_failed:
+                self._record_failed = True
+                warnings.warn("ctxeng: recording this session's steps failed; the steps go on unrecorded", stacklevel=4)
 
     def _remote(self, request: dict[str, Any], fmt: str) -> Step:
         from ..client import InvalidRequest

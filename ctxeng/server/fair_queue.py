@@ -4,7 +4,8 @@ Celery's Redis queue is first in, first out: 16 heavy jobs of one tenant ahead o
 one made it wait for all 16 (issue 40, finding 5). So a Celery message no longer decides which job
 runs, it is a turn on a worker. Beside it, in the broker's Redis:
 
-- `q:<tenant>`   the tenant's pending entries (`<kind>:<id>`, kind `assembly` or `preview`) in
+- `q:<tenant>`   the tenant's pending entries (`<kind>:<id>`, kind `assembly`, `preview` or
+                 `verification` of a recorded step) in
                  submit order, deduplicated by `pending:<tenant>`;
 - `ring`         the tenants with pending entries, each once, in turn order (`inring` its set);
 - `run:<tenant>` the entries the tenant has on workers, each with a lease (expiry, Redis time in
@@ -57,7 +58,8 @@ logger = logging.getLogger(__name__)
 PREFIX = "ctxeng:fair:"
 
 # The Celery task that runs each kind of entry, by name (sent without importing the app's tasks).
-TASKS = {"assembly": "manifests.run_assembly_job", "preview": "policies.run_impact_preview"}
+TASKS = {"assembly": "manifests.run_assembly_job", "preview": "policies.run_impact_preview",
+         "verification": "manifests.verify_recorded_step"}
 
 # kind -> run(item_id, traceparent): registered by each app's tasks module (manifests.tasks,
 # policies.tasks), in the worker that imports both; this module imports neither app.

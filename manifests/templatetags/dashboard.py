@@ -72,10 +72,10 @@ def ref_text(source_ref: Any) -> str:
 _GOOD = {"ready", "passed", "retrieved", "included", "success", "applied", "verified", "published", "valid",
          "hit", "isolated_as_data", "fenced_as_state", "confirmed_by_policy", "eligible"}
 _BAD = {"blocked", "failed", "excluded", "retrieval_failed", "error", "transform_blocked", "security_rejected",
-        "permission_denied", "hard_gate_rejected", "unresolved"}
+        "permission_denied", "hard_gate_rejected", "unresolved", "diverged"}
 _WARN = {"not_retrieved", "queued", "running", "partial", "draft", "stale_revision", "duplicate", "expired", "unverifiable",
          "budget_evicted", "ranking_lost", "diagnostic_only", "miss", "canceled", "unknown", "bypassed", "redacted",
-         "not_evaluated"}
+         "not_evaluated", "pending"}
 
 
 @register.filter
