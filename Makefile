@@ -93,7 +93,7 @@ docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 # A wheel of the distribution in dist/ (the package is not on the index yet:
-# `pip install dist/ctxeng_governor-*.whl` installs the light library from it).
+# the wheel `dist/ctxeng_governor-*.whl` installs the light library with pip).
 dist: $(SERVER_STAMP)
 	rm -rf dist build
 	$(BIN)/python -m pip wheel -q --no-deps -w dist .

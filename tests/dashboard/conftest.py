@@ -111,7 +111,7 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 
 
 def reveal(page, region: str) -> None:
-    """Scroll a lazily loaded region (`hx-trigger="revealed"`) into view and wait for its table.
+    """Scroll a lazily loaded region (`hx-trigger="intersect once"`) into view and wait for its table.
 
     The loaded region replaces its placeholder, which has the same id, so a locator action can
     find the placeholder detached half-way; one script scrolls it, then the wait is on the table."""

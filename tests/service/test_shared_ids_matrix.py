@@ -86,6 +86,8 @@ API = {
     "policies_list": "spanning", "policies_validate": "own", "policies_revisions_list": "own",
     "policies_revisions_create": "own", "policies_revisions_get": "own", "policies_revisions_publish": "own",
     "policies_revisions_update": "own", "policies_diff": "own", "runs_close": "own",
+    # a batch of recorded steps names its tenant in each step's request and each dropped total
+    "recorded_steps_submit": "own",
 }
 
 TODAY = datetime.now(UTC).date().isoformat()
@@ -99,6 +101,7 @@ QUERY_VALUES = {
     "q": [SHARED_ITEM, "evidence"], "decision": ["excluded", "included"],
     "reason": ["ranking_lost", "scope_mismatch", "budget_evicted"], "outcome": ["included", "excluded"],
     "from": ["3"], "to": ["4"], "group": ["none", "reason"], "changed": ["1"], "steps": ["1", "2"], "by": ["step"],
+    "verification": ["diverged", "verified", "pending"],
 }
 DEFAULT_VALUES = [SHARED_RUN, SHARED_ITEM, SHARED_POLICY]
 # Whole queries a page reads together (one parameter alone is often only a half-filled form).
@@ -387,6 +390,8 @@ def _api_body(op_id: str, world: World) -> Any:
                 if op_id.endswith("create") else draft.body, "tenant": world.slug}
     if op_id == "runs_close":
         return {"tenant": world.slug}
+    if op_id == "recorded_steps_submit":  # the recorder's dropped total for the shared run, in this tenant
+        return {"steps": [], "dropped": [{"tenant": world.slug, "run_id": SHARED_RUN, "count": 1}]}
     if op_id == "policies_revisions_publish":
         return {"note": "probe"}
     return None

@@ -255,6 +255,10 @@ COLUMNS: dict[str, list[str] | str] = {
     "accounts.Profile.time_display": "one of the TimeDisplay choices, set by the dashboard's time switch (checked against them)",
     "accounts.Membership.role": "one of the Role choices, written by the issue_token command",
     "manifests.Run.run_id": ["AssemblyRequest.run_id"],
+    "manifests.Run.recorded_dropped": "a count of dropped recorded steps, bounded at the edge by the recorded-steps body's "
+                                      "`dropped[].count` (ge=0, le=MAX_INT32), and only ever raised to it",
+    "manifests.AssemblyJob.origin": "one of the Origin choices (remote, recorded), set by the service, never by a body",
+    "manifests.AssemblyJob.verification": "one of the Verification choices, set by the verification task, never by a body",
     "manifests.AssemblyJob.step_id": ["AssemblyRequest.step_id"],
     "manifests.AssemblyJob.request_digest": "a sha256: digest of the body",
     "manifests.AssemblyJob.idempotency_key": ["header.Idempotency-Key"],
