@@ -145,13 +145,7 @@ def assembly_job_submit(
     job = None
     try:
         with transaction.atomic():
-            added = content_save(tenant=tenant, packer=packer)
-            quotas.lock_tenant(tenant)
-            run = Run.objects.filter(tenant=tenant, run_id=request.run_id).first()
-            quotas.check_submit(tenant=tenant, new_run=run is None)
-            quotas.check_stored(tenant=tenant, added=added)
-            if run is None:
-                run, _ = Run.objects.get_or_create(tenant=tenant, run_id=request.run_id)
+            run = _store_and_claim_run(tenant=tenant, packer=packer, run_id=request.run_id)
             job = AssemblyJob.objects.create(
                 tenant=tenant,
                 run=run,
@@ -326,13 +320,7 @@ def _recorded_step_store(*, user: AbstractBaseUser, step: dict[str, Any]) -> tup
     now = timezone.now()
     try:
         with transaction.atomic():
-            added = content_save(tenant=tenant, packer=packer)
-            quotas.lock_tenant(tenant)
-            run = Run.objects.filter(tenant=tenant, run_id=request.run_id).first()
-            quotas.check_submit(tenant=tenant, new_run=run is None)
-            quotas.check_stored(tenant=tenant, added=added)
-            if run is None:
-                run, _ = Run.objects.get_or_create(tenant=tenant, run_id=request.run_id)
+            run = _store_and_claim_run(tenant=tenant, packer=packer, run_id=request.run_id)
             job = AssemblyJob.objects.create(
                 tenant=tenant, run=run, step_id=request.step_id, request_packed=skeleton, request_digest=digest,
                 idempotency_key=key, policy_revision=revision, submitted_by=user, status=assembly["status"],
@@ -346,6 +334,19 @@ def _recorded_step_store(*, user: AbstractBaseUser, step: dict[str, Any]) -> tup
             raise
         return existing, False
     return job, True
+
+
+def _store_and_claim_run(*, tenant: Any, packer: Any, run_id: str) -> Run:
+    """Inside a submit's transaction (remote or recorded): the request's content stored, the tenant
+    locked and held to its quotas (a new run counts), its run found or made."""
+    added = content_save(tenant=tenant, packer=packer)
+    quotas.lock_tenant(tenant)
+    run = Run.objects.filter(tenant=tenant, run_id=run_id).first()
+    quotas.check_submit(tenant=tenant, new_run=run is None)
+    quotas.check_stored(tenant=tenant, added=added)
+    if run is None:
+        run, _ = Run.objects.get_or_create(tenant=tenant, run_id=run_id)
+    return run
 
 
 def _recorded_dropped_note(*, user: AbstractBaseUser, tenant_slug: str, run_id: str, count: int) -> None:
