@@ -274,6 +274,13 @@ class TransformRecord(Frozen):
     )
 
 
+class ArgumentRedaction(Frozen):
+    """A credential redacted from the payload's copy of a call's arguments: where and by what, never the value."""
+
+    path: str = Field(description="the field path in the request: tool_calls[<i>].arguments.<key>...")
+    detector: str = Field(description="the detector that found it (`Keyword Value`, `AWS Access Key` ...)")
+
+
 class ToolPairRecord(Frozen):
     call_id: str
     caller_call_id: str | None = Field(
@@ -295,6 +302,9 @@ class ToolPairRecord(Frozen):
     unresolved_handling: UnresolvedCallHandling | None = None
     tokens: int | None = None
     turn: int | None = Field(default=None, description="the assistant turn the call was serialized at; null = with the context")
+    argument_redactions: list[ArgumentRedaction] = Field(
+        default_factory=list, description="credentials redacted from the call's arguments in the payload (security.secrets_in_call_arguments: redact)"
+    )
 
 
 class SummaryRecord(Frozen):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from .manifest_models import (  # noqa: F401
     AdapterIdentity,
+    ArgumentRedaction,
     ArtifactRefRecord,
     AssemblyHeader,
     BudgetRecord,

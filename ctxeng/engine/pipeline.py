@@ -20,6 +20,7 @@ from typing import Any
 from . import (
     acquisition,
     budget,
+    call_secrets,
     checks,
     elision,
     estimators,
@@ -210,6 +211,8 @@ def assemble(
     structure.resolve_unresolved(asm)
     # A superseded write's long arguments are elided before the budget, which counts the call as sent.
     elision.elide_superseded_writes(asm)
+    # A credential in the agent's own call arguments is redacted (or blocks) before the budget counts the call.
+    call_secrets.handle_call_secrets(asm)
     asm.log("source_limits", n)
 
     # Whether a supplied summary may enter at all is an admission question: decided before the

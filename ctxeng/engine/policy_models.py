@@ -201,6 +201,12 @@ class SecurityPolicy(Frozen):
         default="deny_or_redact",
         description="deny_or_redact: credential-like spans in content are redacted (a recorded transform); secret security classes are denied",
     )
+    secrets_in_call_arguments: Literal["redact", "block"] = Field(
+        default="redact",
+        description="a credential in the agent's own tool-call arguments (its assistant turns, which the caller sends as they are): "
+        "redact: only the span is replaced in the payload's copy of the arguments (still a JSON object of the same keys), each "
+        "recorded in tool_pairs[].argument_redactions (field path, detector); block: the assembly is blocked naming the call and field",
+    )
     cross_scope_data: Literal["deny"] = "deny"
     required_assessments: list[SecurityAssessment] = Field(default_factory=lambda: list(SecurityAssessment))
     secret_classes: list[str] = Field(default_factory=lambda: ["secret", "credential", "restricted_secret"])

@@ -23,6 +23,7 @@ from .models import (
     NOT_APPROVAL_TRUST,
     AdapterIdentity,
     ApprovalSource,
+    ArgumentRedaction,
     ArtifactRefRecord,
     AssemblyHeader,
     BudgetRecord,
@@ -254,6 +255,7 @@ def _tool_pair_records(asm: Assembly) -> list[ToolPairRecord]:
                 unresolved_handling=pair.unresolved_handling,
                 tokens=pair.tokens if pair.included else None,
                 turn=pair.call.turn,
+                argument_redactions=[ArgumentRedaction(path=path, detector=detector) for path, detector in pair.argument_redactions],
             )
         )
     return out

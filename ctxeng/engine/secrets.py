@@ -497,3 +497,36 @@ def _encoded(text: str) -> list[Finding]:
             if inner:
                 out.append(Finding(f"Encoded {inner[0].type}", m.start(), m.end(), ""))
     return out
+
+
+# --------------------------------------------------------------------------- JSON values (issue 50)
+
+
+def find_in_json(value: object, path: str) -> list[tuple[str, tuple, list[Finding]]]:
+    """Every string of a JSON value that carries credential-like material, at any depth: (its field
+    path from `path`, its key path, the findings with offsets in that string). A string under a key
+    is scanned as the line `key: value`, so the key names it as it would in YAML or a header
+    (`{"api_key": "…"}`, `{"Authorization": "Bearer …"}`); a finding inside the key alone does not
+    count, and one that starts in it is cut to the value. Keys themselves are not scanned."""
+    out: list[tuple[str, tuple, list[Finding]]] = []
+
+    def walk(node: object, where: str, keys: tuple) -> None:
+        if isinstance(node, str):
+            key = keys[-1] if keys and isinstance(keys[-1], str) else None
+            prefix = f"{key}: " if key is not None else ""
+            found = [
+                Finding(f.type, max(f.start, len(prefix)) - len(prefix), f.end - len(prefix), "")
+                for f in find_secrets(prefix + node)
+                if f.end > len(prefix)
+            ]
+            if found:
+                out.append((where, keys, [Finding(f.type, f.start, f.end, node[f.start:f.end]) for f in found]))
+        elif isinstance(node, dict):
+            for k, v in node.items():
+                walk(v, f"{where}.{k}", (*keys, k))
+        elif isinstance(node, list):
+            for i, v in enumerate(node):
+                walk(v, f"{where}[{i}]", (*keys, i))
+
+    walk(value, path, ())
+    return out

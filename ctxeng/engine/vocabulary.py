@@ -136,6 +136,10 @@ class BlockedCause(StrEnum):
     # serialization.preserve), checked after rendering: reason transform_blocked (the render and
     # the adapter's serialization are the last transforms, and their preservation failed).
     STRUCTURE_CHECK_FAILED = "structure_check_failed"
+    # A credential in the agent's own tool-call arguments under `security.secrets_in_call_arguments:
+    # block`: reason transform_blocked (the redaction that would make the call sendable is the
+    # transform the policy refuses).
+    SECRET_IN_CALL_ARGUMENTS = "secret_in_call_arguments"
 
 
 class GateResult(StrEnum):

@@ -159,6 +159,8 @@ class ToolPair:
     included: bool = False
     evicted: bool = False
     serialized_order: int | None = None
+    # Credentials redacted from the payload's copy of the arguments: (field path, detector).
+    argument_redactions: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def resolved(self) -> bool:
