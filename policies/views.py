@@ -28,7 +28,7 @@ from ctxeng.audit.selectors import audit_events_for_policy
 from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.limits import MAX_INT32
 from ctxeng.engine.policy import policy_body
-from ctxeng.engine.upgrades import missing_records
+from ctxeng.engine.upgrades import missing_records, registry_rows
 from ctxeng.server.errors import Immutable, ServiceError
 from ctxeng.server.params import BadParameter, whole_number
 from ctxeng.server.regions import render_region
@@ -195,7 +195,7 @@ def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
         "policy": policy, "revisions": revisions, "rev_from": rev_from, "rev_to": rev_to,
         "changes": diff(rev_from.body, rev_to.body),
         "upgrades_revision": rev_to, "upgrades_missing": _missing_records(rev_from.body, rev_to.body),
-        "upgrades_revocation": _revocations(rev_to),
+        "upgrades_revocation": _revocations(rev_to), "upgrade_mechanisms": registry_rows(),
     })
 
 
@@ -246,7 +246,7 @@ def _impact_page(request: HttpRequest, policy: Policy, rev: PolicyRevision, *, s
         "changes": diff(published.body, rev.body) if published and published.pk != rev.pk else [],
         "can_publish": _can_edit(request, policy) and rev.status == RevisionStatus.DRAFT,
         "upgrades_revision": rev,
-        "upgrades_revocation": _revocations(rev),
+        "upgrades_revocation": _revocations(rev), "upgrade_mechanisms": registry_rows(),
         "upgrades_missing": _missing_records(published.body, rev.body)
         if published and published.pk != rev.pk and rev.status == RevisionStatus.DRAFT else [],
     }, status=status)

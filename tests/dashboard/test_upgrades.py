@@ -208,3 +208,29 @@ def test_the_in_process_impact_preview_also_replays_each_assembly_once_addressed
     ids = [row["job"]["id"] for row in preview["rows"]]
     assert ids == [str(example["blocked"].id), str(example["ready"].id), str(example["hostile"].id)]
     assert preview["addressed"] == 2 and preview["replayed"] == 3
+
+
+def test_the_editor_refuses_traces_at_a_new_diagnostic_stage_without_a_record(owner_client, example):
+    import yaml
+
+    body = copy.deepcopy(example["draft"].body)
+    stages = body["retrieval"].get("diagnostic_stages", [])
+    body["retrieval"]["diagnostic_stages"] = [*stages, "drafting"]
+    response = owner_client.post("/policies/source-research/revisions/4/edit/",
+                                 {"body": yaml.safe_dump(body, sort_keys=False), "action": "save"})
+    assert response.status_code == 422
+    page = response.content.decode()
+    assert f"retrieval.diagnostic_stages[{len(stages)}]" in page and "retrieval.diagnostic_stages.drafting" in page
+
+
+def test_the_upgrade_panel_lists_every_mechanism_of_the_registry(owner_client, example):
+    page = owner_client.get("/policies/source-research/revisions/4/impact/").content.decode()
+    panel = page.split('id="upgrade-mechanisms"', 1)[1].split("</details>", 1)[0]
+    # Written out by hand: a clause dropped from the registry (or the panel) fails here.
+    for clause in ("transforms.allowed", "retrieval.default_sources", "retrieval.diagnostic_sources", "retrieval.diagnostic_stages",
+                   "retrieval.governed_candidate_sources", "disclosure.indexes", "cache.stable_prefix_sources",
+                   "cache.prompt_cache_key", "admission.ranking", "admission.min_relevance", "admission.allow_incomplete",
+                   "resident.include", "resident.when_present", "externalization.targets", "budget.partitions.*.eviction",
+                   "source_limits.*.default", "source_limits.*.max_tokens", "trust.default_by_source"):
+        assert f"<code>{clause}</code>" in panel, clause
+    assert panel.count("<tr>") == 19  # the header and 18 mechanisms
