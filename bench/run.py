@@ -1,5 +1,6 @@
 """`make bench` (`python -m bench.run [--quick] [--only 1,2]`): the five benchmarks of issue 5,
-issue 14's database growth (6), issue 37's payload figures (8) and issue 48's step on real traces (9).
+issue 14's database growth (6), issue 37's payload figures (8), issue 48's step on real traces (9),
+issue 47's stale reads (10) and issue 50's absence classifier (11).
 
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
@@ -38,6 +39,8 @@ SECTIONS = (
     ("9", "9 real traces", "bench.step_traces"),
     # Reads made stale by a later write on the real traces, against hand labels (issue 47).
     ("10", "10 stale reads", "bench.stale_reads"),
+    # Statements of absence judged by meaning, against hand labels (issue 50).
+    ("11", "11 absence", "bench.absence"),
 )
 
 
@@ -65,7 +68,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
-    parser.add_argument("--only", default="1,2,3,4,5,6,8,9,10", help="comma-separated section numbers (7, context quality: make bench-quality)")
+    parser.add_argument("--only", default="1,2,3,4,5,6,8,9,10,11", help="comma-separated section numbers (7, context quality: make bench-quality)")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(","))
     started = time.monotonic()

@@ -236,6 +236,7 @@ class JudgedStatement(Frozen):
     judged_as: Literal["negative_finding", "existence_claim"]
     result: Literal["passed", "failed"]
     problem: str | None = None
+    section: str | None = Field(default=None, description="the summary section it was read in (`Done / In Progress / Blocked`, `Confirmed Claims` ...); null: before any heading")
 
 
 class NegativeFindingsCheck(Frozen):

@@ -242,12 +242,12 @@ def negative_findings_check(text: str, inputs: dict[str, str], unread: list[str]
     kept with its scope. Passed when statements were judged, or every input was read, and nothing
     failed; not_applicable only when the summary asserts no absence and no input could be read."""
     section = section_body(_SECTIONS[PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS], text)
-    judged = findings.judge_statements(section or "", text)
+    judged = findings.judge_statements(text)
     lost = findings.findings_not_kept(list(inputs.values()), text)
     record = NegativeFindingsCheck(
         statements=[
             JudgedStatement(statement=j.text, scope=sorted(j.scope) if j.scope is not None else None, judged_as=j.judged_as,  # type: ignore[arg-type]
-                            result="failed" if j.problem else "passed", problem=j.problem)
+                            result="failed" if j.problem else "passed", problem=j.problem, section=j.section)
             for j in judged
         ],
         inputs_compared=list(inputs),
@@ -687,7 +687,7 @@ def _structured_findings(text: str, evicted: list[Candidate], negative: list[str
     own, _ = negative_findings_check(text, {c.item_id: c.content for c in evicted}, [])
     if own == AssertionResult.FAILED or findings.lost_findings([c.content for c in evicted], text):
         return AssertionResult.FAILED
-    judged = findings.judge_statements(section_body(_SECTIONS[PreserveKey.CONFLICTS_AND_NEGATIVE_FINDINGS], text) or "", text)
+    judged = findings.judge_statements(text)
     return AssertionResult.PASSED if negative or judged else AssertionResult.NOT_APPLICABLE
 
 

@@ -123,7 +123,7 @@ def checkpoint(**fields):
         done=["read pi"],
         in_progress=["read continue"],
         confirmed_claims=[{"claim": "results keyed by call id", "source_ref": {"repo": "continue", "commit": "9e8d", "path": "x.ts", "lines": "8-69"}}],
-        conflicts_and_negative_findings=["context7 has no pairing"],
+        conflicts_and_negative_findings=["context7 has no pairing (searched: context7/src)"],
         open_item_ids=["OI-1"],
         draft_revision=2,
         unresolved_tool_calls=["pending-7"],
