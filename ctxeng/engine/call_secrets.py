@@ -16,6 +16,9 @@ synthetic result — is scanned as content is (`secrets.find_in_json`: every for
 - `block`, or a redaction whose check fails: the assembly is blocked, `transform_blocked` with the
   cause `secret_in_call_arguments`, the detail naming the call, each field and detector.
 
+Either way a credential found is also redacted from the excerpts an earlier elision of the same
+call kept in its record (`before_excerpt`, `after_excerpt`): the manifest never carries it.
+
 Not a §8 mechanism: the clause loads nothing; either value sends less than the call as received.
 """
 
@@ -28,7 +31,7 @@ from typing import Any
 from .gates import REDACTION, redacted_text
 from .hashing import fence_safe_json
 from .secrets import Finding, find_in_json
-from .vocabulary import BlockedCause, BlockedReason, UnresolvedCallHandling
+from .vocabulary import BlockedCause, BlockedReason, TransformType, UnresolvedCallHandling
 from .working import Assembly, ToolPair
 
 _SECRET_BODY = re.compile(r"[A-Za-z0-9]{16,}")
@@ -68,6 +71,23 @@ def _redaction_holds(before: Any, new_json: str, in_args: list[tuple[str, tuple,
     return isinstance(after, dict) and _shape(after) == _shape(before) and not any(b in new_json for b in bodies)
 
 
+def _scrub_excerpts(asm: Assembly, pair: ToolPair, in_args: list[tuple[str, tuple, list[Finding]]]) -> None:
+    """A superseded write's elision ran first and kept excerpts of this call's arguments in its
+    record: the credentials found are redacted there too, so the manifest never carries them."""
+    values = [json.dumps(f.text)[1:-1] for _, _, found in in_args for f in found]
+
+    def clean(text: str) -> str:
+        for value in values:
+            text = text.replace(value, REDACTION)
+        return text
+
+    inputs = {pair.result.item_id} if pair.result is not None else set()
+    for i, record in enumerate(asm.transforms):
+        if record.type == TransformType.ELIDE_SUPERSEDED and inputs & set(record.input_item_ids):
+            asm.transforms[i] = record.model_copy(update={"before_excerpt": clean(record.before_excerpt),
+                                                          "after_excerpt": clean(record.after_excerpt)})
+
+
 def handle_call_secrets(asm: Assembly) -> None:
     """Redact or block every credential in the arguments of the calls the payload carries (module docstring)."""
     mode = asm.policy.security.secrets_in_call_arguments
@@ -79,6 +99,7 @@ def handle_call_secrets(asm: Assembly) -> None:
         in_args = find_in_json(sent, where)
         if not in_args:
             continue
+        _scrub_excerpts(asm, pair, in_args)
         named = "; ".join(f"{path} ({', '.join(dict.fromkeys(f.type for f in found))})" for path, _, found in in_args)
         if mode == "redact":
             redacted = sent

@@ -130,3 +130,25 @@ def test_the_starters_defaults_follow_their_secret_material():
 def test_an_unknown_value_of_the_clause_is_refused_naming_the_field():
     with pytest.raises(ValueError, match="secrets_in_call_arguments"):
         SecurityPolicy(secrets_in_call_arguments="pass")
+
+
+# A superseded write whose short argument carries a credential: the elision (issue 47) runs first and
+# keeps excerpts of the arguments in its record; the credential must reach neither payload nor manifest.
+def _superseded_write_with_a_token(mode: str):
+    from .builders import policy, request, run
+    from .test_superseded_writes import ON, PLAN1, PLAN2, write
+
+    pol = policy(transforms=ON)
+    pol["security"] = {**pol.get("security", {}), "secrets_in_call_arguments": mode}
+    first = write("w1", 1, PLAN1, api_key=API_KEY)
+    return run(request(extra=[first[0], write("w2", 3, PLAN2)[0]], tool_calls=[first[1], write("w2", 3, PLAN2)[1]]), pol)
+
+
+@pytest.mark.parametrize("mode", ["redact", "block"])
+def test_an_elided_calls_credential_is_kept_out_of_the_elision_record_too(mode):
+    r = _superseded_write_with_a_token(mode)
+    manifest = r.manifest.model_dump_json()
+    assert API_KEY not in manifest and API_KEY not in json.dumps(r.serialized_input)
+    (record,) = [t for t in r.manifest.transforms if t.type == "elide_superseded"]
+    assert REDACTED in record.before_excerpt  # the excerpt is kept, the credential in it is not
+    assert r.manifest.assembly.status == ("ready" if mode == "redact" else "blocked")
