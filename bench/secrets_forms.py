@@ -5,7 +5,8 @@ planted (`secret-env`, PLANTED): every other finding is a false alarm; each is p
 type and text so a reader can check that claim.
 
 The rate is per scanned text (a message's content, a tool call's arguments): texts with any
-finding / texts scanned, for all detectors together and for the forms issue 50 added. Run:
+finding / texts scanned, for all detectors together and for the forms issue 50 added; and per tool
+call as `security.secrets_in_call_arguments` reads a call's arguments (`find_in_json`). Run:
 `python -m bench.secrets_forms` (prints one row per corpus, then each finding).
 """
 
@@ -62,6 +63,44 @@ def example_texts(planted: bool = False) -> list[str]:
     return [t for t in out if t]
 
 
+def trace_calls() -> list[dict]:
+    """Each tool call's arguments (a JSON object) from every trace file."""
+    out: list[dict] = []
+    for path in sorted(TRACES.rglob("*")):
+        if path.suffix not in (".json", ".traj"):
+            continue
+        data = json.loads(path.read_text())
+        for m in data.get("messages") or data.get("history") or []:
+            for call in m.get("tool_calls") or []:
+                raw = (call.get("function") or {}).get("arguments")
+                try:
+                    args = json.loads(raw) if isinstance(raw, str) else raw
+                except ValueError:
+                    continue
+                if isinstance(args, dict):
+                    out.append(args)
+    return out
+
+
+def example_calls() -> list[dict]:
+    return [call.get("arguments") or {} for name in ("request.json", "request-blocked.json")
+            for call in json.loads((ROOT / "docs/examples/research-agent" / name).read_text()).get("tool_calls") or []]
+
+
+def measure_calls() -> list[dict]:
+    """`security.secrets_in_call_arguments`'s reading of whole calls (`find_in_json`: a string under
+    a key read as `key: value`): calls with a finding, all false alarms on these corpora."""
+    from ctxeng.engine.secrets import find_in_json
+
+    rows = []
+    for corpus, calls in (("shared traces, call arguments", trace_calls()), ("worked example, call arguments", example_calls())):
+        flagged = [found for args in calls if (found := find_in_json(args, "arguments"))]
+        rows.append({"corpus": corpus, "calls": len(calls), "calls_with_findings": len(flagged),
+                     "false_alarm_rate": round(len(flagged) / max(len(calls), 1), 4),
+                     "examples": sorted({(f.type, f"{path}: {f.text[:60]}") for found in flagged for path, _, fs in found for f in fs})})
+    return rows
+
+
 def measure() -> list[dict]:
     from ctxeng.engine.secrets import find_secrets
 
@@ -88,7 +127,7 @@ def measure() -> list[dict]:
 
 
 def main() -> None:
-    for row in measure():
+    for row in measure() + measure_calls():
         examples = row.pop("examples", [])
         print(row)
         for kind, text in examples:
