@@ -16,8 +16,9 @@ synthetic result — is scanned as content is (`secrets.find_in_json`: every for
 - `block`, or a redaction whose check fails: the assembly is blocked, `transform_blocked` with the
   cause `secret_in_call_arguments`, the detail naming the call, each field and detector.
 
-Either way a credential found is also redacted from the excerpts an earlier elision of the same
-call kept in its record (`before_excerpt`, `after_excerpt`): the manifest never carries it.
+Whatever the clause, a credential of a call's arguments as received is redacted from the excerpts an
+earlier elision of the call kept in its record (`before_excerpt`, `after_excerpt`), also one inside
+a long string the elision took out of the payload: the manifest never carries it.
 
 Not a §8 mechanism: the clause loads nothing; either value sends less than the call as received.
 """
@@ -71,14 +72,19 @@ def _redaction_holds(before: Any, new_json: str, in_args: list[tuple[str, tuple,
     return isinstance(after, dict) and _shape(after) == _shape(before) and not any(b in new_json for b in bodies)
 
 
-def _scrub_excerpts(asm: Assembly, pair: ToolPair, in_args: list[tuple[str, tuple, list[Finding]]]) -> None:
-    """A superseded write's elision ran first and kept excerpts of this call's arguments in its
-    record: the credentials found are redacted there too, so the manifest never carries them."""
-    values = [json.dumps(f.text)[1:-1] for _, _, found in in_args for f in found]
+def _scrub_excerpts(asm: Assembly, pair: ToolPair, where: str) -> None:
+    """A superseded write's elision ran first and kept excerpts of this call's arguments as received
+    in its record (`before_excerpt`, cut at 1200 characters): every credential of the arguments as
+    received — also one inside a long string the elision took out of the payload — is redacted
+    there, and a credential the cut left a head of (8+ characters) loses that head too."""
+    values = [json.dumps(f.text)[1:-1] for _, _, found in find_in_json(pair.call.arguments, where) for f in found]
 
     def clean(text: str) -> str:
         for value in values:
             text = text.replace(value, REDACTION)
+            head = next((k for k in range(len(value) - 1, 7, -1) if text.endswith(value[:k])), None)
+            if head is not None:
+                text = text[:-head] + REDACTION
         return text
 
     inputs = {pair.result.item_id} if pair.result is not None else set()
@@ -94,12 +100,12 @@ def handle_call_secrets(asm: Assembly) -> None:
     for pair in asm.pairs:
         if not _sent(pair):
             continue
-        sent = json.loads(pair.arguments_json)
         where = f"tool_calls[{pair.source_order}].arguments"
+        _scrub_excerpts(asm, pair, where)
+        sent = json.loads(pair.arguments_json)
         in_args = find_in_json(sent, where)
         if not in_args:
             continue
-        _scrub_excerpts(asm, pair, in_args)
         named = "; ".join(f"{path} ({', '.join(dict.fromkeys(f.type for f in found))})" for path, _, found in in_args)
         if mode == "redact":
             redacted = sent

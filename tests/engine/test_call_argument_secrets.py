@@ -152,3 +152,16 @@ def test_an_elided_calls_credential_is_kept_out_of_the_elision_record_too(mode):
     (record,) = [t for t in r.manifest.transforms if t.type == "elide_superseded"]
     assert REDACTED in record.before_excerpt  # the excerpt is kept, the credential in it is not
     assert r.manifest.assembly.status == ("ready" if mode == "redact" else "blocked")
+
+
+def test_a_credential_inside_an_elided_long_string_is_kept_out_of_the_elision_record():
+    from .builders import policy, request, run
+    from .test_superseded_writes import ON, PLAN2, write
+
+    env_file = f"AWS_SECRET_ACCESS_KEY={AWS_SECRET}\n" + "# deploy settings for the staging cluster\n" * 8
+    first, second = write("w1", 1, env_file, path=".env"), write("w2", 3, PLAN2, path=".env")
+    r = run(request(extra=[first[0], second[0]], tool_calls=[first[1], second[1]]), policy(transforms=ON))
+    assert r.manifest.assembly.status == "ready"
+    (record,) = [t for t in r.manifest.transforms if t.type == "elide_superseded"]
+    assert f"AWS_SECRET_ACCESS_KEY={REDACTED}" in record.before_excerpt
+    assert AWS_SECRET[:8] not in r.manifest.model_dump_json() and AWS_SECRET[:8] not in json.dumps(r.serialized_input)
