@@ -66,6 +66,8 @@ def _nodes_beyond(value: Any, limit: int) -> bool:
 _OMITTED_WHEN_EMPTY = (
     (("admission",), "allow_incomplete"), (("trust",), "producers"), ((), "stages"), ((), "upgrades"),
 )
+# Likewise clauses whose default is what a policy written before them gets: (path, clause, default).
+_OMITTED_WHEN_DEFAULT = ((("security",), "secrets_in_call_arguments", "redact"),)
 
 
 def policy_body(policy: ContextPolicy) -> dict[str, Any]:
@@ -77,6 +79,12 @@ def policy_body(policy: ContextPolicy) -> dict[str, Any]:
             section = section[key]
         if not section.get(clause):
             section.pop(clause, None)
+    for path, clause, default in _OMITTED_WHEN_DEFAULT:
+        section = body
+        for key in path:
+            section = section[key]
+        if section.get(clause) == default:
+            section.pop(clause)
     return body
 
 

@@ -165,3 +165,16 @@ def test_a_credential_inside_an_elided_long_string_is_kept_out_of_the_elision_re
     (record,) = [t for t in r.manifest.transforms if t.type == "elide_superseded"]
     assert f"AWS_SECRET_ACCESS_KEY={REDACTED}" in record.before_excerpt
     assert AWS_SECRET[:8] not in r.manifest.model_dump_json() and AWS_SECRET[:8] not in json.dumps(r.serialized_input)
+
+
+def test_a_policy_written_before_the_clause_keeps_its_digest_and_block_changes_it():
+    from ctxeng.engine import parse_policy, policy_digest
+
+    from .builders import policy
+
+    before = policy()
+    assert "secrets_in_call_arguments" not in before.get("security", {})
+    stated = {**before, "security": {**before.get("security", {}), "secrets_in_call_arguments": "redact"}}
+    blocking = {**before, "security": {**before.get("security", {}), "secrets_in_call_arguments": "block"}}
+    assert policy_digest(parse_policy(stated)) == policy_digest(parse_policy(before))
+    assert policy_digest(parse_policy(blocking)) != policy_digest(parse_policy(before))
