@@ -6,7 +6,8 @@ structured summaries join a section's entries with `; `). A statement is
 
 - a **negative finding** when it says something was not found — `not found`, `not yet found`,
   `no … found` (within 80 characters), `found no`/`found nothing`, `could not`/`couldn't`/
-  `cannot`/`can't`/`did not`/`didn't` + `find`/`locate` — and names a search scope;
+  `cannot`/`can't`/`did not`/`didn't` + `find`/`locate`, or any statement of absence by meaning
+  (`is_absence`: `has no`, `lacks` ...) — and names a search scope;
 - an **existence claim** when it says something does not exist — `does not exist`,
   `doesn't exist`, `do not exist`, `don't exist`, `no such`, `there is no`, `there are no`,
   `nonexistent`/`non-existent`, `never existed` — whatever else it says. An existence claim is
@@ -153,7 +154,8 @@ def statements(text: str) -> list[Statement]:
             if _SCOPE.search(part) is None:
                 continue  # no scope: not a statement this module judges
             claim = _EXISTENCE.search(part) is not None
-            out.append(Statement(part.strip(), _scope(part), not claim and _NOT_FOUND.search(part) is not None, claim))
+            absent = _NOT_FOUND.search(part) is not None or is_absence(part)  # by phrase or by meaning
+            out.append(Statement(part.strip(), _scope(part), not claim and absent, claim))
     return out
 
 

@@ -161,3 +161,11 @@ def test_a_checkpoint_claim_of_absence_with_an_empty_source_ref_is_not_admitted(
     sourced = [{"claim": "the retry helper does not exist", "source_ref": {"repo": "continue", "commit": "9e8d", "path": "x.ts", "lines": "1-9"}}]
     ok = request(checkpoint=checkpoint(confirmed_claims=sourced), runtime_state=state)
     assert "checkpoint-7" in run(ok, full_preserve_policy()).manifest.included_ids()
+
+
+def test_an_inputs_scoped_absence_in_other_words_must_be_kept_with_its_scope():
+    from ctxeng.engine.findings import findings_not_kept
+
+    source = "read the client; the HTTP client has no retry logic (searched: src/http/, lib/)"
+    assert findings_not_kept([source], "Done: read the client") == ["1 negative finding(s) searched in lib/, src/http/ not kept with that scope"]
+    assert findings_not_kept([source], "Conflicts: no retry logic found (searched: lib/, src/http/)") == []
