@@ -69,7 +69,8 @@ def _partition_evictions(policy: ContextPolicy) -> Iterator[Stated]:
         yield path, path, _text(part.eviction)
 
 
-# An excerpt mode's ceiling when `max_tokens` is not stated (ctxeng.engine.source_limits).
+# An excerpt mode's ceiling when `max_tokens` is not stated: source_limits.DEFAULT_EXCERPT_TOKENS (a test
+# keeps them equal; this module reads the policy format only).
 DEFAULT_CEILING = 1000
 _EXCERPT_MODES = ("excerpt_with_line_range", "relevant_sections_plus_hash")
 

@@ -170,3 +170,11 @@ def test_raising_a_source_limit_needs_a_record_and_lowering_or_adding_one_none(b
 def test_loading_a_limited_source_whole_needs_a_record(body):
     (line,) = missing_records(parse_policy(_limit(body, default="excerpt_with_line_range")), parse_policy(_limit(body, default="whole")))
     assert line.startswith("source_limits.repository.default: 'whole' is new since")
+
+
+def test_the_registrys_unstated_ceiling_is_the_one_source_limits_applies():
+    # upgrades reads the policy format only (an import-linter contract), so it states the number again.
+    from ctxeng.engine.source_limits import DEFAULT_EXCERPT_TOKENS
+    from ctxeng.engine.upgrades import DEFAULT_CEILING
+
+    assert DEFAULT_CEILING == DEFAULT_EXCERPT_TOKENS
