@@ -9,7 +9,9 @@
 Each local step (assembled in this process exactly as without recording) hands its request and
 its sealed manifest to `record`, which only appends them to a bounded in-memory queue: no network,
 no JSON, no disk on the step's path unless the queue is full. A daemon thread turns them into JSON
-and POSTs them in batches to `/api/v1/recorded-steps/`, each step with the idempotency key
+and POSTs them in batches to `/api/v1/recorded-steps/` (it sends once `batch_size` steps are queued
+or the oldest has waited `batch_delay`, so a fast agent pays one request for many steps, and a
+flush sends at once), each step with the idempotency key
 `<run_id>/<step_id>` (the service stores a step sent twice once), where a worker re-assembles it
 and records `verified`, `diverged` or `unverifiable`.
 
@@ -75,6 +77,7 @@ class _Entry:
     key: str
     tenant: str
     run_id: str
+    queued_at: float = 0.0
     request: dict[str, Any] | None = None
     manifest: Any = None
     body: str | None = None
@@ -106,6 +109,7 @@ class Recorder:
     `spool_dir`: where steps wait while the service cannot take them (None: memory only, and a step
     that cannot wait there is dropped). `max_queue` (1000 steps) bounds memory, `max_spool` (10,000
     files) the spool; `batch_size` (at most 50) and `max_batch_bytes` (4 MiB) bound one request;
+    `batch_delay` (0.5 s) is how long a step may wait in memory for others to share its request;
     `request_timeout` (10 s) is how long a send may take before the service counts as slow;
     `flush_timeout` (10 s) is how long `flush()`, `Session.close()` and interpreter exit wait.
     Backoff between failed sends: full jitter from `retry_base` (0.5 s) up to `retry_cap` (30 s).
@@ -113,7 +117,7 @@ class Recorder:
 
     def __init__(self, url: str, token: str, *, spool_dir: str | os.PathLike[str] | None = None, max_queue: int = 1000,
                  max_spool: int = 10_000, batch_size: int = MAX_BATCH, max_batch_bytes: int = 4 * 1024 * 1024,
-                 request_timeout: float = 10.0, flush_timeout: float = 10.0, retry_base: float = 0.5,
+                 batch_delay: float = 0.5, request_timeout: float = 10.0, flush_timeout: float = 10.0, retry_base: float = 0.5,
                  retry_cap: float = 30.0) -> None:
         if max_queue < 1 or max_spool < 1:
             raise ValueError("max_queue and max_spool: at least 1")
@@ -122,6 +126,7 @@ class Recorder:
         self.max_queue, self.max_spool = max_queue, max_spool
         self.batch_size = max(1, min(batch_size, MAX_BATCH))
         self.max_batch_bytes = max_batch_bytes
+        self.batch_delay = batch_delay
         self.flush_timeout = flush_timeout
         self.retry_base, self.retry_cap = retry_base, retry_cap
         self.errors: deque[str] = deque(maxlen=ERRORS_KEPT)  # the service's refusals and the last failures, newest last
@@ -133,6 +138,7 @@ class Recorder:
         self._spool_dir = Path(spool_dir).expanduser() if spool_dir is not None else None
         self._failures = 0
         self._retry_at = 0.0
+        self._flushing = 0  # flush() calls waiting: the thread sends what is queued without waiting for more
         self._closed = False
         self._thread: threading.Thread | None = None
         if self._spool_dir is not None:
@@ -151,14 +157,15 @@ class Recorder:
         try:
             principal = request.get("principal") or {}
             entry = _Entry(key=f"{request['run_id']}/{request['step_id']}", tenant=str(principal.get("tenant", "")),
-                           run_id=str(request["run_id"]), request=request, manifest=manifest)
+                           run_id=str(request["run_id"]), queued_at=time.monotonic(), request=request, manifest=manifest)
             with self._cond:
                 if self._closed:
                     self._drop(entry)
                     return
                 self._queue.append(entry)
                 overflow = self._queue.popleft() if len(self._queue) > self.max_queue else None
-                self._cond.notify()
+                if len(self._queue) in (1, self.batch_size):  # the thread's wait starts, or may end
+                    self._cond.notify()
             if overflow is not None:
                 self._spill([overflow])
             self._start()
@@ -184,13 +191,17 @@ class Recorder:
         deadline = time.monotonic() + (self.flush_timeout if timeout is None else timeout)
         with self._cond:
             self._retry_at = 0.0
+            self._flushing += 1
             self._cond.notify_all()
-            while self._queue or self._inflight or self._spool or self._unreported():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._thread is None or not self._thread.is_alive():
-                    return False
-                self._cond.wait(min(remaining, 0.5))
-            return True
+            try:
+                while self._queue or self._inflight or self._spool or self._unreported():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._thread is None or not self._thread.is_alive():
+                        return False
+                    self._cond.wait(min(remaining, 0.5))
+                return True
+            finally:
+                self._flushing -= 1
 
     def close(self, timeout: float | None = None) -> dict[str, Any]:
         """Flush within `timeout`, then stop: what is left goes to the spool (sent by the next
@@ -333,13 +344,23 @@ class Recorder:
             self._inflight = len(batch)
         return batch
 
+    def _wait(self) -> float | None:
+        """Under the lock: 0 when a batch is to be sent now, else how long the thread may sleep
+        (None: until notified): nothing to send, a backoff, or a short batch that may still grow."""
+        if not (self._queue or self._spool or self._unreported()):
+            return None
+        now = time.monotonic()
+        if now < self._retry_at:
+            return self._retry_at - now
+        if self._spool or self._flushing or len(self._queue) >= self.batch_size:
+            return 0.0
+        return max(0.0, self._queue[0].queued_at + self.batch_delay - now) if self._queue else 0.0
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and (not (self._queue or self._spool or self._unreported())
-                                            or time.monotonic() < self._retry_at):
-                    backing_off = self._retry_at - time.monotonic()
-                    self._cond.wait(backing_off if backing_off > 0 else None)
+                while not self._closed and (wait := self._wait()) != 0.0:
+                    self._cond.wait(wait)
                 if self._closed:
                     return
             try:

@@ -28,6 +28,7 @@ class StandIn:
     def __init__(self) -> None:
         self.stored: dict[str, dict] = {}
         self.received: list[str] = []
+        self.batches: list[list[str]] = []  # the keys of each POST, in arrival order
         self.dropped: dict[tuple[str, str], int] = {}
         self.lock = threading.Lock()
         stand_in = self
@@ -40,6 +41,7 @@ class StandIn:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 results = []
                 with stand_in.lock:
+                    stand_in.batches.append([step["idempotency_key"] for step in body["steps"]])
                     for step in body["steps"]:
                         key = step["idempotency_key"]
                         stand_in.received.append(key)
@@ -96,6 +98,17 @@ def test_a_local_session_records_every_step_once(stand_in):
     step = stand_in.stored["run-rec/step-3"]
     assert step["request"]["step_id"] == step["manifest"]["assembly"]["step_id"] == "step-3"
     assert step["manifest"] == session.steps[2].sealed_manifest
+    recorder.close()
+
+
+def test_steps_share_a_request_until_the_batch_is_full_and_a_flush_sends_at_once(stand_in):
+    # batch_delay far longer than the test: only a full batch or the flush can send
+    recorder = sdk.Recorder(stand_in.url, "t", batch_size=3, batch_delay=3600)
+    session = sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-batch", record=recorder)
+    _run(session, 7)
+    assert session.close(timeout=60) is True
+    assert stand_in.batches[:2] == [[f"run-batch/step-{n}" for n in (1, 2, 3)], [f"run-batch/step-{n}" for n in (4, 5, 6)]]
+    assert stand_in.batches[2:] == [["run-batch/step-7"]]
     recorder.close()
 
 
