@@ -1,11 +1,11 @@
 """`make bench` (`python -m bench.run [--quick] [--only 1,2]`): the five benchmarks of issue 5,
-issue 14's database growth (6), issue 37's payload figures (8) and issue 48's step on real traces (9).
+issue 14's database growth (6), issue 37's payload figures (8), issue 48's step on real traces (9) and issue 49's recording (11).
 
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
 A section that cannot run here (no redis-server, no service yet) reports `not run: <reason>` and
 the others still run; then the results are written and `make bench` fails (exit 1) naming each
-section and measure not run, so a table with a hole is never mistaken for a complete run. Sized to finish in about 4 minutes on a quiet 2-core machine (10 on a slow one).
+section and measure not run, so a table with a hole is never mistaken for a complete run. Sized to finish in about 8 minutes on a quiet 2-core machine (15 on a slow one; section 11 has a 60 s outage).
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ SECTIONS = (
     ("9", "9 real traces", "bench.step_traces"),
     # Reads made stale by a later write on the real traces, against hand labels (issue 47).
     ("10", "10 stale reads", "bench.stale_reads"),
+    # Recording local steps (issue 49): the agent's overhead, the service's intake and verification, an outage.
+    ("11", "11 recording", "bench.recording"),
 )
 
 
@@ -65,7 +67,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
-    parser.add_argument("--only", default="1,2,3,4,5,6,8,9,10", help="comma-separated section numbers (7, context quality: make bench-quality)")
+    parser.add_argument("--only", default="1,2,3,4,5,6,8,9,10,11", help="comma-separated section numbers (7, context quality: make bench-quality)")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(","))
     started = time.monotonic()
