@@ -15,6 +15,13 @@ flush sends at once), each step with the idempotency key
 `<run_id>/<step_id>` (the service stores a step sent twice once), where a worker re-assembles it
 and records `verified`, `diverged` or `unverifiable`.
 
+Content by reference: a candidate's content of REF_MIN characters or more, once a step that
+carried it was acknowledged in its tenant, is sent as `content_ref` (its `content_hash`) instead of
+`content` in later steps: the service keeps such texts by that digest and puts them back before it
+reads the step. A step whose reference the service no longer has (purged) is answered 409; the
+recorder forgets the tenant's references and sends that step again whole. Spooled steps are
+written whole, so a spool never depends on what the service still holds.
+
 When the service is unreachable, slow (no answer within `request_timeout`) or busy (429/503), the
 thread backs off and moves what is queued to the spool: one file per step in `spool_dir`, written
 atomically (a temporary name, then a rename), sent oldest first once the service answers, also by
@@ -65,6 +72,10 @@ DROPPED_FILE = "dropped.json"
 # `max_batch_bytes`, below the service's default body limit (CTXENG_MAX_REQUEST_BYTES, 16 MiB).
 MAX_BATCH = 50
 ERRORS_KEPT = 20
+# The service keeps a string of this many characters or more as a blob of its own, by the digest
+# of its UTF-8 bytes (ctxeng.content.packing.TEXT_MIN): a candidate's `content_hash`.
+REF_MIN = 256
+KNOWN_MAX = 100_000  # digests remembered per tenant; beyond it the tenant's are forgotten (sent whole again)
 
 # Failures after which the same steps may well be accepted later: kept (spooled) and retried.
 _TRANSIENT = (ConnectionFailed, RateLimited, ServerError, ProtocolError, AuthError)
@@ -72,7 +83,10 @@ _TRANSIENT = (ConnectionFailed, RateLimited, ServerError, ProtocolError, AuthErr
 
 @dataclass
 class _Entry:
-    """One step to send. `body` is its JSON text, made by the sending thread (or when spilled)."""
+    """One step to send. `body` is its JSON text, made by the sending thread (or when spilled);
+    `offered`: the digests of the long contents it carries whole (known to the service once it is
+    acknowledged); `referenced`: it names some by `content_ref` (then its request and manifest are
+    kept until it is settled, to send it whole if the service lacks one)."""
 
     key: str
     tenant: str
@@ -82,16 +96,49 @@ class _Entry:
     manifest: Any = None
     body: str | None = None
     spool_name: str | None = None
+    offered: tuple[str, ...] = ()
+    referenced: bool = False
 
-    def text(self) -> str:
+    def text(self, known: set[str] | frozenset[str] = frozenset()) -> str:
+        """The step's JSON, made once: each long content in `known` sent by reference."""
         if self.body is None:
             manifest = self.manifest
             sealed = manifest if isinstance(manifest, str) else (
                 json.dumps(manifest, ensure_ascii=False) if isinstance(manifest, dict) else manifest.model_dump_json())
+            request, self.offered, self.referenced = _by_reference(self.request, known)
             self.body = (f'{{"idempotency_key":{json.dumps(self.key, ensure_ascii=False)},'
-                         f'"request":{json.dumps(self.request, ensure_ascii=False)},"manifest":{sealed}}}')
-            self.request = self.manifest = None  # the text is all that is kept
+                         f'"request":{json.dumps(request, ensure_ascii=False)},"manifest":{sealed}}}')
+            if not self.referenced:
+                self.request = self.manifest = None  # the text is all that is kept
         return self.body
+
+    def whole(self) -> str:
+        """The step's JSON with every content in it (a step sent by reference, made again)."""
+        if self.referenced and self.request is not None:
+            self.body, self.referenced = None, False
+        return self.text()
+
+
+def _by_reference(request: Any, known: set[str] | frozenset[str]) -> tuple[Any, tuple[str, ...], bool]:
+    """(`request` with each candidate's long content whose digest is in `known` as `content_ref`,
+    in the place of `content`; the digests of the long contents left whole; whether any was
+    replaced). The request itself is not changed: the candidates replaced are new dicts."""
+    candidates = request.get("candidates") if isinstance(request, dict) else None
+    if not isinstance(candidates, list):
+        return request, (), False
+    out, offered, referenced = [], [], False
+    for candidate in candidates:
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        digest = candidate.get("content_hash") if content is not None else None
+        if isinstance(content, str) and len(content) >= REF_MIN and isinstance(digest, str):
+            if digest in known:
+                candidate = {("content_ref" if k == "content" else k): (digest if k == "content" else v)
+                             for k, v in candidate.items()}
+                referenced = True
+            else:
+                offered.append(digest)
+        out.append(candidate)
+    return ({**request, "candidates": out} if referenced else request), tuple(offered), referenced
 
 
 @dataclass
@@ -135,6 +182,7 @@ class Recorder:
         self._inflight = 0
         self._counts = _Counts()
         self._spool: deque[str] = deque()  # file names, oldest first
+        self._known: dict[str, set[str]] = {}  # tenant -> digests of long contents the service acknowledged
         self._spool_dir = Path(spool_dir).expanduser() if spool_dir is not None else None
         self._failures = 0
         self._retry_at = 0.0
@@ -279,7 +327,7 @@ class Recorder:
             try:
                 head = json.dumps({"key": entry.key, "tenant": entry.tenant, "run_id": entry.run_id}, ensure_ascii=False)
                 name = f"{time.time_ns():020d}-{os.getpid()}-{next(_sequence):08d}{SPOOL_SUFFIX}"
-                _write_atomically(self._spool_dir, name, head + "\n" + entry.text())
+                _write_atomically(self._spool_dir, name, head + "\n" + entry.whole())  # never by reference
             except Exception:  # noqa: BLE001 - a full disk must not break the agent either
                 logger.warning("ctxeng recorder: could not spool step %s", entry.key, exc_info=True)
                 with self._cond:
@@ -373,7 +421,7 @@ class Recorder:
         batch = self._take()
         texts, size = [], 0
         for n, entry in enumerate(batch):
-            text = entry.text()
+            text = entry.text(self._known.get(entry.tenant, frozenset()))
             if n and size + len(text) > self.max_batch_bytes:
                 self._give_back(batch[n:])
                 batch = batch[:n]
@@ -411,11 +459,21 @@ class Recorder:
         """The service answered for each step: acknowledged or refused, either way done."""
         if len(results) == 1 and len(batch) > 1:
             results = results * len(batch)
+        again = []
         with self._cond:
             for entry, result in zip(batch, results, strict=True):
                 outcome = result.get("outcome") if isinstance(result, dict) else None
                 if outcome in ("stored", "duplicate"):
                     self._counts.sent += 1
+                    known = self._known.setdefault(entry.tenant, set())
+                    if len(known) + len(entry.offered) > KNOWN_MAX:
+                        known.clear()
+                    known.update(entry.offered)
+                elif entry.referenced and entry.request is not None and _lacks_content(result):
+                    self._known.pop(entry.tenant, None)  # what the service purged: sent whole from now on
+                    entry.whole()
+                    again.append(entry)
+                    continue
                 else:
                     self._counts.refused += 1
                     errors = result.get("errors") if isinstance(result, dict) else None
@@ -427,6 +485,7 @@ class Recorder:
             self._inflight = 0
             self._failures = 0
             self._retry_at = 0.0
+            self._queue.extendleft(reversed(again))
             self._cond.notify_all()
 
     def _give_back(self, entries: list[_Entry]) -> None:
@@ -466,6 +525,12 @@ class Recorder:
             self._retry_at = time.monotonic() + delay
             self._cond.notify_all()
         logger.info("ctxeng recorder: service unavailable (%s); retrying in %.1f s", reason[:200], delay)
+
+
+def _lacks_content(result: Any) -> bool:
+    """The service refused the step because a content it names by reference is not stored (409)."""
+    errors = result.get("errors") if isinstance(result, dict) else None
+    return result.get("status") == 409 and any("content_ref" in str(e) for e in errors or ())
 
 
 def _write_atomically(directory: Path, name: str, text: str) -> None:

@@ -10,6 +10,7 @@ wait ends at its event, with a generous deadline."""
 from __future__ import annotations
 
 import io
+import json
 import socket
 import threading
 import time
@@ -212,6 +213,36 @@ def test_a_manifest_tampered_on_the_way_is_diverged_naming_the_item(live_server,
     (verification, detail), = verifications("run-forged", 1).values()
     assert verification == "diverged", worker.log()[-3000:]
     assert detail.startswith(f"item {STALE}: recorded included (") and detail.endswith("re-assembled excluded (expired)")
+    recorder.close()
+
+
+def test_long_contents_sent_by_reference_are_put_back_and_every_step_verified(live_server, inline_jobs, chat_policy,
+                                                                              agent_user, api):
+    from manifests.models import AssemblyJob
+
+    long = "The release notes of 2.1, as the tool returned them. " * 8
+    recorder = sdk.Recorder(live_server.url, token_of(agent_user))
+    sent, send = [], recorder._client.record_steps
+    recorder._client.record_steps = lambda body: sent.append(json.loads(body)) or send(body)  # what went on the wire
+    session = sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-by-ref", record=recorder)
+    history = [*HISTORY, {"role": "assistant", "content": long}]
+    requests = []
+    for n in range(3):  # each step acknowledged before the next: steps 2 and 3 name `long` by reference
+        history.append({"role": "user", "content": f"and {n}?"})
+        requests.append(session.request(history)[0])
+        session.step(history)
+        assert session.close(timeout=GENEROUS), list(recorder.errors)
+        history.append({"role": "assistant", "content": f"reply {n}"})
+    assert recorder.status == {"pending": 0, "sent": 3, "dropped": 0, "spooled": 0, "refused": 0}
+    referenced = [[c.get("content_ref") for c in step["request"]["candidates"] if "content_ref" in c]
+                  for body in sent for step in body["steps"]]
+    digest = requests[0]["candidates"][2]["content_hash"]
+    assert requests[0]["candidates"][2]["content"] == long and referenced == [[], [digest], [digest]]
+    assert {v for v, _ in verifications("run-by-ref", 3).values()} == {"verified"}
+    client = api(agent_user)
+    for n, request in enumerate(requests, start=1):
+        job = AssemblyJob.objects.get(run__run_id="run-by-ref", step_id=f"step-{n}")
+        assert client.get(f"/api/v1/assemblies/{job.id}/request/").json() == request  # as the agent assembled it
     recorder.close()
 
 
