@@ -471,7 +471,7 @@ class Recorder:
                     known.update(entry.offered)
                 elif entry.referenced and entry.request is not None and _lacks_content(result):
                     self._known.pop(entry.tenant, None)  # what the service purged: sent whole from now on
-                    entry.whole()
+                    entry.body = None  # made again when next sent, with none of the tenant's references
                     again.append(entry)
                     continue
                 else:
