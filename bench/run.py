@@ -1,12 +1,12 @@
 """`make bench` (`python -m bench.run [--quick] [--only 1,2]`): the five benchmarks of issue 5,
 issue 14's database growth (6), issue 37's payload figures (8), issue 48's step on real traces (9),
-issue 47's stale reads (10) and issue 50's absence classifier (11).
+issue 47's stale reads (10), issue 50's absence classifier (11) and issue 49's recording (12).
 
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
 A section that cannot run here (no redis-server, no service yet) reports `not run: <reason>` and
 the others still run; then the results are written and `make bench` fails (exit 1) naming each
-section and measure not run, so a table with a hole is never mistaken for a complete run. Sized to finish in about 4 minutes on a quiet 2-core machine (10 on a slow one).
+section and measure not run, so a table with a hole is never mistaken for a complete run. Sized to finish in about 8 minutes on a quiet 2-core machine (15 on a slow one; section 12 has a 60 s outage).
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ SECTIONS = (
     ("10", "10 stale reads", "bench.stale_reads"),
     # Statements of absence judged by meaning, against hand labels (issue 50).
     ("11", "11 absence", "bench.absence"),
+    # Recording local steps (issue 49): the agent's overhead, the service's intake and verification, an outage.
+    ("12", "12 recording", "bench.recording"),
 )
 
 

@@ -703,7 +703,11 @@ class RecordedStepsBody(BaseModel):
 
 class RecordedStepDoc(_Out):
     idempotency_key: str = Field(max_length=MAX_ID, description="`<run_id>/<step_id>`: a step sent again is stored once")
-    request: AssemblyRequest = Field(description="the request the agent assembled, naming its policy revision")
+    request: AssemblyRequest = Field(description="the request the agent assembled, naming its policy revision; a "
+                                                 "candidate's long `content` may be sent as `content_ref` (its "
+                                                 "`content_hash`) in its place, once an earlier step of the tenant "
+                                                 "carried it whole: the service puts it back from its store, or "
+                                                 "refuses the step (409) when it no longer has it")
     manifest: ContextAssemblyManifest = Field(description="the manifest the agent's engine sealed for it")
 
 

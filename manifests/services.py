@@ -286,6 +286,7 @@ def _recorded_step_store(*, user: AbstractBaseUser, step: dict[str, Any]) -> tup
     from ctxeng.engine.errors import validate
 
     data, document = step.get("request"), step.get("manifest")
+    data = _with_referenced_content(user=user, data=data)
     try:
         request = parse_request(data)
     except InvalidInput as exc:
@@ -334,6 +335,45 @@ def _recorded_step_store(*, user: AbstractBaseUser, step: dict[str, Any]) -> tup
             raise
         return existing, False
     return job, True
+
+
+CONTENT_REF = "content_ref"
+
+
+def _with_referenced_content(*, user: AbstractBaseUser, data: Any) -> Any:
+    """A recorded request whose candidates name their content by digest (`content_ref`, sent by
+    sdk.Recorder for a long content the service acknowledged in an earlier step of the tenant)
+    with that content put back from the tenant's content store, so everything after (the digest
+    of the step, the stored request, the verification) sees the request as the agent assembled
+    it. Only in a tenant the user may record in (checked first: no other tenant's store is read).
+    A digest the tenant's store lacks (purged, or never stored) refuses the step, 409 naming the
+    candidate: the recorder sends the step again with its content."""
+    candidates = data.get("candidates") if isinstance(data, dict) else None
+    if not isinstance(candidates, list):
+        return data
+    wanted = {i: c[CONTENT_REF] for i, c in enumerate(candidates) if isinstance(c, dict) and CONTENT_REF in c}
+    if not wanted:
+        return data
+    for i, ref in wanted.items():
+        if not isinstance(ref, str) or not ref.startswith("sha256:") or "content" in candidates[i]:
+            raise InvalidInput([f"request.candidates[{i}].{CONTENT_REF}: a sha256 digest, instead of `content`"],
+                               what="request")
+    principal = data.get("principal")
+    tenant = _agent_tenant(user, str(principal.get("tenant", "")) if isinstance(principal, dict) else "")
+    from ctxeng.content.packing import decode, digest_of
+    from ctxeng.content.store import content_fetch
+
+    found = content_fetch(tenant_id=tenant.pk, digests=sorted(set(wanted.values())))
+    resolved = list(candidates)
+    for i, ref in wanted.items():
+        body = found.get(ref)
+        if body is None or digest_of(body) != ref:
+            raise Conflict(f"request.candidates[{i}].{CONTENT_REF}: {ref} is not stored in tenant {tenant.slug!r} "
+                           "(purged, or never sent): send the step with its content")
+        text = decode(body)  # in the place of the reference: the request's key order is the agent's
+        resolved[i] = {("content" if k == CONTENT_REF else k): (text if k == CONTENT_REF else v)
+                       for k, v in candidates[i].items()}
+    return {**data, "candidates": resolved}
 
 
 def _store_and_claim_run(*, tenant: Any, packer: Any, run_id: str) -> Run:

@@ -9,9 +9,18 @@
 Each local step (assembled in this process exactly as without recording) hands its request and
 its sealed manifest to `record`, which only appends them to a bounded in-memory queue: no network,
 no JSON, no disk on the step's path unless the queue is full. A daemon thread turns them into JSON
-and POSTs them in batches to `/api/v1/recorded-steps/`, each step with the idempotency key
+and POSTs them in batches to `/api/v1/recorded-steps/` (it sends once `batch_size` steps are queued
+or the oldest has waited `batch_delay`, so a fast agent pays one request for many steps, and a
+flush sends at once), each step with the idempotency key
 `<run_id>/<step_id>` (the service stores a step sent twice once), where a worker re-assembles it
 and records `verified`, `diverged` or `unverifiable`.
+
+Content by reference: a candidate's content of REF_MIN characters or more, once a step that
+carried it was acknowledged in its tenant, is sent as `content_ref` (its `content_hash`) instead of
+`content` in later steps: the service keeps such texts by that digest and puts them back before it
+reads the step. A step whose reference the service no longer has (purged) is answered 409; the
+recorder forgets the tenant's references and sends that step again whole. Spooled steps are
+written whole, so a spool never depends on what the service still holds.
 
 When the service is unreachable, slow (no answer within `request_timeout`) or busy (429/503), the
 thread backs off and moves what is queued to the spool: one file per step in `spool_dir`, written
@@ -63,6 +72,10 @@ DROPPED_FILE = "dropped.json"
 # `max_batch_bytes`, below the service's default body limit (CTXENG_MAX_REQUEST_BYTES, 16 MiB).
 MAX_BATCH = 50
 ERRORS_KEPT = 20
+# The service keeps a string of this many characters or more as a blob of its own, by the digest
+# of its UTF-8 bytes (ctxeng.content.packing.TEXT_MIN): a candidate's `content_hash`.
+REF_MIN = 256
+KNOWN_MAX = 100_000  # digests remembered per tenant; beyond it the tenant's are forgotten (sent whole again)
 
 # Failures after which the same steps may well be accepted later: kept (spooled) and retried.
 _TRANSIENT = (ConnectionFailed, RateLimited, ServerError, ProtocolError, AuthError)
@@ -70,25 +83,62 @@ _TRANSIENT = (ConnectionFailed, RateLimited, ServerError, ProtocolError, AuthErr
 
 @dataclass
 class _Entry:
-    """One step to send. `body` is its JSON text, made by the sending thread (or when spilled)."""
+    """One step to send. `body` is its JSON text, made by the sending thread (or when spilled);
+    `offered`: the digests of the long contents it carries whole (known to the service once it is
+    acknowledged); `referenced`: it names some by `content_ref` (then its request and manifest are
+    kept until it is settled, to send it whole if the service lacks one)."""
 
     key: str
     tenant: str
     run_id: str
+    queued_at: float = 0.0
     request: dict[str, Any] | None = None
     manifest: Any = None
     body: str | None = None
     spool_name: str | None = None
+    offered: tuple[str, ...] = ()
+    referenced: bool = False
 
-    def text(self) -> str:
+    def text(self, known: set[str] | frozenset[str] = frozenset()) -> str:
+        """The step's JSON, made once: each long content in `known` sent by reference."""
         if self.body is None:
             manifest = self.manifest
             sealed = manifest if isinstance(manifest, str) else (
                 json.dumps(manifest, ensure_ascii=False) if isinstance(manifest, dict) else manifest.model_dump_json())
+            request, self.offered, self.referenced = _by_reference(self.request, known)
             self.body = (f'{{"idempotency_key":{json.dumps(self.key, ensure_ascii=False)},'
-                         f'"request":{json.dumps(self.request, ensure_ascii=False)},"manifest":{sealed}}}')
-            self.request = self.manifest = None  # the text is all that is kept
+                         f'"request":{json.dumps(request, ensure_ascii=False)},"manifest":{sealed}}}')
+            if not self.referenced:
+                self.request = self.manifest = None  # the text is all that is kept
         return self.body
+
+    def whole(self) -> str:
+        """The step's JSON with every content in it (a step sent by reference, made again)."""
+        if self.referenced and self.request is not None:
+            self.body, self.referenced = None, False
+        return self.text()
+
+
+def _by_reference(request: Any, known: set[str] | frozenset[str]) -> tuple[Any, tuple[str, ...], bool]:
+    """(`request` with each candidate's long content whose digest is in `known` as `content_ref`,
+    in the place of `content`; the digests of the long contents left whole; whether any was
+    replaced). The request itself is not changed: the candidates replaced are new dicts."""
+    candidates = request.get("candidates") if isinstance(request, dict) else None
+    if not isinstance(candidates, list):
+        return request, (), False
+    out, offered, referenced = [], [], False
+    for candidate in candidates:
+        content = candidate.get("content") if isinstance(candidate, dict) else None
+        digest = candidate.get("content_hash") if content is not None else None
+        if isinstance(content, str) and len(content) >= REF_MIN and isinstance(digest, str):
+            if digest in known:
+                candidate = {("content_ref" if k == "content" else k): (digest if k == "content" else v)
+                             for k, v in candidate.items()}
+                referenced = True
+            else:
+                offered.append(digest)
+        out.append(candidate)
+    return ({**request, "candidates": out} if referenced else request), tuple(offered), referenced
 
 
 @dataclass
@@ -106,6 +156,7 @@ class Recorder:
     `spool_dir`: where steps wait while the service cannot take them (None: memory only, and a step
     that cannot wait there is dropped). `max_queue` (1000 steps) bounds memory, `max_spool` (10,000
     files) the spool; `batch_size` (at most 50) and `max_batch_bytes` (4 MiB) bound one request;
+    `batch_delay` (0.5 s) is how long a step may wait in memory for others to share its request;
     `request_timeout` (10 s) is how long a send may take before the service counts as slow;
     `flush_timeout` (10 s) is how long `flush()`, `Session.close()` and interpreter exit wait.
     Backoff between failed sends: full jitter from `retry_base` (0.5 s) up to `retry_cap` (30 s).
@@ -113,7 +164,7 @@ class Recorder:
 
     def __init__(self, url: str, token: str, *, spool_dir: str | os.PathLike[str] | None = None, max_queue: int = 1000,
                  max_spool: int = 10_000, batch_size: int = MAX_BATCH, max_batch_bytes: int = 4 * 1024 * 1024,
-                 request_timeout: float = 10.0, flush_timeout: float = 10.0, retry_base: float = 0.5,
+                 batch_delay: float = 0.5, request_timeout: float = 10.0, flush_timeout: float = 10.0, retry_base: float = 0.5,
                  retry_cap: float = 30.0) -> None:
         if max_queue < 1 or max_spool < 1:
             raise ValueError("max_queue and max_spool: at least 1")
@@ -122,6 +173,7 @@ class Recorder:
         self.max_queue, self.max_spool = max_queue, max_spool
         self.batch_size = max(1, min(batch_size, MAX_BATCH))
         self.max_batch_bytes = max_batch_bytes
+        self.batch_delay = batch_delay
         self.flush_timeout = flush_timeout
         self.retry_base, self.retry_cap = retry_base, retry_cap
         self.errors: deque[str] = deque(maxlen=ERRORS_KEPT)  # the service's refusals and the last failures, newest last
@@ -130,9 +182,11 @@ class Recorder:
         self._inflight = 0
         self._counts = _Counts()
         self._spool: deque[str] = deque()  # file names, oldest first
+        self._known: dict[str, set[str]] = {}  # tenant -> digests of long contents the service acknowledged
         self._spool_dir = Path(spool_dir).expanduser() if spool_dir is not None else None
         self._failures = 0
         self._retry_at = 0.0
+        self._flushing = 0  # flush() calls waiting: the thread sends what is queued without waiting for more
         self._closed = False
         self._thread: threading.Thread | None = None
         if self._spool_dir is not None:
@@ -151,14 +205,15 @@ class Recorder:
         try:
             principal = request.get("principal") or {}
             entry = _Entry(key=f"{request['run_id']}/{request['step_id']}", tenant=str(principal.get("tenant", "")),
-                           run_id=str(request["run_id"]), request=request, manifest=manifest)
+                           run_id=str(request["run_id"]), queued_at=time.monotonic(), request=request, manifest=manifest)
             with self._cond:
                 if self._closed:
                     self._drop(entry)
                     return
                 self._queue.append(entry)
                 overflow = self._queue.popleft() if len(self._queue) > self.max_queue else None
-                self._cond.notify()
+                if len(self._queue) in (1, self.batch_size):  # the thread's wait starts, or may end
+                    self._cond.notify()
             if overflow is not None:
                 self._spill([overflow])
             self._start()
@@ -184,13 +239,17 @@ class Recorder:
         deadline = time.monotonic() + (self.flush_timeout if timeout is None else timeout)
         with self._cond:
             self._retry_at = 0.0
+            self._flushing += 1
             self._cond.notify_all()
-            while self._queue or self._inflight or self._spool or self._unreported():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._thread is None or not self._thread.is_alive():
-                    return False
-                self._cond.wait(min(remaining, 0.5))
-            return True
+            try:
+                while self._queue or self._inflight or self._spool or self._unreported():
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._thread is None or not self._thread.is_alive():
+                        return False
+                    self._cond.wait(min(remaining, 0.5))
+                return True
+            finally:
+                self._flushing -= 1
 
     def close(self, timeout: float | None = None) -> dict[str, Any]:
         """Flush within `timeout`, then stop: what is left goes to the spool (sent by the next
@@ -268,7 +327,7 @@ class Recorder:
             try:
                 head = json.dumps({"key": entry.key, "tenant": entry.tenant, "run_id": entry.run_id}, ensure_ascii=False)
                 name = f"{time.time_ns():020d}-{os.getpid()}-{next(_sequence):08d}{SPOOL_SUFFIX}"
-                _write_atomically(self._spool_dir, name, head + "\n" + entry.text())
+                _write_atomically(self._spool_dir, name, head + "\n" + entry.whole())  # never by reference
             except Exception:  # noqa: BLE001 - a full disk must not break the agent either
                 logger.warning("ctxeng recorder: could not spool step %s", entry.key, exc_info=True)
                 with self._cond:
@@ -333,13 +392,23 @@ class Recorder:
             self._inflight = len(batch)
         return batch
 
+    def _wait(self) -> float | None:
+        """Under the lock: 0 when a batch is to be sent now, else how long the thread may sleep
+        (None: until notified): nothing to send, a backoff, or a short batch that may still grow."""
+        if not (self._queue or self._spool or self._unreported()):
+            return None
+        now = time.monotonic()
+        if now < self._retry_at:
+            return self._retry_at - now
+        if self._spool or self._flushing or len(self._queue) >= self.batch_size:
+            return 0.0
+        return max(0.0, self._queue[0].queued_at + self.batch_delay - now) if self._queue else 0.0
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._closed and (not (self._queue or self._spool or self._unreported())
-                                            or time.monotonic() < self._retry_at):
-                    backing_off = self._retry_at - time.monotonic()
-                    self._cond.wait(backing_off if backing_off > 0 else None)
+                while not self._closed and (wait := self._wait()) != 0.0:
+                    self._cond.wait(wait)
                 if self._closed:
                     return
             try:
@@ -352,7 +421,7 @@ class Recorder:
         batch = self._take()
         texts, size = [], 0
         for n, entry in enumerate(batch):
-            text = entry.text()
+            text = entry.text(self._known.get(entry.tenant, frozenset()))
             if n and size + len(text) > self.max_batch_bytes:
                 self._give_back(batch[n:])
                 batch = batch[:n]
@@ -390,11 +459,21 @@ class Recorder:
         """The service answered for each step: acknowledged or refused, either way done."""
         if len(results) == 1 and len(batch) > 1:
             results = results * len(batch)
+        again = []
         with self._cond:
             for entry, result in zip(batch, results, strict=True):
                 outcome = result.get("outcome") if isinstance(result, dict) else None
                 if outcome in ("stored", "duplicate"):
                     self._counts.sent += 1
+                    known = self._known.setdefault(entry.tenant, set())
+                    if len(known) + len(entry.offered) > KNOWN_MAX:
+                        known.clear()
+                    known.update(entry.offered)
+                elif entry.referenced and entry.request is not None and _lacks_content(result):
+                    self._known.pop(entry.tenant, None)  # what the service purged: sent whole from now on
+                    entry.body = None  # made again when next sent, with none of the tenant's references
+                    again.append(entry)
+                    continue
                 else:
                     self._counts.refused += 1
                     errors = result.get("errors") if isinstance(result, dict) else None
@@ -406,6 +485,7 @@ class Recorder:
             self._inflight = 0
             self._failures = 0
             self._retry_at = 0.0
+            self._queue.extendleft(reversed(again))
             self._cond.notify_all()
 
     def _give_back(self, entries: list[_Entry]) -> None:
@@ -445,6 +525,12 @@ class Recorder:
             self._retry_at = time.monotonic() + delay
             self._cond.notify_all()
         logger.info("ctxeng recorder: service unavailable (%s); retrying in %.1f s", reason[:200], delay)
+
+
+def _lacks_content(result: Any) -> bool:
+    """The service refused the step because a content it names by reference is not stored (409)."""
+    errors = result.get("errors") if isinstance(result, dict) else None
+    return result.get("status") == 409 and any("content_ref" in str(e) for e in errors or ())
 
 
 def _write_atomically(directory: Path, name: str, text: str) -> None:

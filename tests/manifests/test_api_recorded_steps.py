@@ -167,3 +167,67 @@ def test_the_run_keeps_the_largest_dropped_total_its_recorder_reported(agent_api
 def test_a_batch_over_the_limit_is_refused_whole(agent_api, record):
     answer = record(agent_api, local_steps(1) * 51)
     assert answer.status_code == 400 and "steps" in answer.json()["errors"][0]
+
+
+# --------------------------------------------------------------------------- content by reference
+
+LONG = "The release notes of 2.1, as the tool returned them. " * 8  # kept by the service as a blob of its own
+
+
+def long_steps(run_id: str, principal=PRINCIPAL) -> list[dict]:
+    """Two steps of a local loop whose history holds LONG, as sent whole."""
+    session = sdk.Session("chat-agent", principal=principal, run_id=run_id)
+    history, sent = [*HISTORY, {"role": "assistant", "content": LONG}, {"role": "user", "content": "and?"}], []
+    for n in range(2):
+        request, _ = session.request(history)
+        step = session.step(history)
+        sent.append({"idempotency_key": f"{run_id}/step-{n + 1}", "request": request, "manifest": step.sealed_manifest})
+    return sent
+
+
+def by_reference(step: dict) -> tuple[dict, int]:
+    """`step` with LONG's candidate naming its content by `content_ref` in the place of `content`;
+    the candidate's index."""
+    step = copy.deepcopy(step)
+    [index] = [i for i, c in enumerate(step["request"]["candidates"]) if c.get("content") == LONG]
+    candidate = step["request"]["candidates"][index]
+    step["request"]["candidates"][index] = {("content_ref" if k == "content" else k): (
+        candidate["content_hash"] if k == "content" else v) for k, v in candidate.items()}
+    return step, index
+
+
+def test_a_content_sent_by_reference_is_put_back_from_the_tenants_store(agent_api, record):
+    first, second = long_steps("run-ref")
+    assert record(agent_api, [first]).json()["results"][0]["outcome"] == "stored"
+    referenced, _ = by_reference(second)
+    result = record(agent_api, [referenced]).json()["results"][0]
+    assert result["outcome"] == "stored", result
+    assert verification(agent_api, result["id"])["status"] == "verified"
+    stored = agent_api.get(f"/api/v1/assemblies/{result['id']}/request/").json()
+    assert list(stored["candidates"][2]) == list(second["request"]["candidates"][2])  # the agent's key order
+    assert stored == second["request"]  # the request as the agent assembled it
+    again = record(agent_api, [second]).json()["results"][0]  # the same step sent whole: the same step
+    assert (again["outcome"], again["id"]) == ("duplicate", result["id"])
+
+
+def test_a_reference_the_tenant_lacks_is_refused_409_naming_the_candidate(agent_api, record):
+    from manifests.models import AssemblyJob
+
+    _, second = long_steps("run-unknown")
+    referenced, index = by_reference(second)
+    result = record(agent_api, [referenced]).json()["results"][0]
+    assert (result["outcome"], result["status"]) == ("refused", 409)
+    assert result["errors"][0].startswith(f"steps[0].request.candidates[{index}].content_ref: sha256:")
+    assert "is not stored in tenant 'tenant-x'" in result["errors"][0]
+    assert not AssemblyJob.objects.exists()
+
+
+def test_another_tenants_content_cannot_be_named_by_reference(outsider_api, agent_api, record):
+    first, second = long_steps("run-theirs")
+    assert record(agent_api, [first]).json()["results"][0]["outcome"] == "stored"  # LONG is in tenant-x's store
+    referenced, _ = by_reference(long_steps("run-mine", principal={**PRINCIPAL, "tenant": OTHER_TENANT})[1])
+    mine = record(outsider_api, [referenced]).json()["results"][0]
+    assert (mine["outcome"], mine["status"]) == ("refused", 409)  # its own tenant's store does not hold it
+    assert f"is not stored in tenant '{OTHER_TENANT}'" in mine["errors"][0]
+    theirs = record(outsider_api, [by_reference(second)[0]]).json()["results"][0]
+    assert (theirs["outcome"], theirs["status"]) == ("refused", 403)  # refused before any store is read

@@ -28,6 +28,8 @@ class StandIn:
     def __init__(self) -> None:
         self.stored: dict[str, dict] = {}
         self.received: list[str] = []
+        self.batches: list[list[str]] = []  # the keys of each POST, in arrival order
+        self.purged = False  # True: a step naming content by reference is refused as the service does (409)
         self.dropped: dict[tuple[str, str], int] = {}
         self.lock = threading.Lock()
         stand_in = self
@@ -40,9 +42,14 @@ class StandIn:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 results = []
                 with stand_in.lock:
+                    stand_in.batches.append([step["idempotency_key"] for step in body["steps"]])
                     for step in body["steps"]:
                         key = step["idempotency_key"]
                         stand_in.received.append(key)
+                        if stand_in.purged and any("content_ref" in c for c in step["request"]["candidates"]):
+                            results.append({"idempotency_key": key, "outcome": "refused", "status": 409, "errors": [
+                                "steps[0].request.candidates[2].content_ref: sha256:... is not stored in tenant 'tenant-x'"]})
+                            continue
                         outcome = "duplicate" if key in stand_in.stored else "stored"
                         stand_in.stored.setdefault(key, step)
                         results.append({"idempotency_key": key, "outcome": outcome})
@@ -96,6 +103,57 @@ def test_a_local_session_records_every_step_once(stand_in):
     step = stand_in.stored["run-rec/step-3"]
     assert step["request"]["step_id"] == step["manifest"]["assembly"]["step_id"] == "step-3"
     assert step["manifest"] == session.steps[2].sealed_manifest
+    recorder.close()
+
+
+def test_steps_share_a_request_until_the_batch_is_full_and_a_flush_sends_at_once(stand_in):
+    # batch_delay far longer than the test: only a full batch or the flush can send
+    recorder = sdk.Recorder(stand_in.url, "t", batch_size=3, batch_delay=3600)
+    session = sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-batch", record=recorder)
+    _run(session, 7)
+    assert session.close(timeout=60) is True
+    assert stand_in.batches[:2] == [[f"run-batch/step-{n}" for n in (1, 2, 3)], [f"run-batch/step-{n}" for n in (4, 5, 6)]]
+    assert stand_in.batches[2:] == [["run-batch/step-7"]]
+    recorder.close()
+
+
+LONG = "The release notes of 2.1, as the tool returned them. " * 8  # more than REF_MIN characters
+
+
+def _sent_candidate(stand_in: StandIn, key: str) -> dict:
+    [candidate] = [c for c in stand_in.stored[key]["request"]["candidates"]
+                   if c.get("content") == LONG or "content_ref" in c]
+    return candidate
+
+
+def test_a_long_content_the_service_acknowledged_is_sent_by_reference_after(stand_in):
+    recorder = sdk.Recorder(stand_in.url, "t")
+    session = sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-ref", record=recorder)
+    history = [*HISTORY, {"role": "assistant", "content": LONG}, {"role": "user", "content": "and?"}]
+    session.step(history)
+    assert session.close(timeout=60) is True  # step 1 acknowledged: its long content is known to be stored
+    session.step(history)
+    assert session.close(timeout=60) is True
+    first, second = _sent_candidate(stand_in, "run-ref/step-1"), _sent_candidate(stand_in, "run-ref/step-2")
+    assert first["content"] == LONG and "content_ref" not in first
+    assert "content" not in second and second["content_ref"] == first["content_hash"]
+    assert [("content" if k == "content_ref" else k) for k in second] == list(first)  # in the place of the content
+    assert [c for c in stand_in.stored["run-ref/step-2"]["request"]["candidates"] if c.get("content") == "Hello"]
+    recorder.close()
+
+
+def test_a_reference_the_service_lacks_is_sent_again_whole(stand_in):
+    recorder = sdk.Recorder(stand_in.url, "t")
+    session = sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-purged", record=recorder)
+    history = [*HISTORY, {"role": "assistant", "content": LONG}, {"role": "user", "content": "and?"}]
+    session.step(history)
+    assert session.close(timeout=60) is True
+    stand_in.purged = True  # the service lost the content meanwhile (retention)
+    session.step(history)
+    assert session.close(timeout=60) is True
+    assert recorder.status == {"pending": 0, "sent": 2, "dropped": 0, "spooled": 0, "refused": 0}
+    assert stand_in.received == ["run-purged/step-1", "run-purged/step-2", "run-purged/step-2"]
+    assert _sent_candidate(stand_in, "run-purged/step-2")["content"] == LONG
     recorder.close()
 
 

@@ -1,6 +1,7 @@
 """Recording on real components: a local session's sdk.Recorder sends to a live server, a real Celery
-worker on real Redis verifies (the first two tests); the refusal, the spool's bound and an outage of
-the service need no worker (their steps are verified in the server's process).
+worker on real Redis verifies (a plain loop, a LangChain agent, the README's snippet, a tampered
+manifest); the refusal, the spool's bound and an outage of the service need no worker (their steps
+are verified in the server's process).
 
 The outage: the recorder talks to the server through a TCP relay this test stops (connections are
 refused, as by a stopped service) and starts again on the same port. No duration is asserted; each
@@ -8,9 +9,13 @@ wait ends at its event, with a generous deadline."""
 
 from __future__ import annotations
 
+import io
+import json
 import socket
 import threading
 import time
+from contextlib import redirect_stdout
+from pathlib import Path
 
 import pytest
 
@@ -95,6 +100,98 @@ def test_a_plain_local_loop_records_every_step_and_a_worker_verifies_the_run(liv
     recorder.close()
 
 
+def fake_chat_model(script: list) -> object:
+    """langchain-core's GenericFakeChatModel playing `script` (one AI message per model call); the
+    class refuses `bind_tools`, which `create_agent` calls, so tools are bound as a provider would."""
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    class ToolCallingFakeChatModel(GenericFakeChatModel):
+        def bind_tools(self, tools, **kwargs):
+            return self.bind(tools=[convert_to_openai_tool(t) for t in tools])
+
+    return ToolCallingFakeChatModel(messages=iter(script))
+
+
+def test_a_local_langchain_agent_records_every_step_and_a_worker_verifies_the_run(live_server, start_worker,
+                                                                                   chat_policy, agent_user):
+    from langchain.agents import create_agent
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    from ctxeng.sdk.langchain import ContextMiddleware
+
+    @tool
+    def search(query: str) -> str:
+        """Search the release notes."""
+        return f"Release 2.1 ({query}): the exporter retries failed uploads."
+
+    model = fake_chat_model([
+        AIMessage(content="", tool_calls=[{"name": "search", "args": {"query": "2.1"}, "id": "call-1"}]),
+        AIMessage(content="", tool_calls=[{"name": "search", "args": {"query": "2.1 exporter"}, "id": "call-2"}]),
+        AIMessage(content="The 2.1 exporter retries failed uploads."),
+    ])
+    worker = start_worker()
+    recorder = sdk.Recorder(live_server.url, token_of(agent_user))
+    with sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-langchain", record=recorder) as session:
+        agent = create_agent(model, [search], system_prompt="You answer questions about releases.",
+                             middleware=[ContextMiddleware(session)])
+        result = agent.invoke({"messages": [{"role": "user", "content": "What changed in 2.1?"}]})
+    assert result["messages"][-1].content == "The 2.1 exporter retries failed uploads."
+    assert len(session.steps) == 3  # one step per model call
+    assert recorder.status == {"pending": 0, "sent": 3, "dropped": 0, "spooled": 0, "refused": 0}, list(recorder.errors)
+    found = verifications("run-langchain", 3)
+    assert sorted(found) == ["step-1", "step-2", "step-3"]
+    assert {v for v, _ in found.values()} == {"verified"}, (found, worker.log()[-3000:])
+    for n, step in enumerate(session.steps, start=1):
+        assert step.manifest["assembly"]["serialized_model_input_hash"] in found[f"step-{n}"][1]
+    recorder.close()
+
+
+SNIPPET = Path(__file__).resolve().parents[2] / "docs" / "snippets" / "recording.py"
+
+
+def test_the_readme_recording_snippet_runs_as_written(live_server, start_worker, agent_user, editor_user, monkeypatch):
+    """The README's snippet (docs/snippets/recording.py) against the live server, in a tenant `acme`
+    where the token's user is an agent and the starter is published."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.tools import tool
+
+    from ctxeng.accounts.models import Tenant
+    from ctxeng.accounts.services import tenant_member_add
+    from policies.services import policy_import
+
+    tenant_member_add(username=agent_user.username, tenant_slug="acme", roles=["agent", "reviewer"])
+    tenant_member_add(username=editor_user.username, tenant_slug="acme", roles=["policy_editor"])
+    policy_import(tenant=Tenant.objects.get(slug="acme"), text=starters.text("chat-agent"), user=editor_user, publish=True)
+    monkeypatch.setenv("CTXENG_URL", live_server.url)
+    monkeypatch.setenv("CTXENG_TOKEN", token_of(agent_user))
+
+    @tool
+    def search(query: str) -> str:
+        """Search the release notes."""
+        return "Release 2.1: the exporter retries failed uploads."
+
+    model = fake_chat_model([
+        AIMessage(content="", tool_calls=[{"name": "search", "args": {"query": "2.1"}, "id": "call-1"}]),
+        AIMessage(content="The exporter retries failed uploads."),
+    ])
+    worker = start_worker()
+    text = SNIPPET.read_text().split("# --- README ---\n")[1].split("# --- end README ---")[0]
+    namespace = {"model": model, "tools": [search], "__name__": "readme_snippet"}
+    out = io.StringIO()
+    with redirect_stdout(out):
+        exec(compile(text, str(SNIPPET), "exec"), namespace)
+    session = namespace["session"]
+    assert namespace["result"]["messages"][-1].content == "The exporter retries failed uploads."
+    status = {"pending": 0, "sent": 2, "dropped": 0, "spooled": 0, "refused": 0}
+    assert session.record.status == status, list(session.record.errors)
+    assert out.getvalue().strip() == repr(status)
+    found = verifications(session.run_id, 2)
+    assert {v for v, _ in found.values()} == {"verified"}, (found, worker.log()[-3000:])
+    session.record.close()
+
+
 class Tampering(sdk.Recorder):
     """Turns the exclusion of STALE into an inclusion on the way (a copy of an included record)."""
 
@@ -116,6 +213,36 @@ def test_a_manifest_tampered_on_the_way_is_diverged_naming_the_item(live_server,
     (verification, detail), = verifications("run-forged", 1).values()
     assert verification == "diverged", worker.log()[-3000:]
     assert detail.startswith(f"item {STALE}: recorded included (") and detail.endswith("re-assembled excluded (expired)")
+    recorder.close()
+
+
+def test_long_contents_sent_by_reference_are_put_back_and_every_step_verified(live_server, inline_jobs, chat_policy,
+                                                                              agent_user, api):
+    from manifests.models import AssemblyJob
+
+    long = "The release notes of 2.1, as the tool returned them. " * 8
+    recorder = sdk.Recorder(live_server.url, token_of(agent_user))
+    sent, send = [], recorder._client.record_steps
+    recorder._client.record_steps = lambda body: sent.append(json.loads(body)) or send(body)  # what went on the wire
+    session = sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-by-ref", record=recorder)
+    history = [*HISTORY, {"role": "assistant", "content": long}]
+    requests = []
+    for n in range(3):  # each step acknowledged before the next: steps 2 and 3 name `long` by reference
+        history.append({"role": "user", "content": f"and {n}?"})
+        requests.append(session.request(history)[0])
+        session.step(history)
+        assert session.close(timeout=GENEROUS), list(recorder.errors)
+        history.append({"role": "assistant", "content": f"reply {n}"})
+    assert recorder.status == {"pending": 0, "sent": 3, "dropped": 0, "spooled": 0, "refused": 0}
+    referenced = [[c.get("content_ref") for c in step["request"]["candidates"] if "content_ref" in c]
+                  for body in sent for step in body["steps"]]
+    digest = requests[0]["candidates"][2]["content_hash"]
+    assert requests[0]["candidates"][2]["content"] == long and referenced == [[], [digest], [digest]]
+    assert {v for v, _ in verifications("run-by-ref", 3).values()} == {"verified"}
+    client = api(agent_user)
+    for n, request in enumerate(requests, start=1):
+        job = AssemblyJob.objects.get(run__run_id="run-by-ref", step_id=f"step-{n}")
+        assert client.get(f"/api/v1/assemblies/{job.id}/request/").json() == request  # as the agent assembled it
     recorder.close()
 
 
