@@ -250,6 +250,7 @@ def test_a_call_with_its_result_is_paired_with_it_and_a_call_without_one_is_answ
     pairs = {p.call_id: p for p in result.manifest.tool_pairs}
     assert pairs["c1"].decision != "unresolved" and pairs["c1"].pairing_assertion != "no_result_for_call"
     assert pairs["c2"].decision == "unresolved" and pairs["c2"].pairing_assertion == "no_result_for_call"
+    assert (pairs["c1"].evidence_use, pairs["c2"].evidence_use) == ("confirmed_by_policy", "unresolved")
     tool_texts = {m["tool_call_id"]: json.dumps(m["content"]) for m in result.serialized_input["messages"] if m["role"] == "tool"}
     assert "retries = 3" in tool_texts["c1"] and "ctxeng_synthetic_result" not in tool_texts["c1"]
     assert "ctxeng_synthetic_result" in tool_texts["c2"] and "retries = 3" not in tool_texts["c2"]
