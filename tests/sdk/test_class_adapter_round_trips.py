@@ -196,10 +196,11 @@ def anthropic_turns(messages: list[dict[str, Any]], *, sent: bool) -> list[tuple
 
 
 @pytest.mark.parametrize("mix", list(MIXES))
-def test_anthropic_messages_read_back_are_the_callers_turns(mix):
+@pytest.mark.parametrize("adapter", list(MODELS))
+def test_anthropic_messages_read_back_through_each_adapter_are_the_callers_turns(adapter, mix):
     given = anthropic_history(mix)
     before = copy.deepcopy(given)
-    s = step("anthropic_messages", given, system=SYSTEM)
+    s = step(adapter, given, system=SYSTEM)
     assert given == before
     assert s.system.startswith(SYSTEM)
     assert anthropic_turns(s.messages, sent=True) == anthropic_turns(given, sent=False)
@@ -211,26 +212,45 @@ def test_anthropic_messages_read_back_are_the_callers_turns(mix):
 @pytest.mark.parametrize("mix", list(MIXES))
 @pytest.mark.parametrize("adapter", list(MODELS))
 def test_langchain_messages_read_back_through_each_adapter_are_the_callers_turns(adapter, mix):
-    from ctxeng.sdk.langchain import from_openai_messages, to_openai_messages
+    from ctxeng.sdk.langchain import from_openai_messages
 
     given = from_openai_messages(history(mix))
     before = [m.model_copy(deep=True) for m in given]
     back = step(adapter, given).messages
     assert given == before
     assert type(back[0]).__name__ == "SystemMessage"
-    assert [type(m).__name__ for m in back] == [type(m).__name__ for m in given]
-    assert openai_turns(to_openai_messages(back), sent=True) == openai_turns(to_openai_messages(given), sent=False)
+    # The oracle is the test's own OpenAI history, read off the LangChain messages' attributes.
+    assert langchain_turns(back) == openai_turns(history(mix), sent=False)
+
+
+def langchain_turns(messages: list[Any]) -> list[tuple]:
+    """`openai_turns` of LangChain messages, read from their attributes (a result unfenced)."""
+    roles = {"HumanMessage": "user", "AIMessage": "assistant", "ToolMessage": "tool"}
+    out = []
+    for m in messages[1:]:
+        role = roles[type(m).__name__]
+        calls = tuple((c["id"], c["name"], c["args"]) for c in getattr(m, "tool_calls", []) or [])
+        content = m.content
+        if role == "tool":
+            content = unfenced(plain(content))
+        elif role == "assistant" and calls:
+            content = content or None
+        out.append((role, content, calls, getattr(m, "tool_call_id", None)))
+    return out
 
 
 # --------------------------------------------------------------------------- the Agents SDK's Responses items in and out
 
 
 def agents_items(items: list[dict[str, Any]], *, sent: bool) -> list[dict[str, Any]]:
-    """Responses items as a round trip must keep them: arguments parsed (the engine sends a call's
-    arguments as canonical JSON), a sent result unfenced."""
+    """Responses items as a round trip must keep them: a message's text parts as the one text the
+    session reads them as (joined by newlines, docs/sdk.md), arguments parsed (the engine sends a
+    call's arguments as canonical JSON), a sent result unfenced."""
     out = copy.deepcopy(items)
     for item in out:
-        if item["type"] == "function_call":
+        if item["type"] == "message" and isinstance(item["content"], list):
+            item["content"] = "\n".join(p["text"] for p in item["content"])
+        elif item["type"] == "function_call":
             item["arguments"] = json.loads(item["arguments"])
         elif item["type"] == "function_call_output" and sent:
             item["output"] = unfenced(item["output"])
@@ -244,6 +264,8 @@ def test_agents_sdk_items_read_back_through_the_context_filter_conversions_are_t
     from ctxeng.sdk.openai_agents import to_chat_messages, to_responses_items
 
     items = to_responses_items(history(mix)[1:])
+    # The Agents SDK's own user input: a message of input_text parts.
+    items[0]["content"] = [{"type": "input_text", "text": items[0]["content"]}, {"type": "input_text", "text": "Please hurry."}]
     before = copy.deepcopy(items)
     s = step(adapter, to_chat_messages(items, instructions=SYSTEM), format="openai")
     assert items == before
