@@ -573,7 +573,10 @@ def responses_to_openai(payload: dict[str, Any]) -> list[dict[str, Any]]:
         elif item.get("role") == "assistant":
             out.append({"role": "assistant", "content": _text(item.get("content"), f"input[{i}].content")})
         else:
+            # One text is the caller's own string, as the chat adapter sends a one-text user turn.
             content = item.get("content")
+            if isinstance(content, list) and len(content) == 1:
+                content = content[0].get("text", "")
             parts = content if isinstance(content, str) else [{"type": "text", "text": p.get("text", "")} for p in content]
             out.append({"role": item.get("role"), "content": parts})
     return out
