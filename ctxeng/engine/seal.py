@@ -17,8 +17,8 @@ from __future__ import annotations
 from typing import Any
 
 from .budget import Allocation, borrowed_by_partition, final_usage
-from .gates import current_draft
 from .cache import payload_sha256
+from .gates import current_draft
 from .hashing import sha256_json
 from .models import (
     NOT_APPROVAL_TRUST,
