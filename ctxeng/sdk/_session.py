@@ -93,7 +93,10 @@ class Step:
         # The engine's manifest as its JSON text (what `sealed_manifest` reads back): the model's
         # own serializer is quicker than making its dict first.
         sealed = self._sealed if isinstance(self._sealed, dict) else self._sealed.model_dump_json().encode()
-        self._retired = pickle.dumps((self._payload, sealed, self._manifest), pickle.HIGHEST_PROTOCOL)
+        try:
+            self._retired = pickle.dumps((self._payload, sealed, self._manifest), pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError):  # a value of the caller's that pickle refuses: kept as it is
+            return
         self._payload = self._sealed = self._manifest = None
 
     def _restore(self) -> None:

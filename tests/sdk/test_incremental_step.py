@@ -108,3 +108,15 @@ def test_a_step_the_session_moved_past_reads_as_it_was_and_holds_few_objects():
     assert first.messages == seen["messages"]
     assert first.kwargs == seen["payload"]
     assert (first.assembly_id, first.usage) == (seen["id"], seen["usage"])
+
+
+def test_a_step_holding_a_value_pickle_refuses_is_kept_as_it_is():
+    session = sdk.Session("coding-agent", model="gpt-4o", run_id="run-unpicklable")
+    history = coding_history(2)
+    first = session.step(history[:4], tools=[READ_FILE])
+    def hook():
+        return "the caller's own"
+    first.payload = {**first.payload, "hook": hook}  # a caller's value in the step: pickle refuses a local function
+    session.step(history[:5], tools=[READ_FILE])
+    assert first.payload["hook"] is hook and first.status == "ready"
+    assert first.manifest["assembly"]["step_id"] == "step-1"
