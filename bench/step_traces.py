@@ -13,7 +13,8 @@ every call; reported), and `max_tokens` = the step's usable input (the manifest'
 `model={"name": "gpt-4o", "provider": "openai", "context_limit": 32000}`.
 
 CPU time (bench.timing.cpu_now), each step timed for both, in an order that alternates from step to
-step; the figures are medians over the rounds. Per step: median, p95 and the last step, pooled over
+step; the figures are medians over the rounds. The bench's own LangChain copies of the histories
+are frozen out of the garbage collector (`gc.freeze`) while a run is timed. Per step: median, p95 and the last step, pooled over
 the runs and per run. Beside them, in fresh interpreters (CPU time measured inside the child, the
 interpreter's own start not counted): the o200k tokenizer's load, and `import ctxeng.engine` plus a
 session's first step on a 40-message history; and, in this process, how many secret scans the
@@ -26,6 +27,7 @@ later turn gets a `-2` suffix in that turn and its result.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import statistics
@@ -130,6 +132,11 @@ def replay(limit: str, rounds: int, traces=None) -> dict[str, Any]:
     for name, messages, tools in traces:
         ends = steps_of(messages)
         lc = [from_openai_messages(messages[:end]) for end in ends]
+        # The harness's own data (LangChain copies of every step's history: ~200,000 objects for
+        # the longest run) is frozen out of the collector's walks while the run is timed, so a full
+        # collection landing on a step charges that step the cost of the library, not of the bench.
+        gc.collect()
+        gc.freeze()
         ours: list[list[float]] = []
         theirs: list[list[float]] = []
         raw: list[list[float]] = []
@@ -155,6 +162,7 @@ def replay(limit: str, rounds: int, traces=None) -> dict[str, Any]:
             ours.append(o)
             theirs.append(t)
             raw.append(u)
+        gc.unfreeze()
         runs[name] = {"steps": len(ends), "calls": sum(1 for m in messages if m["role"] == "assistant"),
                       "ctxeng": [median(list(s)) for s in zip(*ours, strict=True)],
                       "trim": [median(list(s)) for s in zip(*theirs, strict=True)],

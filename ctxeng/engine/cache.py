@@ -54,7 +54,7 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-from .hashing import canonical_json, sha256_json
+from .hashing import canonical_json, sha256_json, sha256_text
 from .models import CacheRecord, ProviderCacheMarker
 from .render import SYSTEM_SEPARATOR, control_items
 from .vocabulary import CacheIdentityField, CacheStatus, InvalidationCause, Zone
@@ -253,6 +253,24 @@ def _hashed(units: list[tuple[str, Any]]) -> tuple[list[str], list[str]]:
     return hashes, texts
 
 
+def payload_sha256(payload: dict[str, Any], unit_json: dict[str, str]) -> str:
+    """`sha256_json(payload)`, with the canonical JSON of each message (or input item) taken from
+    `unit_json` (path -> text, as `_hashed` made it for the cache record) instead of serialized
+    again: canonical JSON is compact and key-sorted, so a list's text is its items' texts joined by
+    commas in brackets and an object's is its sorted `"key":value` pairs; the text is the same, so
+    the hash is (a test compares it with `sha256_json` on every adapter's payloads)."""
+    parts = []
+    for key in sorted(payload):
+        value = payload[key]
+        text = None
+        if key in ("messages", "input") and isinstance(value, list):
+            found = [unit_json.get(f"{key}[{i}]") for i in range(len(value))]
+            if None not in found:
+                text = "[" + ",".join(found) + "]"  # type: ignore[arg-type]
+        parts.append(canonical_json(key) + ":" + (text if text is not None else canonical_json(value)))
+    return sha256_text("{" + ",".join(parts) + "}")
+
+
 def _unit_tokens(asm: Assembly, value: Any, text: str) -> int:
     try:
         known = _UNIT_TOKENS.setdefault(asm.tokenizer, OrderedDict())
@@ -270,6 +288,7 @@ def _eligible(asm: Assembly, payload: dict[str, Any]) -> dict[str, Any]:
     """The cache-eligible fields of the record (see the module docstring)."""
     units = payload_units(payload)
     hashes, texts = _hashed(units)
+    asm.payload_unit_json = {path: text for (path, _), text in zip(units, texts, strict=True)}
     tokens = [_unit_tokens(asm, value, text) for (_, value), text in zip(units, texts, strict=True)]
     previous = asm.request.previous_cache
     if previous is None:

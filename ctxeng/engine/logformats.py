@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
-from xml.sax.saxutils import quoteattr
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,10 @@ def _junit(text: str) -> Failures | None:
         root = ET.fromstring(text.strip())
     except ET.ParseError:
         return None
+    # Imported here: xml.sax pulls in urllib.request, http.client and ssl, which `import
+    # ctxeng.engine` would pay for at every process start (issue 48); only a JUnit log needs it.
+    from xml.sax.saxutils import quoteattr
+
     needles: list[str] = []
     for case in root.iter("testcase"):
         for child in case:

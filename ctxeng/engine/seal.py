@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from .budget import Allocation, borrowed_by_partition, final_usage
+from .cache import payload_sha256
 from .gates import current_draft
 from .hashing import sha256_json
 from .models import (
@@ -321,7 +322,7 @@ def seal(
         estimator=estimator,
         candidate_set_digest=asm.candidate_set_digest,
         assembly_input_hash=None if blocked or assembly_input is None else sha256_json(assembly_input),
-        serialized_model_input_hash=None if blocked or serialized is None else sha256_json(serialized),
+        serialized_model_input_hash=None if blocked or serialized is None else payload_sha256(serialized, asm.payload_unit_json),
         data_fence_nonce=asm.nonce,
         structure_checks=structure_checks or {},
         serialization_checks=serialization_checks or {},

@@ -67,6 +67,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from functools import cache
 
+from .hashing import sha256_text
+
 WINDOW = 4096
 OVERLAP = 512
 ENTROPY_LIMIT = 4.5
@@ -241,10 +243,11 @@ _lock = threading.Lock()
 
 def find_secrets(text: str, digest: str | None = None) -> list[Finding]:
     """Every credential-like span of `text`, in order; overlapping spans are merged into one
-    (typed as the longest span among them). `digest`: the text's content digest, when the caller
-    has it, so a text scanned before (at an earlier step) is not scanned again."""
+    (typed as the longest span among them). `digest`: the text's content digest (`sha256_text`),
+    when the caller has it; otherwise it is computed here. Either way a text scanned before (at an
+    earlier step: a message's content, the strings of its source_ref) is not scanned again."""
     if digest is None:
-        return _scan(text)
+        digest = sha256_text(text)
     with _lock:
         hit = _by_digest.get(digest)
         if hit is not None:

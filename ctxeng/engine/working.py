@@ -217,6 +217,9 @@ class Assembly:
     required_revisions: dict[str, Any] | None = None  # request.required_revision_map(), read once by the gate
     versions: Any = None  # versions.Verdict: the stale, duplicate and conflicting readings, judged once
     fence_tokens: int | None = None  # a block's tag prefix plus footer, counted once (render.fence_tokens)
+    # The canonical JSON of each message (or input item) of the payload, made once by the cache
+    # record (cache.payload_units) and read again by the seal's payload hash (cache.payload_sha256).
+    payload_unit_json: dict[str, str] = field(default_factory=dict)
 
     def alive(self) -> list[Candidate]:
         return [c for c in self.candidates if c.alive]

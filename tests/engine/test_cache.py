@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 
 import pytest
 
@@ -164,3 +165,27 @@ def test_a_previous_record_with_a_hash_that_is_not_one_is_refused_naming_the_fie
     with pytest.raises(InvalidInput) as exc:
         run(request(previous_cache=bad))
     assert any(line.startswith("previous_cache.payload_prefix_hashes[0]") for line in exc.value.errors), exc.value.errors
+
+
+@pytest.mark.parametrize("adapter", ["openai_chat", "anthropic_messages", "openai_responses"])
+def test_the_payload_hash_made_from_the_cache_records_unit_texts_is_the_payloads_own(adapter):
+    """The seal hashes the payload from the messages' canonical JSON the cache record made (issue
+    48); the oracle is sha256 of the payload serialized here, whole. Texts that JSON escapes
+    (quotes, backslashes, newlines, control characters) and non-ASCII ones included."""
+    from ctxeng.engine.cache import payload_sha256
+    from ctxeng.engine.hashing import sha256_json
+
+    odd = 'a "quoted" \\ path\nline two\ttab \x01 é 漢字 \u2028 <<<ctx'
+    req = request(extra=[item("ev", content=odd), item("ev2", content="plain")], adapter=adapter, params={"temperature": 0.5})
+    r = run(req)
+    assert r.status == "ready"
+    payload = r.serialized_input
+    assert r.manifest.assembly.serialized_model_input_hash == sha256_json(payload)
+    messages = payload.get("messages", payload.get("input"))
+    assert messages and "漢字" in json.dumps(messages, ensure_ascii=False)  # the odd item is sent
+    key = "messages" if "messages" in payload else "input"
+    own = {f"{key}[{i}]": json.dumps(m, sort_keys=True, separators=(",", ":"), ensure_ascii=False) for i, m in enumerate(messages)}
+    assert payload_sha256(payload, own) == payload_sha256(payload, {}) == sha256_json(payload)
+    # A text that is not the message's own changes the hash: the unit texts are what is hashed.
+    wrong = {**own, f"{key}[0]": own[f"{key}[0]"].replace("{", '{"x":1,', 1)}
+    assert payload_sha256(payload, wrong) != sha256_json(payload)

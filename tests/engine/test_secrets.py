@@ -97,3 +97,28 @@ def test_under_deny_or_redact_each_key_is_redacted_and_recorded_by_type():
     assert rec["security_assessment"] == {**rec["security_assessment"], "secret_handling": "redacted", "secret_findings": "Stripe Access Key"}
     transform = next(t for t in step.manifest["transforms"] if t["type"] == "redact" and t["input_item_ids"] == [rec["item_id"]])
     assert "Stripe Access Key" in transform["objective"]
+
+
+def test_a_text_is_scanned_once_whether_or_not_its_digest_is_given(monkeypatch):
+    """A source_ref's strings come without a digest and are sent again at every step (issue 48):
+    the scanner runs once per distinct text, and a text seen again gets the same findings."""
+    from ctxeng.engine import secrets
+    from ctxeng.engine.hashing import sha256_text
+
+    scanned: list[str] = []
+    scan = secrets._scan
+
+    def counting(text: str):
+        scanned.append(text)
+        return scan(text)
+
+    monkeypatch.setattr(secrets, "_scan", counting)
+    secrets._by_digest.clear()
+    url = "https://deploy:hunter2pass@ci.example.org/job/7"
+    first = find_secrets(url)
+    again = find_secrets(url)
+    by_digest = find_secrets(url, sha256_text(url))
+    other = find_secrets(f"token: {GITHUB}")
+    assert [f.text for f in first] == [f.text for f in again] == [f.text for f in by_digest] == ["://deploy:hunter2pass@"]
+    assert [f.text for f in other] == [GITHUB]
+    assert scanned == [url, f"token: {GITHUB}"]

@@ -69,3 +69,54 @@ def test_a_session_never_changes_the_callers_messages():
     (call,) = [c for c in request["tool_calls"] if c["call_id"] == "call_0"]
     call["arguments"]["path"] = "changed"  # the request holds its own copy of dict arguments
     assert history[2]["tool_calls"][0]["function"]["arguments"] == {"path": "src/module_0.py"}
+
+
+def _tracked_objects(root: object) -> int:
+    """The objects the garbage collector walks that `root` holds, directly or not."""
+    import gc
+
+    seen: set[int] = set()
+    stack = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or not gc.is_tracked(obj):
+            continue
+        seen.add(id(obj))
+        stack.extend(r for r in gc.get_referents(obj) if not isinstance(r, type))
+    return len(seen)
+
+
+def test_a_step_the_session_moved_past_reads_as_it_was_and_holds_few_objects():
+    session = sdk.Session("coding-agent", model="gpt-4o", run_id="run-retired")
+    history = coding_history(6)
+    first = session.step(history[:4], tools=[READ_FILE])
+    first.report_usage({"usage": {"prompt_tokens": 300, "completion_tokens": 20}})
+    seen = {"payload": copy.deepcopy(first.payload), "manifest": copy.deepcopy(first.manifest),
+            "sealed": copy.deepcopy(first.sealed_manifest), "messages": copy.deepcopy(first.messages),
+            "status": first.status, "id": first.assembly_id, "usage": dict(first.usage)}
+    held = _tracked_objects(first)
+    for end in range(5, len(history) + 1):
+        session.step(history[:end], tools=[READ_FILE])
+    last = session.steps[-1]
+    # The steps before the last hold a handful of objects; the last one holds its payload and records.
+    assert _tracked_objects(first) < 10 < held
+    assert _tracked_objects(last) > held
+    assert first.status == seen["status"] == "ready"
+    assert first.payload == seen["payload"]
+    assert first.manifest == seen["manifest"] and first.manifest["budget"]["actual_input_tokens"] == 300
+    assert first.sealed_manifest == seen["sealed"]
+    assert first.messages == seen["messages"]
+    assert first.kwargs == seen["payload"]
+    assert (first.assembly_id, first.usage) == (seen["id"], seen["usage"])
+
+
+def test_a_step_holding_a_value_pickle_refuses_is_kept_as_it_is():
+    session = sdk.Session("coding-agent", model="gpt-4o", run_id="run-unpicklable")
+    history = coding_history(2)
+    first = session.step(history[:4], tools=[READ_FILE])
+    def hook():
+        return "the caller's own"
+    first.payload = {**first.payload, "hook": hook}  # a caller's value in the step: pickle refuses a local function
+    session.step(history[:5], tools=[READ_FILE])
+    assert first.payload["hook"] is hook and first.status == "ready"
+    assert first.manifest["assembly"]["step_id"] == "step-1"
