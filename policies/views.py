@@ -29,6 +29,7 @@ from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.limits import MAX_INT32
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.upgrades import missing_records
+from ctxeng.server import exports
 from ctxeng.server.errors import Immutable, ServiceError
 from ctxeng.server.params import BadParameter, whole_number
 from ctxeng.server.regions import render_region
@@ -213,6 +214,17 @@ def _missing_records(before: dict[str, Any], after: dict[str, Any]) -> list[str]
         return []
 
 
+def _page_param(request: HttpRequest) -> int:
+    """`?page=`: which page of the impact rows (1 when absent); a 400 page naming it otherwise."""
+    value = request.GET.get("page")
+    if not value:
+        return 1
+    try:
+        return whole_number(value, name="page", minimum=1, maximum=MAX_INT32)
+    except BadParameter as exc:
+        raise BadRequest(str(exc)) from None
+
+
 def _impact_context(request: HttpRequest, policy: Policy, rev: PolicyRevision,
                     preview: ImpactPreview | None, *, from_editor: bool = False,
                     draft_errors: list[sel.FieldError] | None = None) -> dict[str, Any]:
@@ -225,6 +237,7 @@ def _impact_context(request: HttpRequest, policy: Policy, rev: PolicyRevision,
         "run_ids": sel.policy_run_ids(policy) if _can_edit(request, policy) else [],
         "selection_errors": {},
         "impact": sel.impact_summary(preview.rows) if preview else None,
+        "listing": sel.impact_listing(preview.rows, _page_param(request)) if preview else None,
         "stale": preview is not None and not preview.unsaved and preview.digest != rev.digest,
         "can_run": _can_edit(request, policy) and (not from_editor or rev.status == RevisionStatus.DRAFT),
         "from_editor": from_editor, "draft_errors": draft_errors or [],
@@ -302,7 +315,7 @@ def revision_impact_run(request: HttpRequest, policy_id: str, revision: int) -> 
         if draft is None:
             return _impact_region(request, policy, rev, sel.latest_preview(rev), draft_errors=errors)
     preview = services.impact_preview_start(revision=rev, user=request.user, draft=draft, selection=selection)
-    preview.refresh_from_db()  # in-process mode ran it on commit
+    preview.refresh_from_db()  # queued or running: the region polls it until it ends
     return _impact_region(request, policy, rev, preview)
 
 
@@ -322,6 +335,26 @@ def revision_impact_preview(request: HttpRequest, policy_id: str, revision: int,
                          title=f"Impact preview of {policy.policy_id} revision {rev.revision}",
                          back_url=reverse(page, args=[policy.policy_id, rev.revision]) + tenant_query(request) + "#impact",
                          back_label="the revision's page")
+
+
+@require_GET
+@dashboard_page
+def revision_impact_export(request: HttpRequest, policy_id: str, revision: int, preview_id: str,
+                           fmt: str) -> HttpResponse:
+    """Every row of one preview (the unchanged ones too), in replay order, as CSV or JSON, streamed."""
+    if fmt not in exports.EXPORT_FORMATS:
+        raise BadRequest(f"format: “{fmt[:20]}” is not one of {', '.join(exports.EXPORT_FORMATS)}")
+    policy = _policy_or_404(request, policy_id)
+    rev = _revision_or_404(policy, revision)
+    preview = sel.preview_get(rev, preview_id)
+    if preview is None:
+        raise Http404("impact preview not found")
+    head = {"policy_id": policy.policy_id, "revision": rev.revision, "preview": str(preview.id),
+            "status": preview.status, "replayed": preview.done, "total": preview.total,
+            "body": "unsaved" if preview.unsaved else "saved", "digest": preview.digest,
+            "selection": sel.selection_text(preview.selection)}
+    return exports.rows_response(fmt, filename=exports.safe_filename(policy.policy_id, f"r{rev.revision}", "impact"),
+                                 columns=sel.IMPACT_EXPORT_COLUMNS, rows=sel.impact_export_rows(preview.rows), head=head)
 
 
 @require_POST
