@@ -20,6 +20,7 @@ again (`ctxeng.engine.upgrades.failure_gone`; None when the manifest records no 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -91,6 +92,22 @@ def published_revision(policy: Policy) -> PolicyRevision | None:
 
 def body_yaml(body: dict[str, Any]) -> str:
     return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # "add", "del", "hunk", "file" or "same"
+    text: str
+
+
+def text_diff(before: PolicyRevision, after: PolicyRevision, context: int = 3) -> list[DiffLine]:
+    """A unified diff of two revisions' bodies as canonical YAML (`body_yaml`: the normalized body,
+    so layout and comments of the texts they were read from do not show), line by line."""
+    kinds = {"+": "add", "-": "del", "@": "hunk", " ": "same"}
+    lines = difflib.unified_diff(body_yaml(before.body).splitlines(), body_yaml(after.body).splitlines(),
+                                 f"revision {before.revision}", f"revision {after.revision}", lineterm="", n=context)
+    return [DiffLine("file" if line.startswith(("---", "+++")) and index < 2 else kinds.get(line[:1], "same"), line)
+            for index, line in enumerate(lines)]
 
 
 def revision_text(revision: PolicyRevision) -> str:

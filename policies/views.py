@@ -194,7 +194,7 @@ def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
     rev_from, rev_to = _revision_or_404(policy, from_number), _revision_or_404(policy, to_number)
     return render(request, "policies/diff.html", {
         "policy": policy, "revisions": revisions, "rev_from": rev_from, "rev_to": rev_to,
-        "changes": diff(rev_from.body, rev_to.body),
+        "changes": diff(rev_from.body, rev_to.body), "text_diff": sel.text_diff(rev_from, rev_to),
         "upgrades_revision": rev_to, "upgrades_missing": _missing_records(rev_from.body, rev_to.body),
         "upgrades_revocation": _revocations(rev_to),
     })

@@ -1,12 +1,13 @@
-"""Accessibility (issue 41): axe-core in headless Chromium on every dashboard page — 0 critical and
-0 serious violations.
+"""Accessibility (issues 41, 52): axe-core in headless Chromium on every dashboard page — 0 critical
+and 0 serious violations, at 1280×720 and at 390 px.
 
 axe-core is vendored (static/vendor/axe-core-<version>.min.js, from the npm registry) but no page
 links it: the test evaluates its source in the page through the browser driver (DevTools evaluation
 is not subject to the page's CSP, which allows only the site's own scripts). The pages are those of
 the 390 px crawl (every named route of the URL conf, through the links of the worked example and
 its seeds), plus the login page and the pages only a form reaches (a policy draft's editor with a
-YAML error shown, a run's step matrix and why-excluded filters).
+YAML error shown, a run's step matrix and why-excluded filters), a 200-step run's page and the
+impact page of a preview that replayed all 200 of its steps (its first and second pages).
 """
 
 from __future__ import annotations
@@ -15,7 +16,12 @@ from pathlib import Path
 
 import pytest
 
-from policies.services import impact_preview_start
+from manifests.models import AssemblyJob
+from policies import dashboard_selectors
+from policies.models import PreviewStatus
+from policies.services import impact_preview_run, impact_preview_start
+
+from .long_run import long_run
 
 from .test_browser_layouts import Crawl, dashboard_route_names, seeds
 
@@ -57,10 +63,24 @@ def test_the_login_page_has_no_serious_violation(live_server, browser):
         page.close()
 
 
-def test_every_dashboard_page_has_no_serious_or_critical_violation(signed_in, live_server):
+def big_preview(example) -> str:
+    """A 200-step run (tests/dashboard/long_run.py) and a preview of revision 4 replaying all of it
+    (200 requests, each changed by the draft): the impact page's URL."""
+    sources = list(AssemblyJob.objects.filter(run__run_id="run-42", manifest__isnull=False).order_by("created_at"))
+    long_run(sources, steps=200, run_id="run-long")
+    preview = impact_preview_start(revision=example["draft"], user=example["owner"], draft=None,
+                                   selection={"runs": ["run-long"], "limit": 200})
+    impact_preview_run(preview_id=preview.id)
+    preview.refresh_from_db()
+    assert preview.status == PreviewStatus.DONE and preview.done >= 200
+    return f"/policies/source-research/revisions/4/impact/{preview.id}/"
+
+
+@pytest.mark.parametrize("width, height", [(1280, 720), (390, 844)], ids=["1280px", "390px"])
+def test_every_dashboard_page_has_no_serious_or_critical_violation(signed_in, live_server, width, height):
     example, open_page = signed_in
     preview = impact_preview_start(revision=example["draft"], user=example["owner"], draft=None)
-    page = open_page(1280, 800)
+    page = open_page(width, height)
     extra = [f"/policies/source-research/revisions/4/impact/{preview.id}/",
              "/runs/run-42/matrix/?q=plan&sort=excluded", "/why/?q=plan&reason=stale_revision&group=none"]
     crawl = Crawl(page, live_server.url, [*seeds(example), *extra])
@@ -75,6 +95,16 @@ def test_every_dashboard_page_has_no_serious_or_critical_violation(signed_in, li
     page.wait_for_selector("#validation .field-errors")
     if problems := violations_of(page):
         found["editor with a YAML error"] = problems
-    assert found == {}
     assert dashboard_route_names() - crawl.routes == set()
     assert len(crawl.seen) >= 25
+    # After the crawl (whose 80 pages its 200 step links would fill): a long run, and the impact
+    # page after a preview that replayed all of it, opened directly.
+    preview_url = big_preview(example)
+    for url in ("/runs/run-long/", "/policies/source-research/revisions/4/impact/", preview_url, preview_url + "?page=2",
+                "/policies/source-research/diff/?from=3&to=4"):
+        page.goto(live_server.url + url)
+        page.wait_for_load_state("networkidle")
+        if problems := violations_of(page):
+            found[url] = problems
+    assert page.locator("#impact article.impact-row").count() == dashboard_selectors.IMPACT_ROWS_PER_PAGE
+    assert found == {}
