@@ -9,9 +9,12 @@ document.addEventListener("DOMContentLoaded", function () {
   var shown = -1;
   var padding = parseFloat(getComputedStyle(gutter).paddingBottom) || 0;
   function fit() {
-    // The gutter must scroll as far as the text does, or its numbers stop short of the text's at the
-    // end of a long policy: the text box has a horizontal scrollbar (wrap="off") and an empty last
-    // line after a final line break, which the gutter has not. It gets that much more room below.
+    // The gutter is as tall as the text box (which keeps its rows and scrolls; the gutter, taller,
+    // would otherwise stretch it) and scrolls as far as the text does, or its numbers stop short of
+    // the text's at the end of a long policy: the text box has a horizontal scrollbar (wrap="off")
+    // and an empty last line after a final line break, which the gutter has not. It gets that much
+    // more room below.
+    gutter.style.height = text.offsetHeight + "px";
     gutter.style.paddingBottom = padding + "px";
     var short = (text.scrollHeight - text.clientHeight) - (gutter.scrollHeight - gutter.clientHeight);
     if (short > 0) gutter.style.paddingBottom = padding + short + "px";
