@@ -24,7 +24,6 @@ from policies.models import ImpactPreview, PreviewStatus
 from policies.services import impact_preview_start
 
 from .long_run import long_run
-
 from .test_browser_layouts import Crawl, dashboard_route_names, seeds
 
 pytestmark = pytest.mark.slow
