@@ -65,7 +65,7 @@ def test_the_impact_of_the_unsaved_text_runs_and_its_tables_do_not_overlap(open_
     page.goto(live_server.url + EDIT)
     page.fill("#policy-body", page.input_value("#policy-body").replace("min_relevance: 0.9", "min_relevance: 0.85", 1))
     page.click("#run-impact")
-    page.wait_for_selector("#impact .summary")
+    page.wait_for_selector("#impact .preview-status .badge:text-is('done')")  # the job ended (it polls till then)
     region = page.locator("#impact").inner_text()
     assert "the editor's unsaved text" in region and "web-context7-overview" in region
     boxes = page.evaluate("""() => [...document.querySelectorAll('#impact .impact-tables')].map(t =>
