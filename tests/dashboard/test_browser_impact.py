@@ -70,7 +70,8 @@ def test_a_finished_preview_of_a_long_run_lists_its_changes_a_page_at_a_time(lon
     assert listed > 20 and "Export every row as CSV" in head
     first = page.locator("#impact article.impact-row h3 a").first.inner_text()
     page.click("#impact-next")  # htmx swaps the region for its next page
-    page.wait_for_selector("#impact .impact-pager span:text-is('page 2 of %d')" % -(-listed // 20))
+    pages = -(-listed // 20)
+    page.wait_for_selector(f"#impact .impact-pager span:text-is('page 2 of {pages}')")
     assert page.locator("#impact article.impact-row h3 a").first.inner_text() != first
     assert page.locator("#impact article.impact-row").count() == min(20, listed - 20)
     page.screenshot(path=str(tmp_path / "impact-page-2.png"))
