@@ -113,3 +113,26 @@ def test_every_dashboard_page_has_no_serious_or_critical_violation(signed_in, li
         if url.startswith(preview_url):  # a full page of rows, each with its two tables
             assert page.locator("#impact article.impact-row").count() == dashboard_selectors.IMPACT_ROWS_PER_PAGE
     assert found == {}
+
+
+MARKED_JS = """() => [...document.querySelectorAll('[data-scroll-focus]')].map(e => ({
+  id: e.id || e.parentElement.id || e.tagName, tabindex: e.getAttribute('tabindex'),
+  overflows: e.scrollWidth > e.clientWidth + 1 || e.scrollHeight > e.clientHeight + 1,
+  focusable_inside: !!e.querySelector('a[href], button, input, select, textarea, summary, [tabindex]')}))"""
+NEXT_FRAMES_JS = "() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))"
+
+
+def test_a_box_that_scrolls_only_on_a_phone_is_focusable_only_there(signed_in, live_server):
+    """static/ctxeng/scroll-focus.js: a box that scrolls and holds nothing focusable gets
+    tabindex="0" at the width where it scrolls, and loses it where it no longer does."""
+    example, open_page = signed_in
+    page = open_page(390, 844)
+    page.goto(f"{live_server.url}/assemblies/{example['ready'].id}/")
+    page.wait_for_load_state("networkidle")
+    marked = page.evaluate(MARKED_JS)
+    assert any(m["id"] == "acquisition" for m in marked), marked  # its table is wider than a phone
+    assert all(m["tabindex"] == "0" and m["overflows"] and not m["focusable_inside"] for m in marked), marked
+    page.set_viewport_size({"width": 1280, "height": 800})
+    page.evaluate(NEXT_FRAMES_JS)
+    wide = page.evaluate(MARKED_JS)
+    assert all(m["overflows"] for m in wide) and not any(m["id"] == "acquisition" for m in wide), wide
