@@ -46,7 +46,7 @@ IMPACT_SAMPLE = 20
 IMPACT_FLIPS_SHOWN = 500
 # The impact region lists the rows that change a page at a time, each with its first flips (the
 # export has every row and every flip kept): a 200-request preview stays a page of ~300 KB at most.
-IMPACT_ROWS_PER_PAGE = 20
+IMPACT_ROWS_PER_PAGE = 10
 IMPACT_FLIPS_ON_PAGE = 40
 IMPACT_EXPORT_COLUMNS = [
     "n", "run_id", "step_id", "assembly", "recorded_under_revision", "status_before", "status_after", "changed",

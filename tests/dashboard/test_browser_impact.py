@@ -11,6 +11,7 @@ import re
 import pytest
 
 from manifests.models import AssemblyJob
+from policies import dashboard_selectors
 from policies.models import ImpactPreview, PreviewStatus
 
 from .long_run import long_run
@@ -62,16 +63,17 @@ def test_a_finished_preview_of_a_long_run_lists_its_changes_a_page_at_a_time(lon
     page = open_page(1280, 720)
     page.goto(live_server.url + IMPACT)
     page.fill("#impact input[name=runs]", "run-long")
-    page.fill("#impact input[name=limit]", "60")
+    page.fill("#impact input[name=limit]", "30")
     page.click("#run-impact")
     page.wait_for_selector("#impact .preview-status .badge:text-is('done')", timeout=180_000)
     head = page.locator("#impact-listing").inner_text()
     listed = int(re.search(r"of the (\d+) replays? that change", head).group(1))
-    assert listed > 20 and "Export every row as CSV" in head
+    per_page = dashboard_selectors.IMPACT_ROWS_PER_PAGE
+    assert listed > per_page and "Export every row as CSV" in head
     first = page.locator("#impact article.impact-row h3 a").first.inner_text()
     page.click("#impact-next")  # htmx swaps the region for its next page
-    pages = -(-listed // 20)
+    pages = -(-listed // per_page)
     page.wait_for_selector(f"#impact .impact-pager span:text-is('page 2 of {pages}')")
     assert page.locator("#impact article.impact-row h3 a").first.inner_text() != first
-    assert page.locator("#impact article.impact-row").count() == min(20, listed - 20)
+    assert page.locator("#impact article.impact-row").count() == min(per_page, listed - per_page)
     page.screenshot(path=str(tmp_path / "impact-page-2.png"))
