@@ -6,8 +6,9 @@ published, and retired for the revision a publish replaces.
 The impact preview is a job: `impact_preview_start` saves an ImpactPreview and hands it to the
 runner on commit (Celery with REDIS_URL, a thread of this process otherwise: never the request);
 `impact_preview_run` claims it, replays request after request (first the assemblies the body's
-`upgrades` records address, then the policy's recent ones), saving progress after each, and
-stops early on a cancel or at CTXENG_IMPACT_TIME_LIMIT_SECONDS, saying which.
+`upgrades` records address, then the policy's recent ones), saving the count after each and the
+rows at most once a second, and stops early on a cancel or at CTXENG_IMPACT_TIME_LIMIT_SECONDS,
+saying which.
 
 A revision's body is validated by the engine (`parse_policy`) and stored normalized (defaults
 filled in, `policy.digest` removed), so its digest is the one the engine records in manifests.

@@ -4,7 +4,8 @@ Reading needs a membership in the policy's tenant; writing (saving a draft, star
 publishing, running or canceling an impact preview) needs the policy_editor role there (403
 otherwise, nothing changes). The impact page only shows a preview's stored result; replaying is
 a job started by POST (policies.services.impact_preview_start), of the saved draft or of the
-editor's unsaved text. Publishing also needs a note, and says what it did. Validation errors come
+editor's unsaved text; its rows are listed a page at a time (`?page=`), the changes first, and
+exported whole as CSV or JSON (streamed). Publishing also needs a note, and says what it did. Validation errors come
 from the engine's parser and are shown with their field path and the line of the YAML they point
 at; an htmx request gets them with status 422, which base.html tells htmx to swap in.
 The editor saves the text it posted beside the normalized body, so comments survive a save.
