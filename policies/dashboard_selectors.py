@@ -20,6 +20,7 @@ again (`ctxeng.engine.upgrades.failure_gone`; None when the manifest records no 
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -43,6 +44,15 @@ from .models import ImpactPreview, Policy, PolicyRevision, RevisionStatus
 
 IMPACT_SAMPLE = 20
 IMPACT_FLIPS_SHOWN = 500
+# The impact region lists the rows that change a page at a time, each with its first flips (the
+# export has every row and every flip kept): a 200-request preview stays a page of ~300 KB at most.
+IMPACT_ROWS_PER_PAGE = 10
+IMPACT_FLIPS_ON_PAGE = 40
+IMPACT_EXPORT_COLUMNS = [
+    "n", "run_id", "step_id", "assembly", "recorded_under_revision", "status_before", "status_after", "changed",
+    "becomes_blocked", "becomes_ready", "flip_count", "flipped_item_ids", "partition_deltas", "blocked_reason_after",
+    "addressed_by", "addressed_assembly_id", "failure_gone", "error",
+]
 
 
 def policies_list(*, tenant: Tenant) -> QuerySet[Policy]:
@@ -82,6 +92,22 @@ def published_revision(policy: Policy) -> PolicyRevision | None:
 
 def body_yaml(body: dict[str, Any]) -> str:
     return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
+
+
+@dataclass(frozen=True)
+class DiffLine:
+    kind: str  # "add", "del", "hunk", "file" or "same"
+    text: str
+
+
+def text_diff(before: PolicyRevision, after: PolicyRevision, context: int = 3) -> list[DiffLine]:
+    """A unified diff of two revisions' bodies as canonical YAML (`body_yaml`: the normalized body,
+    so layout and comments of the texts they were read from do not show), line by line."""
+    kinds = {"+": "add", "-": "del", "@": "hunk", " ": "same"}
+    lines = difflib.unified_diff(body_yaml(before.body).splitlines(), body_yaml(after.body).splitlines(),
+                                 f"revision {before.revision}", f"revision {after.revision}", lineterm="", n=context)
+    return [DiffLine("file" if line.startswith(("---", "+++")) and index < 2 else kinds.get(line[:1], "same"), line)
+            for index, line in enumerate(lines)]
 
 
 def revision_text(revision: PolicyRevision) -> str:
@@ -465,6 +491,56 @@ def impact_summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "errors": sum(1 for r in rows if r["error"]),
         "unchanged": sum(1 for r in rows if r["comparison"] and not r["changed"]),
     }
+
+
+def _listed_first(row: dict[str, Any]) -> int:
+    """Where a row goes in the listing: an assembly an upgrade addresses (the verdict the editor
+    asked for), then what would become blocked, what could not be replayed, and what else changes."""
+    if row.get("addressed"):
+        return 0
+    if row.get("becomes_blocked"):
+        return 1
+    return 2 if row["error"] else 3
+
+
+def impact_listing(rows: list[dict[str, Any]], page: int) -> dict[str, Any]:
+    """Page `page` (from 1) of a preview's rows as the impact region lists them: the rows that
+    change (and every addressed or unreplayable one) first by `_listed_first`, then in replay
+    order, IMPACT_ROWS_PER_PAGE a page, each with `n` (its place in the replay, as in the export)
+    and at most IMPACT_FLIPS_ON_PAGE flips; the rows with no change are counted, not listed. A
+    page past the last is the last."""
+    listed = sorted(
+        ({**row, "n": n} for n, row in enumerate(rows, 1)
+         if row.get("addressed") or row["error"] or row.get("changed")),
+        key=_listed_first)
+    pages = max(1, -(-len(listed) // IMPACT_ROWS_PER_PAGE))
+    page = min(page, pages)
+    shown = listed[(page - 1) * IMPACT_ROWS_PER_PAGE: page * IMPACT_ROWS_PER_PAGE]
+    for row in shown:
+        if row["comparison"]:
+            row["comparison"] = {**row["comparison"], "flips": row["comparison"]["flips"][:IMPACT_FLIPS_ON_PAGE]}
+    return {"rows": shown, "page": page, "pages": pages, "listed": len(listed),
+            "first": (page - 1) * IMPACT_ROWS_PER_PAGE + 1, "last": (page - 1) * IMPACT_ROWS_PER_PAGE + len(shown),
+            "no_change": len(rows) - len(listed)}
+
+
+def impact_export_rows(rows: list[dict[str, Any]]) -> Any:
+    """A preview's rows, in replay order, as the export's flat records (IMPACT_EXPORT_COLUMNS):
+    every row, the unchanged ones included, with every flipped item id it kept."""
+    for n, row in enumerate(rows, 1):
+        job, comparison, addressed = row.get("job") or {}, row.get("comparison") or {}, row.get("addressed") or {}
+        yield {
+            "n": n, "run_id": job.get("run_id"), "step_id": job.get("step_id"), "assembly": job.get("id"),
+            "recorded_under_revision": job.get("revision"),
+            "status_before": comparison.get("status_a"), "status_after": comparison.get("status_b"),
+            "changed": bool(row.get("changed")), "becomes_blocked": bool(row.get("becomes_blocked")),
+            "becomes_ready": bool(row.get("becomes_ready")), "flip_count": comparison.get("flip_count", 0),
+            "flipped_item_ids": _flipped_ids(comparison) if comparison else [],
+            "partition_deltas": {p["name"]: p["delta"] for p in comparison.get("partitions") or []},
+            "blocked_reason_after": comparison.get("blocked_reason_b") or "",
+            "addressed_by": addressed.get("mechanisms") or [], "addressed_assembly_id": addressed.get("assembly_id") or "",
+            "failure_gone": addressed.get("failure_gone"), "error": row.get("error") or "",
+        }
 
 
 def impact_preview(policy: Policy, draft) -> dict[str, Any]:

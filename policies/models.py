@@ -111,8 +111,8 @@ ACTIVE_PREVIEW_STATUSES = (PreviewStatus.QUEUED, PreviewStatus.RUNNING)
 class ImpactPreview(models.Model):
     """One run of the impact preview: a revision's body replayed over the policy's recent requests.
 
-    Started by a policy editor (POST), run as a job (Celery with REDIS_URL, in-process after commit
-    otherwise); `done` of `total` replays is its progress, `rows` the result so far. A cancel sets
+    Started by a policy editor (POST), run as a job (Celery with REDIS_URL, on a thread of the
+    service's process after commit otherwise); `done` of `total` replays is its progress, `rows` the result so far. A cancel sets
     `cancel_requested`, which the runner reads between replays. `digest` is the revision's digest
     when the preview started: a draft edited since makes the result stale, and the page says so.
     A preview of the editor's unsaved text keeps that body in `body` (and its digest in `digest`).

@@ -4,10 +4,11 @@ Each write records an audit event (audit.services) in the same transaction: crea
 published, and retired for the revision a publish replaces.
 
 The impact preview is a job: `impact_preview_start` saves an ImpactPreview and hands it to the
-runner on commit (Celery with REDIS_URL, this process otherwise, like assembly jobs);
+runner on commit (Celery with REDIS_URL, a thread of this process otherwise: never the request);
 `impact_preview_run` claims it, replays request after request (first the assemblies the body's
-`upgrades` records address, then the policy's recent ones), saving progress after each, and
-stops early on a cancel or at CTXENG_IMPACT_TIME_LIMIT_SECONDS, saying which.
+`upgrades` records address, then the policy's recent ones), saving the count after each and the
+rows at most once a second, and stops early on a cancel or at CTXENG_IMPACT_TIME_LIMIT_SECONDS,
+saying which.
 
 A revision's body is validated by the engine (`parse_policy`) and stored normalized (defaults
 filled in, `policy.digest` removed), so its digest is the one the engine records in manifests.
@@ -21,11 +22,12 @@ import json
 import logging
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from ctxeng.accounts.models import Tenant
@@ -254,17 +256,39 @@ def impact_preview_start(
     return preview
 
 
+# Without REDIS_URL a preview runs in this process, on a thread of its own: the request that
+# started it answers at once, and the page polls its progress like a Celery-run one's.
+_inline_runner = ThreadPoolExecutor(max_workers=1, thread_name_prefix="impact-preview")
+
+
+def _run_inline(preview_id: str) -> None:
+    from .tasks import run_impact_preview
+
+    try:
+        run_impact_preview(preview_id)
+    except Exception:  # noqa: BLE001 - a thread's exception would be lost in its future
+        logger.exception("impact preview %s failed in process", preview_id)
+    finally:
+        connection.close()  # the thread's own connection, not left open for the next preview
+
+
 def impact_preview_enqueue(*, preview_id: uuid.UUID) -> None:
-    """In-process when REDIS_URL is unset, else Celery, in its tenant's fair queue
-    (ctxeng.server.fair_queue). Never raises: a preview that could not be
-    sent stays queued, and the editor can cancel it and run another."""
+    """In-process when REDIS_URL is unset (on the preview thread), else Celery, in its tenant's
+    fair queue (ctxeng.server.fair_queue). Never raises: a preview that could not be sent stays
+    queued, and the editor can cancel it and run another.
+
+    The thread has its own database connection, which only sees committed rows: called inside a
+    transaction still open (a test's, which wraps everything), the preview runs in the caller's
+    thread instead, since no other connection could see it yet."""
     from ctxeng.server import fair_queue
 
     from .tasks import run_impact_preview
 
     try:
-        if settings.CTXENG_JOBS_INLINE:
+        if settings.CTXENG_JOBS_INLINE and connection.in_atomic_block:
             run_impact_preview(str(preview_id))
+        elif settings.CTXENG_JOBS_INLINE:
+            _inline_runner.submit(_run_inline, str(preview_id))
         else:
             if fair_queue.enabled():
                 tenant_id = (ImpactPreview.objects.filter(id=preview_id)
@@ -284,6 +308,9 @@ def impact_preview_cancel(*, preview: ImpactPreview) -> ImpactPreview:
         ImpactPreview.objects.filter(id=preview.id, status=PreviewStatus.RUNNING).update(cancel_requested=True)
     preview.refresh_from_db()
     return preview
+
+
+ROWS_SAVED_EVERY_SECONDS = 1.0
 
 
 def impact_preview_run(*, preview_id: str | uuid.UUID) -> None:
@@ -314,6 +341,7 @@ def impact_preview_run(*, preview_id: str | uuid.UUID) -> None:
         deadline = time.monotonic() + limit
         rows: list[dict[str, Any]] = []
         stopped = ""
+        saved = time.monotonic()
         for replay in replays:
             if ImpactPreview.objects.filter(id=preview_id, cancel_requested=True).exists():
                 stopped = "canceled"
@@ -322,10 +350,16 @@ def impact_preview_run(*, preview_id: str | uuid.UUID) -> None:
                 stopped = f"stopped at the time limit of {limit:g} s (CTXENG_IMPACT_TIME_LIMIT_SECONDS)"
                 break
             rows.append(replay())
-            running.update(done=len(rows), rows=rows)
+            # The count after each replay; the rows so far at most once a second (rewriting them
+            # all after each of 200 replays wrote ~100 MB for a 1 MB result).
+            if time.monotonic() - saved >= ROWS_SAVED_EVERY_SECONDS:
+                running.update(done=len(rows), rows=rows)
+                saved = time.monotonic()
+            else:
+                running.update(done=len(rows))
         running.update(
             status=PreviewStatus.CANCELED if stopped == "canceled" else PreviewStatus.DONE,
-            stopped_reason=stopped, finished_at=timezone.now(),
+            stopped_reason=stopped, finished_at=timezone.now(), done=len(rows), rows=rows,
         )
     except Exception as exc:  # noqa: BLE001 - the preview ends failed with the error, never stays running
         logger.exception("impact preview %s failed", preview_id)

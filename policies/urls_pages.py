@@ -15,6 +15,8 @@ urlpatterns = [
          name="policy-revision-impact-run"),
     path("policies/<str:policy_id>/revisions/<int:revision>/impact/<str:preview_id>/", views.revision_impact_preview,
          name="policy-revision-impact-preview"),
+    path("policies/<str:policy_id>/revisions/<int:revision>/impact/<str:preview_id>/export.<str:fmt>",
+         views.revision_impact_export, name="policy-revision-impact-export"),
     path("policies/<str:policy_id>/revisions/<int:revision>/impact/<str:preview_id>/cancel/",
          views.revision_impact_cancel, name="policy-revision-impact-cancel"),
     path("policies/<str:policy_id>/revisions/<int:revision>/publish/", views.revision_publish,

@@ -4,7 +4,8 @@ Reading needs a membership in the policy's tenant; writing (saving a draft, star
 publishing, running or canceling an impact preview) needs the policy_editor role there (403
 otherwise, nothing changes). The impact page only shows a preview's stored result; replaying is
 a job started by POST (policies.services.impact_preview_start), of the saved draft or of the
-editor's unsaved text. Publishing also needs a note, and says what it did. Validation errors come
+editor's unsaved text; its rows are listed a page at a time (`?page=`), the changes first, and
+exported whole as CSV or JSON (streamed). Publishing also needs a note, and says what it did. Validation errors come
 from the engine's parser and are shown with their field path and the line of the YAML they point
 at; an htmx request gets them with status 422, which base.html tells htmx to swap in.
 The editor saves the text it posted beside the normalized body, so comments survive a save.
@@ -29,6 +30,7 @@ from ctxeng.engine import InvalidInput, parse_policy
 from ctxeng.engine.limits import MAX_INT32
 from ctxeng.engine.policy import policy_body
 from ctxeng.engine.upgrades import missing_records, registry_rows
+from ctxeng.server import exports
 from ctxeng.server.errors import Immutable, ServiceError
 from ctxeng.server.params import BadParameter, whole_number
 from ctxeng.server.regions import render_region
@@ -193,7 +195,7 @@ def revision_diff(request: HttpRequest, policy_id: str) -> HttpResponse:
     rev_from, rev_to = _revision_or_404(policy, from_number), _revision_or_404(policy, to_number)
     return render(request, "policies/diff.html", {
         "policy": policy, "revisions": revisions, "rev_from": rev_from, "rev_to": rev_to,
-        "changes": diff(rev_from.body, rev_to.body),
+        "changes": diff(rev_from.body, rev_to.body), "text_diff": sel.text_diff(rev_from, rev_to),
         "upgrades_revision": rev_to, "upgrades_missing": _missing_records(rev_from.body, rev_to.body),
         "upgrades_revocation": _revocations(rev_to), "upgrade_mechanisms": registry_rows(),
     })
@@ -213,6 +215,17 @@ def _missing_records(before: dict[str, Any], after: dict[str, Any]) -> list[str]
         return []
 
 
+def _page_param(request: HttpRequest) -> int:
+    """`?page=`: which page of the impact rows (1 when absent); a 400 page naming it otherwise."""
+    value = request.GET.get("page")
+    if not value:
+        return 1
+    try:
+        return whole_number(value, name="page", minimum=1, maximum=MAX_INT32)
+    except BadParameter as exc:
+        raise BadRequest(str(exc)) from None
+
+
 def _impact_context(request: HttpRequest, policy: Policy, rev: PolicyRevision,
                     preview: ImpactPreview | None, *, from_editor: bool = False,
                     draft_errors: list[sel.FieldError] | None = None) -> dict[str, Any]:
@@ -225,6 +238,7 @@ def _impact_context(request: HttpRequest, policy: Policy, rev: PolicyRevision,
         "run_ids": sel.policy_run_ids(policy) if _can_edit(request, policy) else [],
         "selection_errors": {},
         "impact": sel.impact_summary(preview.rows) if preview else None,
+        "listing": sel.impact_listing(preview.rows, _page_param(request)) if preview else None,
         "stale": preview is not None and not preview.unsaved and preview.digest != rev.digest,
         "can_run": _can_edit(request, policy) and (not from_editor or rev.status == RevisionStatus.DRAFT),
         "from_editor": from_editor, "draft_errors": draft_errors or [],
@@ -302,7 +316,7 @@ def revision_impact_run(request: HttpRequest, policy_id: str, revision: int) -> 
         if draft is None:
             return _impact_region(request, policy, rev, sel.latest_preview(rev), draft_errors=errors)
     preview = services.impact_preview_start(revision=rev, user=request.user, draft=draft, selection=selection)
-    preview.refresh_from_db()  # in-process mode ran it on commit
+    preview.refresh_from_db()  # queued or running: the region polls it until it ends
     return _impact_region(request, policy, rev, preview)
 
 
@@ -322,6 +336,26 @@ def revision_impact_preview(request: HttpRequest, policy_id: str, revision: int,
                          title=f"Impact preview of {policy.policy_id} revision {rev.revision}",
                          back_url=reverse(page, args=[policy.policy_id, rev.revision]) + tenant_query(request) + "#impact",
                          back_label="the revision's page")
+
+
+@require_GET
+@dashboard_page
+def revision_impact_export(request: HttpRequest, policy_id: str, revision: int, preview_id: str,
+                           fmt: str) -> HttpResponse:
+    """Every row of one preview (the unchanged ones too), in replay order, as CSV or JSON, streamed."""
+    if fmt not in exports.EXPORT_FORMATS:
+        raise BadRequest(f"format: “{fmt[:20]}” is not one of {', '.join(exports.EXPORT_FORMATS)}")
+    policy = _policy_or_404(request, policy_id)
+    rev = _revision_or_404(policy, revision)
+    preview = sel.preview_get(rev, preview_id)
+    if preview is None:
+        raise Http404("impact preview not found")
+    head = {"policy_id": policy.policy_id, "revision": rev.revision, "preview": str(preview.id),
+            "status": preview.status, "replayed": preview.done, "total": preview.total,
+            "body": "unsaved" if preview.unsaved else "saved", "digest": preview.digest,
+            "selection": sel.selection_text(preview.selection)}
+    return exports.rows_response(fmt, filename=exports.safe_filename(policy.policy_id, f"r{rev.revision}", "impact"),
+                                 columns=sel.IMPACT_EXPORT_COLUMNS, rows=sel.impact_export_rows(preview.rows), head=head)
 
 
 @require_POST

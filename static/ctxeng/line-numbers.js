@@ -7,6 +7,20 @@ document.addEventListener("DOMContentLoaded", function () {
   var gutter = editor.querySelector(".gutter");
   var text = editor.querySelector("textarea");
   var shown = -1;
+  var padding = parseFloat(getComputedStyle(gutter).paddingBottom) || 0;
+  function fit() {
+    // The gutter is as tall as the text box (which keeps its rows and scrolls; the gutter, taller,
+    // would otherwise stretch it) and scrolls as far as the text does, or its numbers stop short of
+    // the text's at the end of a long policy: the text box has a horizontal scrollbar (wrap="off")
+    // and an empty last line after a final line break, which the gutter has not. It gets that much
+    // more room below.
+    gutter.style.height = text.offsetHeight + "px";
+    gutter.style.paddingBottom = padding + "px";
+    var short = (text.scrollHeight - text.clientHeight) - (gutter.scrollHeight - gutter.clientHeight);
+    if (short > 0) gutter.style.paddingBottom = padding + short + "px";
+    align();
+  }
+  function align() { gutter.scrollTop = text.scrollTop; }
   function renumber() {
     var count = Math.max(1, text.value.replace(/\n$/, "").split("\n").length);
     if (count !== shown) {
@@ -17,9 +31,10 @@ document.addEventListener("DOMContentLoaded", function () {
       gutter.innerHTML = lines.join("\n") + "\n";
       shown = count;
     }
-    gutter.scrollTop = text.scrollTop;
+    fit();
   }
   text.addEventListener("input", renumber);
-  text.addEventListener("scroll", function () { gutter.scrollTop = text.scrollTop; });
+  text.addEventListener("scroll", align);
+  if (window.ResizeObserver) new ResizeObserver(fit).observe(text);  // the box resized by its handle
   renumber();
 });

@@ -245,7 +245,7 @@ def test_a_reviewer_sees_the_inspector_and_the_impact_preview_in_a_browser(logge
     page.goto(f"{live_server.url}/policies/source-research/revisions/4/impact/")
     assert "budget.partitions.background.maximum" in page.locator("table.diff").inner_text()
     page.click("#run-impact")  # a POST; htmx swaps in the region, which polls until the job is done
-    page.wait_for_selector("#impact .summary")
+    page.wait_for_selector("#impact .preview-status .badge:text-is('done')")  # the job ended (it polls till then)
     impact = page.locator("#impact").inner_text()
     assert "would flip" in impact and "web-context7-overview" in impact
     shots(page, "policy-impact.png")

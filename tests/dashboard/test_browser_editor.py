@@ -65,7 +65,7 @@ def test_the_impact_of_the_unsaved_text_runs_and_its_tables_do_not_overlap(open_
     page.goto(live_server.url + EDIT)
     page.fill("#policy-body", page.input_value("#policy-body").replace("min_relevance: 0.9", "min_relevance: 0.85", 1))
     page.click("#run-impact")
-    page.wait_for_selector("#impact .summary")
+    page.wait_for_selector("#impact .preview-status .badge:text-is('done')")  # the job ended (it polls till then)
     region = page.locator("#impact").inner_text()
     assert "the editor's unsaved text" in region and "web-context7-overview" in region
     boxes = page.evaluate("""() => [...document.querySelectorAll('#impact .impact-tables')].map(t =>
@@ -177,3 +177,40 @@ def test_the_editor_at_390_px_shows_a_yaml_error_and_a_selection_error_without_s
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     page.locator("#impact").scroll_into_view_if_needed()
     page.screenshot(path=str(tmp_path / "editor-impact-error-390.png"))
+
+
+# For each line number in view: (its number, how far its middle is from the middle of that line of
+# the text box, in px). The text's line N is at padding-top + (N - 1) * line-height - scrollTop.
+ALIGNMENT_JS = """() => {
+  const text = document.querySelector('#policy-body'), gutter = document.querySelector('.code-editor .gutter');
+  const style = getComputedStyle(text), lh = parseFloat(style.lineHeight), box = text.getBoundingClientRect();
+  const top = box.top + text.clientTop + parseFloat(style.paddingTop) - text.scrollTop;
+  const g = gutter.getBoundingClientRect();
+  return [...gutter.querySelectorAll('span')].map((s, i) => [i + 1, s.getBoundingClientRect()])
+    .filter(([, r]) => r.top >= g.top && r.bottom <= g.bottom)
+    .map(([n, r]) => [n, (r.top + r.bottom) / 2 - (top + (n - 0.5) * lh)]);
+}"""
+
+
+def test_the_line_numbers_stay_aligned_with_the_text_at_any_scroll(open_page, live_server, tmp_path):
+    _, open_as = open_page
+    page = open_as(1280, 720)
+    page.goto(live_server.url + EDIT)
+    text = page.input_value("#policy-body")
+    # a long policy with a line wider than the box (a horizontal scrollbar) and a final line break
+    longer = text.rstrip("\n") + "\n" + "".join(f"# note {n} " + ("x" * 300 if n == 5 else "") + "\n" for n in range(120))
+    page.fill("#policy-body", longer)
+    lines = longer.count("\n")
+    assert page.locator(".code-editor .gutter span").count() == lines
+    for where in ("el.scrollHeight / 3", "el.scrollHeight"):  # part way, then to the very end
+        page.eval_on_selector("#policy-body", f"el => {{ el.scrollTop = {where}; }}")
+        # the scroll event is handled before the frame after next is drawn
+        page.evaluate("() => new Promise(done => requestAnimationFrame(() => requestAnimationFrame(done)))")
+        scrolled = page.evaluate("() => [document.querySelector('#policy-body').scrollTop,"
+                                 " document.querySelector('.code-editor .gutter').scrollTop]")
+        assert scrolled[0] > 0 and scrolled[1] == scrolled[0], (where, scrolled)
+        shown = page.evaluate(ALIGNMENT_JS)
+        assert len(shown) > 10, where
+        assert all(abs(offset) <= 2 for _, offset in shown), (where, shown[:5])
+    assert shown[-1][0] == lines  # at the end, the last number is in view beside the last line
+    page.screenshot(path=str(tmp_path / "editor-scrolled-to-the-end.png"))

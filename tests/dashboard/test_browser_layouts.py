@@ -136,7 +136,8 @@ NOT_PAGES = {"tenant-switch", "time-display", "login", "logout", "set-password",
              "policy-revision-publish", "person-role", "person-token", "person-token-revoke", "person-password-link",
              "api-schema", "api-docs",
              # downloads, not pages (their files are parsed in tests/dashboard/test_exports.py and test_compare_runs.py)
-             "assembly-export", "run-timeline-export", "why-export", "compare-export"}
+             "assembly-export", "run-timeline-export", "why-export", "compare-export",
+             "policy-revision-impact-export"}  # tests/dashboard/test_impact_listing.py
 
 
 def dashboard_route_names() -> set[str]:

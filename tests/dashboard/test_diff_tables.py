@@ -102,3 +102,45 @@ def test_the_policy_diff_table_lists_each_changed_path_with_from_and_to_in_path_
     ]
     assert '"mechanism": "admission.min_relevance"' in rows[4][3]
     assert background_max == 1500
+
+
+def text_diff_lines(body: str) -> list[tuple[str, str]]:
+    """(kind, text) of each line of the page's text diff, unescaped."""
+    import html
+    import re
+
+    block = body.split('id="text-diff"', 1)[1].split("</pre>", 1)[0]
+    return [(kind, html.unescape(text)) for kind, text in re.findall(r'<span class="diff-(\w+)">(.*?)</span>', block, re.S)]
+
+
+def test_the_text_diff_beside_the_table_is_the_bodies_canonical_yaml_line_by_line(owner_client, example):
+    import difflib
+
+    from policies.dashboard_selectors import body_yaml
+
+    body = owner_client.get("/policies/source-research/diff/?from=3&to=4").content.decode()
+    assert body.index('class="dense diff"') < body.index('id="text-diff"')  # the table first, the text beside it
+    lines = text_diff_lines(body)
+    expected = list(difflib.unified_diff(body_yaml(example["published"].body).splitlines(),
+                                         body_yaml(example["draft"].body).splitlines(), "revision 3", "revision 4", lineterm=""))
+    assert [text for _, text in lines] == expected
+    added = [text[1:].strip() for kind, text in lines if kind == "add"]
+    removed = [text[1:].strip() for kind, text in lines if kind == "del"]
+    assert "min_relevance: 0.9" in added and "revision: 4" in added and "revision: 3" in removed
+    assert [kind for kind, _ in lines[:3]] == ["file", "file", "hunk"]
+
+
+def test_the_text_diff_escapes_what_the_policy_says(owner_client, example):
+    from policies.models import PolicyRevision
+
+    hostile = "<img src=x onerror=alert('diff')>"
+    body = {**example["draft"].body, "upgrades": [{**example["draft"].body["upgrades"][0], "failure": hostile}]}
+    PolicyRevision.objects.filter(pk=example["draft"].pk).update(body=body)
+    page = owner_client.get("/policies/source-research/diff/?from=3&to=4").content.decode()
+    assert hostile not in page
+    assert any(hostile in text for kind, text in text_diff_lines(page) if kind == "add")
+
+
+def test_a_revision_against_itself_has_no_text_diff(owner_client, example):
+    body = owner_client.get("/policies/source-research/diff/?from=4&to=4").content.decode()
+    assert 'id="text-diff"' not in body and "The two bodies are the same." in body

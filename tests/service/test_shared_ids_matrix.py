@@ -68,7 +68,8 @@ DASHBOARD = {
     "why": "spanning", "why-export": "spanning", "compare": "own", "compare-export": "own", "usage": "own",
     "policies": "own", "policy": "own", "policy-revision-new": "own", "policy-revision-edit": "own",
     "policy-revision-impact": "own", "policy-revision-impact-run": "own", "policy-revision-impact-preview": "own",
-    "policy-revision-impact-cancel": "own", "policy-revision-publish": "own", "policy-diff": "own",
+    "policy-revision-impact-cancel": "own", "policy-revision-impact-export": "own", "policy-revision-publish": "own",
+    "policy-diff": "own",
     "people": "own", "person-role": "own", "person-token": "own", "person-token-revoke": "own",
     "person-password-link": "own", "set-password": "neutral", "time-display": "neutral",
 }
