@@ -179,11 +179,9 @@ def test_a_write_in_the_same_turn_as_a_read_leaves_the_read():
     assert {"read", "edit"} <= included(result)
 
 
-# ENGINE BUG (found by this test, kept failing on purpose): calls of one assistant turn are
-# concurrent (rule 3), but when the two items also state numeric revisions the engine orders them
-# by revision and makes the read stale ("stale: a write of path 'config.py' (any range) by item
-# 'edit' (call 'c2')"). The SDK's declared tools state such revisions (the count of earlier
-# writes), so a read and an edit made in one turn lose the read there too.
+# Calls of one assistant turn are concurrent (rule 3) even when both items state numeric
+# revisions. This test found the engine ordering them by revision (the read made stale by the
+# edit of its own turn); fixed in versions.py, kept as the regression test.
 def test_a_write_in_the_same_turn_as_a_read_leaves_the_read_even_when_both_state_numeric_revisions():
     cands = [
         reading("read", "c1", "DEBUG = True\n", path="config.py", revision=0),
@@ -193,9 +191,8 @@ def test_a_write_in_the_same_turn_as_a_read_leaves_the_read_even_when_both_state
     assert {"read", "edit"} <= included(result), excluded(result).get("read", {}).get("detail")
 
 
-# ENGINE BUG (found by this test, kept failing on purpose): two readings of one turn are never
-# versions of each other (rule 3), yet at revisions 1 and 2 the first is excluded ("stale: a
-# reading of path 'config.py' at revision '2' (item 'b'); this item read revision '1'").
+# Two readings of one turn are never versions of each other (rule 3), whatever revisions they
+# state. This test found the first excluded at revisions 1 and 2; fixed, kept as the regression test.
 def test_parallel_reads_of_one_turn_at_different_numeric_revisions_never_supersede_each_other():
     cands = [
         reading("a", "c1", "DEBUG = True\n", path="config.py", revision=1),
