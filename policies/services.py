@@ -23,6 +23,7 @@ import logging
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
@@ -299,8 +300,32 @@ def impact_preview_enqueue(*, preview_id: uuid.UUID) -> None:
         logger.exception("could not hand impact preview %s to the runner", preview_id)
 
 
+def impact_preview_orphan_after() -> timedelta:
+    """How long a preview may stay `running`: no runner outlives it. The loop starts no replay after
+    CTXENG_IMPACT_TIME_LIMIT_SECONDS, and Celery kills the task at CTXENG_TURN_TIME_LIMIT (which is
+    larger); a minute more covers a clock step between the web tier and the runner."""
+    return timedelta(seconds=settings.CTXENG_TURN_TIME_LIMIT + 60)
+
+
+def impact_preview_reap(*, preview: ImpactPreview) -> ImpactPreview:
+    """A preview still `running` past `impact_preview_orphan_after` lost its runner (the process
+    running it stopped: a reload, a recycled or killed worker) and would never end; it ends `failed`
+    saying so, and the editor can run it again. The runner's own updates filter on `running`, so a
+    runner that was only slow changes nothing after this."""
+    cutoff = timezone.now() - impact_preview_orphan_after()
+    if ImpactPreview.objects.filter(id=preview.id, status=PreviewStatus.RUNNING, started_at__lt=cutoff).update(
+        status=PreviewStatus.FAILED, finished_at=timezone.now(),
+        error="interrupted: the process running it stopped before it finished "
+              f"(no runner takes longer than {impact_preview_orphan_after().total_seconds():g} s); run it again",
+    ):
+        preview.refresh_from_db()
+    return preview
+
+
 def impact_preview_cancel(*, preview: ImpactPreview) -> ImpactPreview:
-    """A queued preview ends `canceled` now; a running one is asked to stop before its next replay."""
+    """A queued preview ends `canceled` now; a running one is asked to stop before its next replay
+    (one whose runner is gone ends `failed`, `impact_preview_reap`)."""
+    impact_preview_reap(preview=preview)
     now = timezone.now()
     if not ImpactPreview.objects.filter(id=preview.id, status=PreviewStatus.QUEUED).update(
         status=PreviewStatus.CANCELED, stopped_reason="canceled before it started", finished_at=now

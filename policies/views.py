@@ -329,6 +329,7 @@ def revision_impact_preview(request: HttpRequest, policy_id: str, revision: int,
     preview = sel.preview_get(rev, preview_id)
     if preview is None:
         raise Http404("impact preview not found")
+    preview = services.impact_preview_reap(preview=preview)  # a poll ends one whose runner is gone
     from_editor = _from_editor(request)
     page = "policy-revision-edit" if from_editor else "policy-revision-impact"
     return render_region(request, "policies/partials/impact_preview.html",

@@ -187,3 +187,51 @@ def test_a_preview_of_an_unsaved_draft_records_who_asked_and_the_body_it_describ
     preview = impact_preview_start(revision=example["draft"], user=example["owner"], draft=draft)
     assert preview.requested_by == example["owner"]
     assert preview.digest == policy_digest(draft) and preview.body == example["draft"].body
+
+
+def _running_since(preview, started_at):
+    ImpactPreview.objects.filter(pk=preview.pk).update(status=PreviewStatus.RUNNING, started_at=started_at, total=3)
+
+
+def test_a_running_preview_whose_runner_is_gone_ends_failed_at_the_next_poll(owner_client, example):
+    from django.utils import timezone
+
+    from policies.services import impact_preview_orphan_after
+
+    preview = impact_preview_start(revision=example["draft"], user=example["owner"])
+    # Past the bound no runner can still be at work (the loop's time limit, Celery's hard limit).
+    _running_since(preview, timezone.now() - impact_preview_orphan_after() - timezone.timedelta(seconds=5))
+    region = owner_client.get(f"{PAGE}{preview.id}/", HTTP_HX_REQUEST="true").content.decode()
+    preview.refresh_from_db()
+    assert preview.status == PreviewStatus.FAILED and preview.error.startswith("interrupted: the process running it")
+    assert "hx-get" not in region.split(">", 1)[0] and 'id="cancel-impact"' not in region
+    impact_preview_run(preview_id=preview.id)  # a late runner finds nothing to claim
+    preview.refresh_from_db()
+    assert preview.status == PreviewStatus.FAILED
+
+
+def test_a_running_preview_inside_the_bound_is_left_running_and_asked_to_stop(owner_client, example):
+    from django.utils import timezone
+
+    from policies.services import impact_preview_orphan_after
+
+    preview = impact_preview_start(revision=example["draft"], user=example["owner"])
+    _running_since(preview, timezone.now() - impact_preview_orphan_after() + timezone.timedelta(seconds=30))
+    owner_client.get(f"{PAGE}{preview.id}/", HTTP_HX_REQUEST="true")
+    preview.refresh_from_db()
+    assert preview.status == PreviewStatus.RUNNING and not preview.error
+    owner_client.post(f"{PAGE}{preview.id}/cancel/", HTTP_HX_REQUEST="true")
+    preview.refresh_from_db()
+    assert preview.status == PreviewStatus.RUNNING and preview.cancel_requested is True
+
+
+def test_a_new_run_ends_an_orphaned_preview_of_the_revision(example):
+    from django.utils import timezone
+
+    from policies.services import impact_preview_orphan_after
+
+    stuck = impact_preview_start(revision=example["draft"], user=example["owner"])
+    _running_since(stuck, timezone.now() - impact_preview_orphan_after() - timezone.timedelta(seconds=5))
+    impact_preview_start(revision=example["draft"], user=example["owner"])
+    stuck.refresh_from_db()
+    assert stuck.status == PreviewStatus.FAILED and "interrupted" in stuck.error
