@@ -166,31 +166,86 @@ def _token_story(job: AssemblyJob) -> None:
     job.duration = (job.finished_at - job.claimed_at).total_seconds() if job.finished_at and job.claimed_at else None
 
 
+_STEP_RANGE = re.compile(r"([0-9]{1,9})[-–]([0-9]{1,9})")
+
+
+def _step_window(params: Any, total: int) -> tuple[int, int, list[str]]:
+    """The steps the run page shows, (first, last) numbered from 1, at most STEP_PAGE_SIZE of
+    them, and what was changed in the asking: `?steps=120-140` or `?from=120&to=140` (either end
+    may be left out), `?steps_page=` (pages of STEP_PAGE_SIZE counted from the first step); with
+    none of them, the last STEP_PAGE_SIZE steps (a long run's question is usually about its end).
+    A range that is not two ASCII numbers is a 400 naming the parameter."""
+    notes: list[str] = []
+    if total == 0:
+        return 1, 0, notes
+    text = params.get("steps", "").strip()
+    if text:
+        match = _STEP_RANGE.fullmatch(text)
+        if match is None:
+            raise BadRequest(f"steps: expected a range of step numbers such as 120-140, got {text[:24]!r}")
+        first, last = int(match[1]), int(match[2])
+    elif params.get("from") or params.get("to"):
+        first = dashboard_int(params["from"], name="from", minimum=1) if params.get("from") else None
+        last = dashboard_int(params["to"], name="to", minimum=1) if params.get("to") else None
+        first = first if first is not None else max(1, last - STEP_PAGE_SIZE + 1)
+        last = last if last is not None else first + STEP_PAGE_SIZE - 1
+    elif params.get("steps_page"):
+        page = page_of(range(1, total + 1), params["steps_page"], STEP_PAGE_SIZE, name="steps_page")
+        return page.start_index(), page.end_index(), notes
+    else:
+        return max(1, total - STEP_PAGE_SIZE + 1), total, notes
+    if first > last:
+        first, last = last, first
+    first, last = max(1, min(first, total)), max(1, min(last, total))
+    if last - first + 1 > STEP_PAGE_SIZE:
+        notes.append(f"At most {STEP_PAGE_SIZE} steps at a time: steps {first}–{first + STEP_PAGE_SIZE - 1} are shown.")
+        last = first + STEP_PAGE_SIZE - 1
+    return first, last, notes
+
+
+def _window_links(request: HttpRequest, first: int, last: int, total: int) -> dict[str, str | None]:
+    """The queries (`?steps=`) of the first and last windows and of those before and after this
+    one, each STEP_PAGE_SIZE steps; None where there is nothing that way."""
+    ranges = {"first_url": f"1-{min(total, STEP_PAGE_SIZE)}" if first > 1 else None,
+              "earlier": f"{max(1, first - STEP_PAGE_SIZE)}-{first - 1}" if first > 1 else None,
+              "later": f"{last + 1}-{min(total, last + STEP_PAGE_SIZE)}" if last < total else None,
+              "latest": f"{max(1, total - STEP_PAGE_SIZE + 1)}-{total}" if last < total else None}
+    return {name: f"?{_tenant_and(request, steps=value)}#steps" if value else None for name, value in ranges.items()}
+
+
 @require_GET
 @dashboard_page
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A run as a step table, a page of steps at a time (`?steps_page=`): per attempt its status,
-    tokens used of usable, included and excluded by reason (each a link to that step's inspector
-    filtered to it), what changed from the step before (a link to compare them) and how long it
-    took. Its queries do not grow with the steps or items: every attempt as a few columns in one
-    query, the page's steps in full in another, the page's counts and changes in two more. The window summary and the item × step matrix are regions that load
-    when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
+    """A run as a step table, STEP_PAGE_SIZE steps at a time, opening on its last steps
+    (`_step_window`: `?steps=120-140`, `?from=&to=`; `?step=137` redirects to the window around
+    step 137, anchored on its row): per attempt its status, tokens used of usable, included and
+    excluded by reason (each a link to that step's inspector filtered to it), what changed from
+    the step before (a link to compare them) and how long it took. Its queries do not grow with
+    the steps or items: every attempt as a few columns in one query, the window's steps in full in
+    another, their counts and changes in two more. The window summary and the item × step matrix
+    are regions that load when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
     run = _run_or_404(request, run_id)
-    # Every attempt as a few columns (numbering, attempts, totals); full rows for the page only.
+    # Every attempt as a few columns (numbering, attempts, totals); full rows for the window only.
     attempts = [SimpleNamespace(**row) for row in sel.run_step_index(run)]
+    if request.GET.get("step"):
+        wanted = min(dashboard_int(request.GET["step"], name="step", minimum=1), max(1, len(attempts)))
+        first = max(1, wanted - STEP_PAGE_SIZE // 2)
+        last = min(len(attempts), first + STEP_PAGE_SIZE - 1)
+        return HttpResponseRedirect(f"{reverse('run', args=[run.run_id])}?{_tenant_and(request, steps=f'{first}-{last}')}"
+                                    f"#step-{wanted}")
     sel.label_attempts(attempts)
-    page = page_of(attempts, request.GET.get("steps_page"), STEP_PAGE_SIZE, name="steps_page")
-    on_page = list(page.object_list)
+    first, last, notes = _step_window(request.GET, len(attempts))
+    on_page = attempts[first - 1: last]
     full = {job.pk: job for job in sel.run_timeline(run, [row.id for row in on_page])}
     shown = [full[row.id] for row in on_page]
     for row, job in zip(on_page, shown, strict=True):
         job.step_attempt, job.step_attempts = row.step_attempt, row.step_attempts
-    before = [row for row in attempts[: page.start_index() - 1] if row.sealed is not None] if shown else []
+    before = [row for row in attempts[: first - 1] if row.sealed is not None] if shown else []
     previous = AssemblyJob(id=before[-1].id) if before else None  # only its id is read (its decisions)
     facts = sel.run_step_facts([job for job in shown if hasattr(job, "manifest")], previous)
     for index, job in enumerate(shown):
         _token_story(job)
-        job.number = page.start_index() + index
+        job.number = first + index
         job.facts = facts.get(job.pk)
         job.previous_id = previous.pk if previous is not None else None
         job.url = reverse("assembly", args=[job.pk])  # each row links its step several times
@@ -199,11 +254,19 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         if hasattr(job, "manifest"):
             previous = job
     steps = [row for row in attempts if row.sealed is not None]
-    return render(request, "manifests/run.html", {"run": run, "jobs": shown, "page": page, "steps_total": len(steps),
+    return render(request, "manifests/run.html", {"run": run, "jobs": shown, "steps_total": len(steps),
+                                                  "window": {"first": first, "last": first + len(shown) - 1,
+                                                             "notes": notes, **_window_links(request, first, last, len(attempts))},
                                                   "recorded": _recorded_summary(attempts),
                                                   "attempts_total": len(attempts), "cache_hits": sel.run_cache_hits(steps),
                                                   "cache_eligible": sel.run_cache_eligible(steps),
                                                   "compare_url": reverse("compare")})
+
+
+def _tenant_and(request: HttpRequest, **params: str) -> str:
+    """`params` as a query string, with the page's `?tenant=` when it has one."""
+    tenant = tenant_query(request)
+    return (f"{tenant[1:]}&" if tenant else "") + urlencode(params)
 
 
 def _recorded_summary(attempts: list[Any]) -> dict[str, Any]:
@@ -227,7 +290,7 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
     """The run's item × step matrix (a region of the run page, or a page): per item, one cell per
     step (in with its partition, out with its reason, — absent), each a link to that step's
     inspector on the item. Items a page at a time (`?page=`), steps MATRIX_STEPS_SHOWN at a time
-    (`?steps=`, the first step's number), searched by id or source ref (`?q=`), filtered to an
+    (`?steps=`, the first step's number; the last ones without it), searched by id or source ref (`?q=`), filtered to an
     exclusion reason (`?reason=`) or to items that changed (`?changed=1`), sorted by id, by most
     changes or by most excluded steps (`?sort=`)."""
     run = _run_or_404(request, run_id)
@@ -243,7 +306,9 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
         order = ""
     q = request.GET.get("q", "").strip()[:MAX_QUERY]
     changed_only = request.GET.get("changed") == "1"
-    first = max(1, min(dashboard_int(request.GET.get("steps") or "1", name="steps", minimum=1), max(1, len(steps))))
+    # Without `?steps=`, the last MATRIX_STEPS_SHOWN steps, as the run page opens on its last steps.
+    opening = str(max(1, len(steps) - MATRIX_STEPS_SHOWN + 1))
+    first = max(1, min(dashboard_int(request.GET.get("steps") or opening, name="steps", minimum=1), max(1, len(steps))))
     shown = steps[first - 1: first - 1 + MATRIX_STEPS_SHOWN]
     item_ids = sel.run_item_ids(run, steps=len(steps), changed_only=changed_only, q=q, reason=reason,
                                 sort=order) if steps else []
