@@ -1004,6 +1004,109 @@ def run_item_cells(run: Run, item_ids: list[str], job_ids: list[Any] | None = No
     return {(row["item_id"], str(row["job_id"])): row for row in rows}
 
 
+# --------------------------------------------------------------------------- search within a run
+
+RUN_SEARCH_HITS = 20  # items listed for one search
+RUN_SEARCH_REQUESTS = 20  # distinct submitted requests whose item text is read, the newest first
+RUN_SEARCH_SNIPPET = 60  # characters either side of the match
+
+
+@dataclass
+class RunSearchHit:
+    """One item a search within a run found: where the words were found (`found_in`: "text",
+    "label", "item id", "source ref", "detail" or "kind"), the words around them, and the step
+    where it matters: where the item's latest decision began (the step a correction arrived, or
+    the one that first excluded an item still excluded), with that decision."""
+
+    item_id: str
+    found_in: str
+    snippet: str
+    label: str = ""
+    job_id: Any = None
+    step_id: str = ""
+    decision: str = ""
+    reason: str = ""
+    steps: int = 0
+
+
+def _snippet(text: str, at: int, length: int) -> str:
+    """The words around `text[at:at + length]`, on one line, "…" where cut."""
+    start, end = max(0, at - RUN_SEARCH_SNIPPET), min(len(text), at + length + RUN_SEARCH_SNIPPET)
+    return ("…" if start else "") + " ".join(text[start:end].split()) + ("…" if end < len(text) else "")
+
+
+def _found(text: Any, words: str) -> int:
+    return str(text).casefold().find(words) if text not in (None, "") else -1
+
+
+def run_item_search(run: Run, q: str, *, limit: int = RUN_SEARCH_HITS) -> tuple[list[RunSearchHit], dict[str, int]]:
+    """The items of `run` whose label or text (or id, source ref, decision detail, kind) holds
+    `q` (case-insensitive), at most `limit`, each with the step where it matters.
+
+    Bounded whatever the run's length: the decisions are matched in one query; the item text and
+    labels of the newest RUN_SEARCH_REQUESTS distinct submitted requests are read (an item no
+    later request carries is found by its decision's columns only); one more query finds each
+    hit's steps. The run was found in the user's tenants and every read names it, so a search
+    never reaches another tenant's items. Returns (hits, what was searched)."""
+    words = q.casefold()
+    hits: dict[str, RunSearchHit] = {}
+    jobs = list(AssemblyJob.objects.filter(run=run).order_by("-created_at", "-id").values_list("id", "request_digest"))
+    newest: dict[Any, Any] = {}  # request digest -> the newest job that submitted it
+    for job_id, digest in jobs:
+        if len(newest) < RUN_SEARCH_REQUESTS:
+            newest.setdefault(digest, job_id)
+    to_read = AssemblyJob.objects.filter(pk__in=list(newest.values())).only("id", "tenant_id", "request_packed")
+    order = {job_id: n for n, job_id in enumerate(newest.values())}
+    for job in sorted(to_read, key=lambda j: order[j.pk]):
+        request = job_request(job, keys=("candidates", "tool_calls"))
+        calls = {str(c.get("call_id")): c for c in request.get("tool_calls") or [] if isinstance(c, dict)}
+        for candidate in request.get("candidates") or []:
+            item_id = str(candidate.get("item_id") or "") if isinstance(candidate, dict) else ""
+            if not item_id or item_id in hits or len(hits) >= limit:
+                continue
+            label = candidate_label(candidate, calls)
+            content = candidate.get("content") if isinstance(candidate.get("content"), str) else ""
+            for found_in, text in (("text", content), ("label", label)):
+                at = _found(text, words)
+                if at >= 0:
+                    hits[item_id] = RunSearchHit(item_id, found_in, _snippet(text, at, len(q)), label)
+                    break
+    if len(hits) < limit:
+        columns = ("item_id", "source_ref", "detail", "kind")
+        rows = (ManifestItem.objects.filter(manifest__job__run=run)
+                .filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q) | Q(detail__icontains=q) | Q(kind__icontains=q))
+                .exclude(item_id__in=list(hits)).order_by("item_id").values_list(*columns).distinct()[: 4 * limit])
+        for row in rows:
+            if row[0] in hits or len(hits) >= limit:
+                continue
+            for found_in, value in zip(("item id", "source ref", "detail", "kind"), row, strict=True):
+                text = json.dumps(value, ensure_ascii=False, sort_keys=True) if isinstance(value, dict) else str(value or "")
+                at = _found(text, words)
+                if at >= 0:
+                    hits[row[0]] = RunSearchHit(row[0], found_in, _snippet(text, at, len(q)))
+                    break
+    _where_it_matters(run, hits)
+    found = [hit for hit in hits.values() if hit.job_id is not None]  # an item no sealed step decided is not listed
+    return found, {"requests": len(newest), "steps": len(jobs)}
+
+
+def _where_it_matters(run: Run, hits: dict[str, RunSearchHit]) -> None:
+    """Each hit's step where it matters: the step its latest decision and reason began at, the
+    last step its decision changed (one query over the hits' rows in the run, in step order)."""
+    if not hits:
+        return
+    rows = (ManifestItem.objects.filter(manifest__job__run=run, item_id__in=list(hits))
+            .values_list("item_id", "decision", "reason", "manifest__job_id", "manifest__job__step_id")
+            .order_by("manifest__created_at", "manifest__job_id"))
+    last: dict[str, tuple[str, str]] = {}
+    for item_id, decision, reason, job_id, step_id in rows:
+        hit = hits[item_id]
+        hit.steps += 1
+        if last.get(item_id) != (decision, reason):
+            hit.job_id, hit.step_id, hit.decision, hit.reason = job_id, step_id, decision, reason
+            last[item_id] = (decision, reason)
+
+
 # --------------------------------------------------------------------------- token estimates vs provider usage
 
 

@@ -333,6 +333,23 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
 
 @require_GET
 @dashboard_page
+def run_search(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Search within a run (a region of the run page, or a page): the items whose label or text
+    (or id, source ref, decision detail, kind) holds `?q=`, each linked to the inspector on it at
+    the step where it matters (`sel.run_item_search`, bounded whatever the run's length)."""
+    run = _run_or_404(request, run_id)
+    q = " ".join(request.GET.get("q", "").split())
+    if len(q) > MAX_QUERY:
+        raise BadRequest(f"q: at most {MAX_QUERY} characters, got {len(q)}")
+    hits, searched = sel.run_item_search(run, q) if q else ([], {})
+    return render_region(request, "manifests/partials/run_search.html",
+                         {"run": run, "q": q, "hits": hits, "searched": searched, "limit": sel.RUN_SEARCH_HITS},
+                         title=f"Find in run {run.run_id}", back_url=reverse("run", args=[run.run_id]) + tenant_query(request),
+                         back_label=f"run {run.run_id}")
+
+
+@require_GET
+@dashboard_page
 def run_window_region(request: HttpRequest, run_id: str) -> HttpResponse:
     """The run's window summary (a region of the run page, or a page): each source's (`?window=`
     source, source_type, kind or partition) included tokens at every step, largest at the last step
