@@ -65,7 +65,7 @@ def corrected_step(example, *, words: str = CORRECTION, key: str = "corrected") 
     request = example_json("request.json")
     request["step_id"] = f"step-{key}"
     goal = next(c for c in request["candidates"] if c["item_id"] == "task-goal")
-    request["candidates"].append({**goal, "item_id": "user-correction", "source_ref": {"message_id": "user-correction"},
+    request["candidates"].append({**goal, "item_id": "user-correction", "source_ref": {"object_id": "user-correction"},
                                   "content": words, "content_hash": sha256_text(words),
                                   "turn": {"index": 1, "speaker": "user"}})
     return run_job(example["owner"], request, key)
