@@ -56,7 +56,8 @@ from ctxeng.content.store import content_read, content_read_many
 from ctxeng.engine import parse_request
 from ctxeng.engine.estimators import calibrate, estimate_for
 from ctxeng.engine.models import BudgetCalibration, ModelSpec
-from ctxeng.engine.render import cite_id, split_fences
+from ctxeng.engine.hashing import sha256_text
+from ctxeng.engine.render import EMPTY_USER, cite_id, split_fences
 from ctxeng.engine.vocabulary import ExclusionReason
 
 from .item_labels import candidate_label, request_labels
@@ -654,7 +655,7 @@ def _content_segments(content: Any, item_of: dict[str, str] | None = None, resul
 def input_messages(payload: Any, manifest: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The provider payload as messages by role, each split into segments; untrusted blocks flagged.
     `manifest`: its document, to name each block's item (a block names it by its citable id, a tool
-    result by the call its tool message answers)."""
+    result by the call its tool message answers) and each message's items (`message_items`)."""
     if not isinstance(payload, dict):
         return []
     item_of = {cite_id(r["item_id"]): r["item_id"] for r in (manifest or {}).get("included") or []}
@@ -664,21 +665,91 @@ def input_messages(payload: Any, manifest: dict[str, Any] | None = None) -> list
     messages: list[dict[str, Any]] = []
     system = payload.get("system") or payload.get("instructions")
     if system:
-        messages.append({"role": "system", "segments": _content_segments(system), "extra": []})
+        messages.append({"role": "system", "segments": _content_segments(system), "extra": [], "calls": []})
     for message in payload.get("messages") or payload.get("input") or []:
-        extra = []
+        extra, calls = [], []
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             extra.append(f"tool call {call.get('id')}: {function.get('name')}({function.get('arguments')})")
+            calls.append(call.get("id"))
         call_id = message.get("tool_call_id") or (message.get("call_id") if message.get("type") == "function_call_output" else None)
         if message.get("type") == "function_call":
             extra.append(f"tool call {message.get('call_id')}: {message.get('name')}({message.get('arguments')})")
+            calls.append(message.get("call_id"))
         if call_id:
             extra.append(f"result for tool call {call_id}")
         content = message.get("output") if message.get("type") == "function_call_output" else message.get("content")
+        calls += [part.get("id") for part in content if isinstance(part, dict) and part.get("type") == "tool_use"] \
+            if isinstance(content, list) else []
         role = message.get("role") or ("tool" if call_id else "assistant")
-        messages.append({"role": role, "segments": _content_segments(content, item_of, result_of, call_id, hashes), "extra": extra})
+        messages.append({"role": role, "segments": _content_segments(content, item_of, result_of, call_id, hashes),
+                         "extra": extra, "calls": calls})
+    message_items(messages, manifest)
     return messages
+
+
+_NATIVE_ROLE = {"user": "task_intent", "assistant": "derived_context"}  # render.is_native
+
+
+def message_items(messages: list[dict[str, Any]], manifest: dict[str, Any] | None) -> None:
+    """Set each message's `items`, the items its text came from ({"item_id", "as"}), and `framing`,
+    what ctxeng added that is no item's, from the manifest's records (render's layout):
+
+    - the system text: the control items (then ctxeng's data-boundary notice);
+    - a fenced block: the item its citable id names; a tool message: its pair's result item;
+    - an assistant message's tool calls: each pair's result item (the call and its result are one pair);
+    - a user or assistant turn's plain text: the native turn whose content hash is the text's
+      (`sha256_text`), or, for an assistant turn of several items joined into one text, the
+      turns of that speaker not matched otherwise, in turn order;
+    - the empty-user placeholder: no item (framing)."""
+    included = (manifest or {}).get("included") or []
+    if not included:
+        for message in messages:
+            message["items"], message["framing"] = [], ""
+        return
+    pairs = {p.get("serialized_call_id"): p for p in (manifest or {}).get("tool_pairs") or []}
+    native = [r for r in included if isinstance(r.get("turn"), dict)
+              and r.get("intended_role") == _NATIVE_ROLE.get(r["turn"].get("speaker"))]
+    by_hash = {r.get("content_hash"): r["item_id"] for r in native}
+    matched: set[str] = set()
+    unmatched: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (message, segment) of plain turn text
+    for message in messages:
+        items: list[dict[str, Any]] = []
+        message["framing"] = ""
+        if message["role"] == "system":
+            items += [{"item_id": r["item_id"], "as": "control text"} for r in included if r.get("zone") == "control"]
+            message["framing"] = "ctxeng's data-boundary notice"
+        for call in message.get("calls") or []:
+            pair = pairs.get(call) or {}
+            if pair.get("result_item_id"):
+                items.append({"item_id": pair["result_item_id"], "as": f"call {pair.get('tool_name') or call}"})
+        for segment in message["segments"]:
+            block = segment.get("block")
+            if block is not None:
+                if block.get("item_id"):
+                    result = message["role"] == "tool" or str(segment.get("tool") or "").startswith("tool_result")
+                    items.append({"item_id": block["item_id"], "as": "tool result" if result else "fenced block"})
+            elif segment.get("tool") is None and message["role"] in _NATIVE_ROLE and segment["text"].strip():
+                if segment["text"] == EMPTY_USER:
+                    message["framing"] = "ctxeng's placeholder: no user-side context was admitted"
+                elif by_hash.get(sha256_text(segment["text"])):
+                    item_id = by_hash[sha256_text(segment["text"])]
+                    matched.add(item_id)
+                    items.append({"item_id": item_id, "as": f"{message['role']} turn"})
+                else:
+                    unmatched.append((message, segment))
+        message["items"] = items
+    for message, _ in unmatched:
+        speaker = message["role"]
+        rest = sorted((r for r in native if r["item_id"] not in matched and r["turn"].get("speaker") == speaker),
+                      key=lambda r: r["turn"].get("index", 0))
+        turn = rest[0]["turn"].get("index") if rest else None
+        for record in (r for r in rest if r["turn"].get("index") == turn):
+            matched.add(record["item_id"])
+            message["items"].append({"item_id": record["item_id"], "as": f"{speaker} turn"})
+    for message in messages:  # an item named twice in one message (a tool call and its result) is listed once
+        seen: set[str] = set()
+        message["items"] = [i for i in message["items"] if not (i["item_id"] in seen or seen.add(i["item_id"]))]
 
 
 # --------------------------------------------------------------------------- the item inspector

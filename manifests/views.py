@@ -526,21 +526,27 @@ def _acquisition_counts(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 def payload_rows(payload: Any, manifest_id: int | None = None) -> list[dict[str, Any]]:
     """The provider payload as display rows, one per segment, each knowing its message (and, with
-    the manifest, each block its item: a fence names it by its citable id or its tool call)."""
+    the manifest, each block its item: a fence names it by its citable id or its tool call; and
+    each message the items its text came from, `sel.message_items`)."""
     rows = []
     document = sel.manifest_sections(manifest_id, ("included", "tool_pairs")) if manifest_id is not None and payload else None
     for index, message in enumerate(sel.input_messages(payload, document)):
         segments = message["segments"] or [{"text": "", "block": None, "untrusted": False}]
         for position, segment in enumerate(segments):
             rows.append({"index": index + 1, "role": message["role"], "first": position == 0, "position": position + 1,
-                         "blocks": len(segments), "extra": message["extra"] if position == 0 else [], "segment": segment})
+                         "blocks": len(segments), "extra": message["extra"] if position == 0 else [], "segment": segment,
+                         "items": message["items"], "framing": message["framing"]})
     return rows
 
 
 def _payload_place(rows: list[dict[str, Any]], item_id: str, pair: dict[str, Any] | None) -> dict[str, Any]:
-    """Where an item sits in the serialized payload: its fenced block, and a tool pair's call and result."""
-    place: dict[str, Any] = {"block": None, "call": None, "result": None}
+    """Where an item sits in the serialized payload: the first message its text is in (and as
+    what), its fenced block, and a tool pair's call and result."""
+    place: dict[str, Any] = {"block": None, "call": None, "result": None, "message": None}
     for number, row in enumerate(rows):
+        if place["message"] is None and row["first"] and any(i["item_id"] == item_id for i in row["items"]):
+            place["message"] = {**row, "page": number // PAYLOAD_PAGE_SIZE + 1,
+                                "as": next(i["as"] for i in row["items"] if i["item_id"] == item_id)}
         block = row["segment"].get("block") or {}
         if block.get("item_id") == item_id and place["block"] is None:
             place["block"] = {**row, "page": number // PAYLOAD_PAGE_SIZE + 1}

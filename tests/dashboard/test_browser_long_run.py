@@ -60,3 +60,25 @@ def test_searching_a_corrections_words_opens_the_inspector_on_it(signed_in, live
     page.click("#item-body a")
     page.wait_for_selector("#item-body:has-text('Correction: leave hello-agents out')")
     page.screenshot(path=str(tmp_path / "search-correction.png"))
+
+
+def test_every_message_of_a_steps_payload_links_to_an_item(signed_in, live_server, tmp_path):
+    example, open_page = signed_in
+    job = corrected_step(example)
+    page = open_page(1280, 720)
+    page.goto(f"{live_server.url}/assemblies/{job.id}/input/")
+    heads = page.locator("li.message-head")
+    assert heads.count() >= 4
+    for index in range(heads.count()):
+        head = heads.nth(index)
+        assert head.locator("a.message-item").count() >= 1, head.inner_text()
+    roles = page.locator("li.message-head span.badge.role").all_inner_texts()
+    assert {"system", "user", "assistant", "tool"} <= set(roles)
+    page.screenshot(path=str(tmp_path / "payload-links.png"), full_page=True)
+    user_turn = page.locator("li.message-head", has=page.locator("a.message-item", has_text="user-correction"))
+    assert "user turn" in user_turn.inner_text()
+    user_turn.locator("a.message-item").click()
+    page.wait_for_url(f"**/assemblies/{job.id}/?item=user-correction")
+    page.wait_for_selector("#inspector-title:has-text('user-correction')")
+    page.wait_for_selector("#item-payload .payload-message")
+    assert "as user turn" in page.locator("#item-payload .payload-message").inner_text()
