@@ -221,7 +221,7 @@ def run_cache_hits(steps: list[AssemblyJob]) -> dict[str, Any]:
     """The run's overall provider-cached ratio (a percentage) over the steps with a usage report:
     their cached tokens over their input tokens (weighted by tokens, not a mean of the steps'
     ratios). `steps` counts the ready ones: a blocked assembly made no model call to report."""
-    reported = [job for job in steps if job.usage_input is not None]
+    reported = [job for job in steps if job.status == JobStatus.READY and job.usage_input is not None]
     cached = sum(job.usage_cached for job in reported)
     input_tokens = sum(job.usage_input for job in reported)
     return {"percent": cache_hit_percent(cached, input_tokens) if reported else None, "cached": cached,
@@ -232,8 +232,10 @@ def run_cache_hits(steps: list[AssemblyJob]) -> dict[str, Any]:
 def run_cache_eligible(steps: list[AssemblyJob]) -> dict[str, Any]:
     """The run's cache-eligible share (a percentage): the manifests' `cache.cache_eligible_tokens`
     over their `cache.payload_text_tokens`, summed over the ready steps that record them (weighted
-    by tokens, the same figure as each manifest's `cache_eligible_share`, over the run)."""
-    counted = [job for job in steps if job.payload_text_tokens is not None and job.cache_eligible_tokens is not None]
+    by tokens, the same figure as each manifest's `cache_eligible_share`, over the run). Only ready
+    steps count: a blocked one sent nothing (its zeros would read "2 of 1 ready step")."""
+    counted = [job for job in steps if job.status == JobStatus.READY and job.payload_text_tokens is not None
+               and job.cache_eligible_tokens is not None]
     eligible = sum(job.cache_eligible_tokens for job in counted)
     total = sum(job.payload_text_tokens for job in counted)
     return {"percent": 100.0 * eligible / total if total else None, "eligible": eligible, "tokens": total,
