@@ -557,6 +557,10 @@ def partition_deltas(budget_a: dict[str, Any] | None, budget_b: dict[str, Any] |
             "name": name,
             "used_a": used_a,
             "used_b": used_b,
+            # what the partition took beyond its maximum share from a minimum another left unused
+            # (PartitionUsage.borrowed): "used 23208, max 13200" reads as an error without it
+            "borrowed_a": a.get("borrowed") or 0,
+            "borrowed_b": b.get("borrowed") or 0,
             "delta": (used_b or 0) - (used_a or 0),
             "items_a": a.get("items"),
             "items_b": b.get("items"),

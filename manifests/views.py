@@ -1048,6 +1048,7 @@ def _compare_runs(request: HttpRequest) -> HttpResponse:
             # the page's last step names the items (one request read): a label, not the decision
             "labels": sel.item_labels_of([row["b"] or row["a"] for row in list(page.object_list)[-1:]]),
             "aligned_summary": {
+                "policies_a": _run_policies(side_a["steps"]), "policies_b": _run_policies(side_b["steps"]),
                 "steps": len(aligned), "paired": sum(1 for row in aligned if not row["only"]),
                 "changed_steps": sum(1 for row in aligned if row["changes"] or row["status_changed"]),
                 "status_changed": sum(1 for row in aligned if row["status_changed"]),
@@ -1058,15 +1059,27 @@ def _compare_runs(request: HttpRequest) -> HttpResponse:
     return render(request, "manifests/compare.html", context, status=404 if missing else 200)
 
 
-ALIGNED_COLUMNS = ["step", "step_a", "attempt_a", "assembly_a", "status_a", "step_b", "attempt_b", "assembly_b", "status_b",
-                   "item_id", "change", "decision_a", "reason_a", "decision_b", "reason_b"]
+ALIGNED_COLUMNS = ["step", "step_a", "attempt_a", "assembly_a", "status_a", "policy_a", "step_b", "attempt_b", "assembly_b",
+                   "status_b", "policy_b", "item_id", "change", "decision_a", "reason_a", "decision_b", "reason_b"]
+
+
+def policy_label(job: AssemblyJob | None) -> str | None:
+    """The policy revision a step ran under, `source-research r3`."""
+    if job is None:
+        return None
+    return f"{job.policy_revision.policy.policy_id} r{job.policy_revision.revision}"
+
+
+def _run_policies(steps: list[AssemblyJob]) -> list[str]:
+    """The policy revisions a run's steps ran under, in the order first used."""
+    return list(dict.fromkeys(policy_label(job) for job in steps))
 
 
 @require_GET
 @dashboard_page
 def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
-    """A run-against-run comparison (`?run=&run_b=`) as CSV or JSON: per step, one row per
-    changed item (`change`: flipped, reason, only_a, only_b), `unchanged` for a step with none,
+    """A run-against-run comparison (`?run=&run_b=`) as CSV or JSON: per step (with the policy
+    revision each side ran under, `policy_a`, `policy_b`), one row per changed item (`change`: flipped, reason, only_a, only_b), `unchanged` for a step with none,
     `step_only_a` / `step_only_b` for a step one run lacks. From the user's tenants only."""
     if fmt not in exports.EXPORT_FORMATS:
         raise Http404("no such format")
@@ -1082,9 +1095,9 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
             a, b = row["a"], row["b"]
             head = {"step": row["number"],
                     "step_a": a.step_id if a else None, "attempt_a": a.step_attempt if a else None,
-                    "assembly_a": str(a.id) if a else None, "status_a": a.status if a else None,
+                    "assembly_a": str(a.id) if a else None, "status_a": a.status if a else None, "policy_a": policy_label(a),
                     "step_b": b.step_id if b else None, "attempt_b": b.step_attempt if b else None,
-                    "assembly_b": str(b.id) if b else None, "status_b": b.status if b else None}
+                    "assembly_b": str(b.id) if b else None, "status_b": b.status if b else None, "policy_b": policy_label(b)}
             if row["only"]:
                 yield {**head, "change": f"step_only_{row['only']}"}
             elif not row["changes"]:
@@ -1095,7 +1108,8 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
     run_a, run_b = side_a["run"], side_b["run"]
     return exports.rows_response(fmt, filename=exports.safe_filename("compare", run_a.run_id, run_b.run_id),
                                  columns=ALIGNED_COLUMNS, rows=rows(),
-                                 head={"run_a": run_a.run_id, "run_b": run_b.run_id, "aligned_by": "step number"})
+                                 head={"run_a": run_a.run_id, "run_b": run_b.run_id, "aligned_by": "step number",
+                                       "policies_a": _run_policies(side_a["steps"]), "policies_b": _run_policies(side_b["steps"])})
 
 
 # --------------------------------------------------------------------------- token estimates vs provider usage
