@@ -38,6 +38,7 @@ from ctxeng.server.regions import render_region
 from . import dashboard_selectors as sel
 from . import exports
 from .models import AssemblyJob, JobStatus, Origin, Verification
+from .token_figures import token_figures
 
 PAGE_SIZE = 100
 RUN_ITEMS_PAGE_SIZE = 50
@@ -150,16 +151,14 @@ def _run_or_404(request: HttpRequest, run_id: str):
 
 
 def _token_story(job: AssemblyJob) -> None:
-    """One token story per step: `used` is the payload (the items' tokens and the framing ctxeng
-    adds), `free` is usable − used; a manifest sealed before payload tokens were counted uses its
-    items' estimate."""
-    usable = int(job.usable_input) if job.usable_input not in (None, "") else None
-    used = None
-    if hasattr(job, "manifest"):
-        used = job.payload_tokens if job.payload_tokens is not None else job.manifest.estimated_input_tokens
-    job.usable, job.used = usable, used
-    job.free = usable - used if usable is not None and used is not None else None
-    job.used_percent = min(100, round(100 * used / usable)) if usable and used is not None else 0
+    """One token story per step (`manifests.token_figures`, the inspector's too): `used` is the
+    payload (the items' tokens and the framing ctxeng adds), `free` is usable − used; a manifest
+    sealed before payload tokens were counted uses its items' estimate."""
+    sealed = hasattr(job, "manifest")
+    figures = token_figures({"usable_input": int(job.usable_input) if job.usable_input not in (None, "") else None,
+                             "payload_tokens": job.payload_tokens if sealed else None,
+                             "estimated_used": job.manifest.estimated_input_tokens if sealed else None})
+    job.usable, job.used, job.free, job.used_percent = figures.usable, figures.used, figures.free, figures.used_percent
     job.provider_cached = sel.cache_hit_percent(job.usage_cached, job.usage_input)
     job.cache_eligible = (100.0 * job.cache_eligible_tokens / job.payload_text_tokens
                           if job.payload_text_tokens and job.cache_eligible_tokens is not None else None)

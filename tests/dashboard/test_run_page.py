@@ -201,3 +201,21 @@ def test_the_matrix_shows_twenty_steps_at_a_time_opening_on_the_last(owner_clien
 def test_an_outsider_gets_404_for_the_run_regions(outsider_client, example):
     for url in ("/runs/run-42/matrix/", "/runs/run-42/window/"):
         assert outsider_client.get(url).status_code == 404
+
+
+def test_every_panel_of_a_step_states_the_same_used_free_and_usable(owner_client, example):
+    jobs = long_run([example["ready"]], steps=1)
+    budget = manifest_document(Manifest.objects.get(job=example["ready"]))["budget"]
+    items = sum(part["used"] for part in budget["partitions"].values())  # by hand from the partitions
+    used = items + budget["framing_tokens"]
+    usable, free = budget["usable_input"], budget["usable_input"] - used
+    row = _step_rows(owner_client.get("/runs/run-long/").content.decode())[0]
+    assert f">{used} / {usable}<" in row and f'<td class="num">{free}</td>' in row
+    page = " ".join(owner_client.get(f"/assemblies/{jobs[0].id}/").content.decode().split())
+    story = f"used <strong>{used}</strong> ({items} items + {budget['framing_tokens']} framing) of {usable} usable · free {free}"
+    assert story in page  # the overview's token story
+    chart = page.split("<div class=\"budget\">", 1)[1].split("</p>", 1)[0].strip()
+    assert chart.startswith(f"<p>used <strong>{used}</strong> ({items} items + {budget['framing_tokens']} framing) of "
+                            f"<strong>{usable}</strong> usable · free {free} ·")
+    assert f"<title>free: {free} tokens</title>" in page  # the chart's free segment
+    assert re.search(rf'free <span class="muted" title="usable {usable} − used {used}">{free}</span>', page)  # the bar
