@@ -55,8 +55,8 @@ from ctxeng.accounts.models import Tenant
 from ctxeng.content.store import content_read, content_read_many
 from ctxeng.engine import parse_request
 from ctxeng.engine.estimators import calibrate, estimate_for
-from ctxeng.engine.models import BudgetCalibration, ModelSpec
 from ctxeng.engine.hashing import sha256_text
+from ctxeng.engine.models import BudgetCalibration, ModelSpec
 from ctxeng.engine.render import EMPTY_USER, cite_id, split_fences
 from ctxeng.engine.vocabulary import ExclusionReason
 

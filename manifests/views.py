@@ -309,7 +309,7 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
     opening = str(max(1, len(steps) - MATRIX_STEPS_SHOWN + 1))
     first = max(1, min(dashboard_int(request.GET.get("steps") or opening, name="steps", minimum=1), max(1, len(steps))))
     shown = steps[first - 1: first - 1 + MATRIX_STEPS_SHOWN]
-    for before, job in zip([None, *shown], shown):  # a revision's badge once, where its stretch of columns starts
+    for before, job in zip([None, *shown], shown, strict=False):  # a revision's badge once, where its stretch of columns starts
         job.revision_starts = before is None or before.policy_revision_id != job.policy_revision_id
     item_ids = sel.run_item_ids(run, steps=len(steps), changed_only=changed_only, q=q, reason=reason,
                                 sort=order) if steps else []
