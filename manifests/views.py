@@ -646,6 +646,7 @@ def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, An
         "excerpts_on_demand": manifest.sections is not None,
         "pair": pair, "in_payload": ready and decision == "included",
         "made_by": [{"item_id": i, "item": rows.get(i)} for i in made_by], "ranges": ranges,
+        "stale_event": stale_event(record.get("detail")) if record.get("reason") == "stale_revision" else "",
     }
 
 
@@ -653,6 +654,20 @@ def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, An
 # and the ranges it states (`(lines 1-200)`, `(any range)`, `this item's lines 1-80`).
 _NAMED_ITEM = re.compile(r"\bitems? (?:'([^']+)'|\"([^\"]+)\")")
 _RANGE = re.compile(r"\((lines [0-9,\- ]+|any range|the whole)[,)]|this item's (lines [0-9,\-]+|the whole)")
+
+
+# What made a reading stale, in the words the engine's detail starts each event with
+# (ctxeng.engine.versions.judge): the inspector names the event before the item that caused it.
+_STALE_EVENTS = (("stale: a write of ", "a later write of the object by"),
+                 ("stale: a reading of ", "a reading at a newer revision:"),
+                 ("changed after this reading", "a later reading that differs where they overlap:"))
+
+
+def stale_event(detail: Any) -> str:
+    """The words naming the event a stale detail records first ("" when it names none)."""
+    text = str(detail or "")
+    found = [(text.find(marker), words) for marker, words in _STALE_EVENTS if marker in text]
+    return min(found)[1] if found else ""
 
 
 def _made_by(record: dict[str, Any]) -> tuple[list[str], list[str]]:
