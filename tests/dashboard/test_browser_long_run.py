@@ -4,11 +4,26 @@ on it at the step it arrived. The expected steps are written by hand from how th
 
 from __future__ import annotations
 
+import os
+import shutil
+from pathlib import Path
+
 import pytest
 
 from .long_run import corrected_step, long_run
 
 pytestmark = pytest.mark.slow
+
+DOCS_SHOTS = {"run-long.png", "payload-links.png"}  # docs/dashboard.md's, refreshed by `make screenshots`
+
+
+def screenshot(page, folder: Path, name: str, *, full_page: bool = False) -> None:
+    """Save `name` in the test's folder, and a docs one in CTXENG_SCREENSHOTS when that is set."""
+    page.screenshot(path=str(folder / name), full_page=full_page)
+    refresh = os.environ.get("CTXENG_SCREENSHOTS")
+    if refresh and name in DOCS_SHOTS:
+        Path(refresh).mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(folder / name, Path(refresh) / name)
 
 
 def _shown_steps(page) -> list[int]:
@@ -32,7 +47,7 @@ def test_a_200_step_run_opens_on_its_last_steps_and_go_to_step_137_lands_there(s
                                                " return r.top >= 0 && r.bottom <= window.innerHeight; }")
     assert page.evaluate("getComputedStyle(document.querySelector('tr#step-137 td')).backgroundColor") != \
         page.evaluate("getComputedStyle(document.querySelector('tr#step-138 td')).backgroundColor")
-    page.screenshot(path=str(tmp_path / "run-step-137.png"))
+    screenshot(page, tmp_path, "run-long.png")
     # paging both ways from there
     page.locator("nav.step-window a[rel=prev]").first.click()
     page.wait_for_url("**/runs/run-long/?steps=62-111#steps")
@@ -59,7 +74,7 @@ def test_searching_a_corrections_words_opens_the_inspector_on_it(signed_in, live
     assert "included" in page.locator("#inspector-title").inner_text()
     page.click("#item-body a")
     page.wait_for_selector("#item-body:has-text('Correction: leave hello-agents out')")
-    page.screenshot(path=str(tmp_path / "search-correction.png"))
+    screenshot(page, tmp_path, "search-correction.png")
 
 
 def test_every_message_of_a_steps_payload_links_to_an_item(signed_in, live_server, tmp_path):
@@ -74,7 +89,7 @@ def test_every_message_of_a_steps_payload_links_to_an_item(signed_in, live_serve
         assert head.locator("a.message-item").count() >= 1, head.inner_text()
     roles = page.locator("li.message-head span.badge.role").all_inner_texts()
     assert {"system", "user", "assistant", "tool"} <= set(roles)
-    page.screenshot(path=str(tmp_path / "payload-links.png"), full_page=True)
+    screenshot(page, tmp_path, "payload-links.png")
     user_turn = page.locator("li.message-head", has=page.locator("a.message-item", has_text="user-correction"))
     assert "user turn" in user_turn.inner_text()
     user_turn.locator("a.message-item").click()
