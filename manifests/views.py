@@ -170,8 +170,9 @@ _STEP_RANGE = re.compile(r"([0-9]{1,9})[-–]([0-9]{1,9})")
 
 def _step_window(params: Any, total: int) -> tuple[int, int, list[str]]:
     """The steps the run page shows, (first, last) numbered from 1, at most STEP_PAGE_SIZE of
-    them, and what was changed in the asking: `?steps=120-140` or `?from=120&to=140` (either end
-    may be left out), `?steps_page=` (pages of STEP_PAGE_SIZE counted from the first step); with
+    them, and what was changed in the asking: `?steps=120-140`, `?steps=120` (from step 120 on)
+    or `?from=120&to=140` (either end may be left out), `?steps_page=` (pages of STEP_PAGE_SIZE
+    counted from the first step); with
     none of them, the last STEP_PAGE_SIZE steps (a long run's question is usually about its end).
     A range that is not two ASCII numbers is a 400 naming the parameter."""
     notes: list[str] = []
@@ -180,9 +181,14 @@ def _step_window(params: Any, total: int) -> tuple[int, int, list[str]]:
     text = params.get("steps", "").strip()
     if text:
         match = _STEP_RANGE.fullmatch(text)
-        if match is None:
-            raise BadRequest(f"steps: expected a range of step numbers such as 120-140, got {text[:24]!r}")
-        first, last = int(match[1]), int(match[2])
+        if match is not None:
+            first, last = int(match[1]), int(match[2])
+        else:  # one number: the window from that step on
+            try:
+                first = whole_number(text, name="steps", minimum=1)
+            except BadParameter:
+                raise BadRequest(f"steps: expected a step number or a range such as 120-140, got {text[:24]!r}") from None
+            last = first + STEP_PAGE_SIZE - 1
     elif params.get("from") or params.get("to"):
         first = dashboard_int(params["from"], name="from", minimum=1) if params.get("from") else None
         last = dashboard_int(params["to"], name="to", minimum=1) if params.get("to") else None
@@ -202,6 +208,17 @@ def _step_window(params: Any, total: int) -> tuple[int, int, list[str]]:
     return first, last, notes
 
 
+def _step_number(value: str, attempts: list[Any]) -> int:
+    """The number (from 1) of the step `?step=` names: a number (the last when beyond it), or a step
+    id (its latest attempt); a 400 naming `step` when it names none of the run's."""
+    if value.isascii() and value.isdigit():
+        return min(dashboard_int(value, name="step", minimum=1), max(1, len(attempts)))
+    found = [number for number, row in enumerate(attempts, start=1) if row.step_id == value]
+    if not found:
+        raise BadRequest(f"step: no step of this run is numbered or named {value[:60]!r}")
+    return found[-1]
+
+
 def _window_links(request: HttpRequest, first: int, last: int, total: int) -> dict[str, str | None]:
     """The queries (`?steps=`) of the first and last windows and of those before and after this
     one, each STEP_PAGE_SIZE steps; None where there is nothing that way."""
@@ -216,8 +233,8 @@ def _window_links(request: HttpRequest, first: int, last: int, total: int) -> di
 @dashboard_page
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     """A run as a step table, STEP_PAGE_SIZE steps at a time, opening on its last steps
-    (`_step_window`: `?steps=120-140`, `?from=&to=`; `?step=137` redirects to the window around
-    step 137, anchored on its row): per attempt its status, tokens used of usable, included and
+    (`_step_window`: `?steps=120-140`, `?from=&to=`; `?step=137` or `?step=step-137`, a step id,
+    redirects to the window around that step, anchored on its row): per attempt its status, tokens used of usable, included and
     excluded by reason (each a link to that step's inspector filtered to it), what changed from
     the step before (a link to compare them) and how long it took. Its queries do not grow with
     the steps or items: every attempt as a few columns in one query, the window's steps in full in
@@ -227,7 +244,7 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     # Every attempt as a few columns (numbering, attempts, totals); full rows for the window only.
     attempts = [SimpleNamespace(**row) for row in sel.run_step_index(run)]
     if request.GET.get("step"):
-        wanted = min(dashboard_int(request.GET["step"], name="step", minimum=1), max(1, len(attempts)))
+        wanted = _step_number(request.GET["step"].strip(), attempts)
         first = max(1, wanted - STEP_PAGE_SIZE // 2)
         last = min(len(attempts), first + STEP_PAGE_SIZE - 1)
         return HttpResponseRedirect(f"{reverse('run', args=[run.run_id])}?{_tenant_and(request, steps=f'{first}-{last}')}"

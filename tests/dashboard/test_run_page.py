@@ -74,11 +74,13 @@ def test_go_to_step_n_opens_the_window_around_it_anchored_on_its_row(owner_clien
     assert response.status_code == 302 and response["Location"] == "/runs/run-long/?steps=112-161#step-137"
     assert 137 in _shown_steps(owner_client.get(response["Location"].split("#")[0]).content.decode())
     assert owner_client.get("/runs/run-long/", {"step": "9999"})["Location"] == "/runs/run-long/?steps=175-200#step-200"
+    assert owner_client.get("/runs/run-long/", {"step": "step-137"})["Location"] == "/runs/run-long/?steps=112-161#step-137"
+    assert _shown_steps(owner_client.get("/runs/run-long/", {"steps": "120"}).content.decode()) == list(range(120, 170))
 
 
 def test_a_step_or_range_that_is_not_a_number_is_a_400_naming_the_parameter(owner_client, example):
     long_run([example["ready"]], steps=3)
-    for params, name in (({"step": "٣"}, "step"), ({"steps": "a-b"}, "steps"), ({"steps": "12"}, "steps"),
+    for params, name in (({"step": "٣"}, "step"), ({"step": "step-99"}, "step"), ({"steps": "a-b"}, "steps"), ({"steps": "١٢"}, "steps"),
                          ({"from": "x"}, "from"), ({"to": "-1"}, "to")):
         response = owner_client.get("/runs/run-long/", params)
         assert response.status_code == 400, params

@@ -62,7 +62,7 @@ BOTH = "both-tenants"
 DASHBOARD = {
     "home": "own", "healthz": "neutral", "favicon": "neutral", "login": "neutral", "logout": "neutral",
     "tenant-switch": "switch",
-    "runs": "own", "run-timeline-export": "own", "run-matrix": "own", "run-window": "own", "run": "own",
+    "runs": "own", "run-timeline-export": "own", "run-matrix": "own", "run-window": "own", "run-search": "own", "run": "own",
     "assembly": "own", "assembly-item": "own", "assembly-input": "own", "assembly-window": "own",
     "assembly-export": "own", "assembly-section": "own",
     "why": "spanning", "why-export": "spanning", "compare": "own", "compare-export": "own", "usage": "own",
