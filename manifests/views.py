@@ -172,9 +172,9 @@ def _step_window(params: Any, total: int) -> tuple[int, int, list[str]]:
     """The steps the run page shows, (first, last) numbered from 1, at most STEP_PAGE_SIZE of
     them, and what was changed in the asking: `?steps=120-140`, `?steps=120` (from step 120 on)
     or `?from=120&to=140` (either end may be left out), `?steps_page=` (pages of STEP_PAGE_SIZE
-    counted from the first step); with
-    none of them, the last STEP_PAGE_SIZE steps (a long run's question is usually about its end).
-    A range that is not two ASCII numbers is a 400 naming the parameter."""
+    counted from the first step); with none of them, the last STEP_PAGE_SIZE steps (a long run's
+    question is usually about its end). A value that is not ASCII numbers is a 400 naming the
+    parameter."""
     notes: list[str] = []
     if total == 0:
         return 1, 0, notes
@@ -234,10 +234,10 @@ def _window_links(request: HttpRequest, first: int, last: int, total: int) -> di
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
     """A run as a step table, STEP_PAGE_SIZE steps at a time, opening on its last steps
     (`_step_window`: `?steps=120-140`, `?from=&to=`; `?step=137` or `?step=step-137`, a step id,
-    redirects to the window around that step, anchored on its row): per attempt its status, tokens used of usable, included and
-    excluded by reason (each a link to that step's inspector filtered to it), what changed from
-    the step before (a link to compare them) and how long it took. Its queries do not grow with
-    the steps or items: every attempt as a few columns in one query, the window's steps in full in
+    redirects to the window around that step, anchored on its row): per attempt its status,
+    tokens used of usable, included and excluded by reason (each a link to that step's inspector
+    filtered to it), what changed from the step before (a link to compare them) and how long it
+    took. Its queries do not grow with the steps or items: every attempt as a few columns in one query, the window's steps in full in
     another, their counts and changes in two more. The window summary and the item × step matrix
     are regions that load when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
     run = _run_or_404(request, run_id)
