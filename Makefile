@@ -136,7 +136,7 @@ mutate-sample: install
 # copy them here only when asked (headless Debian chromium, as in `make test`).
 screenshots: install
 	CTXENG_SCREENSHOTS=docs/screenshots $(BIN)/python -m pytest -q -p no:randomly tests/dashboard/test_browser.py \
-		tests/dashboard/test_browser_layouts.py -k "not crawl"
+		tests/dashboard/test_browser_layouts.py tests/dashboard/test_browser_long_run.py -k "not crawl"
 
 schema: install
 	for n in request policy manifest; do $(BIN)/python -m ctxeng schema $$n > docs/schemas/$$n.schema.json; done

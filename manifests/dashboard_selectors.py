@@ -55,8 +55,9 @@ from ctxeng.accounts.models import Tenant
 from ctxeng.content.store import content_read, content_read_many
 from ctxeng.engine import parse_request
 from ctxeng.engine.estimators import calibrate, estimate_for
+from ctxeng.engine.hashing import sha256_text
 from ctxeng.engine.models import BudgetCalibration, ModelSpec
-from ctxeng.engine.render import cite_id, split_fences
+from ctxeng.engine.render import EMPTY_USER, cite_id, split_fences
 from ctxeng.engine.vocabulary import ExclusionReason
 
 from .item_labels import candidate_label, request_labels
@@ -220,7 +221,7 @@ def run_cache_hits(steps: list[AssemblyJob]) -> dict[str, Any]:
     """The run's overall provider-cached ratio (a percentage) over the steps with a usage report:
     their cached tokens over their input tokens (weighted by tokens, not a mean of the steps'
     ratios). `steps` counts the ready ones: a blocked assembly made no model call to report."""
-    reported = [job for job in steps if job.usage_input is not None]
+    reported = [job for job in steps if job.status == JobStatus.READY and job.usage_input is not None]
     cached = sum(job.usage_cached for job in reported)
     input_tokens = sum(job.usage_input for job in reported)
     return {"percent": cache_hit_percent(cached, input_tokens) if reported else None, "cached": cached,
@@ -231,8 +232,10 @@ def run_cache_hits(steps: list[AssemblyJob]) -> dict[str, Any]:
 def run_cache_eligible(steps: list[AssemblyJob]) -> dict[str, Any]:
     """The run's cache-eligible share (a percentage): the manifests' `cache.cache_eligible_tokens`
     over their `cache.payload_text_tokens`, summed over the ready steps that record them (weighted
-    by tokens, the same figure as each manifest's `cache_eligible_share`, over the run)."""
-    counted = [job for job in steps if job.payload_text_tokens is not None and job.cache_eligible_tokens is not None]
+    by tokens, the same figure as each manifest's `cache_eligible_share`, over the run). Only ready
+    steps count: a blocked one sent nothing (its zeros would read "2 of 1 ready step")."""
+    counted = [job for job in steps if job.status == JobStatus.READY and job.payload_text_tokens is not None
+               and job.cache_eligible_tokens is not None]
     eligible = sum(job.cache_eligible_tokens for job in counted)
     total = sum(job.payload_text_tokens for job in counted)
     return {"percent": 100.0 * eligible / total if total else None, "eligible": eligible, "tokens": total,
@@ -554,6 +557,10 @@ def partition_deltas(budget_a: dict[str, Any] | None, budget_b: dict[str, Any] |
             "name": name,
             "used_a": used_a,
             "used_b": used_b,
+            # what the partition took beyond its maximum share from a minimum another left unused
+            # (PartitionUsage.borrowed): "used 23208, max 13200" reads as an error without it
+            "borrowed_a": a.get("borrowed") or 0,
+            "borrowed_b": b.get("borrowed") or 0,
             "delta": (used_b or 0) - (used_a or 0),
             "items_a": a.get("items"),
             "items_b": b.get("items"),
@@ -654,7 +661,7 @@ def _content_segments(content: Any, item_of: dict[str, str] | None = None, resul
 def input_messages(payload: Any, manifest: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The provider payload as messages by role, each split into segments; untrusted blocks flagged.
     `manifest`: its document, to name each block's item (a block names it by its citable id, a tool
-    result by the call its tool message answers)."""
+    result by the call its tool message answers) and each message's items (`message_items`)."""
     if not isinstance(payload, dict):
         return []
     item_of = {cite_id(r["item_id"]): r["item_id"] for r in (manifest or {}).get("included") or []}
@@ -664,21 +671,91 @@ def input_messages(payload: Any, manifest: dict[str, Any] | None = None) -> list
     messages: list[dict[str, Any]] = []
     system = payload.get("system") or payload.get("instructions")
     if system:
-        messages.append({"role": "system", "segments": _content_segments(system), "extra": []})
+        messages.append({"role": "system", "segments": _content_segments(system), "extra": [], "calls": []})
     for message in payload.get("messages") or payload.get("input") or []:
-        extra = []
+        extra, calls = [], []
         for call in message.get("tool_calls") or []:
             function = call.get("function") or {}
             extra.append(f"tool call {call.get('id')}: {function.get('name')}({function.get('arguments')})")
+            calls.append(call.get("id"))
         call_id = message.get("tool_call_id") or (message.get("call_id") if message.get("type") == "function_call_output" else None)
         if message.get("type") == "function_call":
             extra.append(f"tool call {message.get('call_id')}: {message.get('name')}({message.get('arguments')})")
+            calls.append(message.get("call_id"))
         if call_id:
             extra.append(f"result for tool call {call_id}")
         content = message.get("output") if message.get("type") == "function_call_output" else message.get("content")
+        calls += [part.get("id") for part in content if isinstance(part, dict) and part.get("type") == "tool_use"] \
+            if isinstance(content, list) else []
         role = message.get("role") or ("tool" if call_id else "assistant")
-        messages.append({"role": role, "segments": _content_segments(content, item_of, result_of, call_id, hashes), "extra": extra})
+        messages.append({"role": role, "segments": _content_segments(content, item_of, result_of, call_id, hashes),
+                         "extra": extra, "calls": calls})
+    message_items(messages, manifest)
     return messages
+
+
+_NATIVE_ROLE = {"user": "task_intent", "assistant": "derived_context"}  # render.is_native
+
+
+def message_items(messages: list[dict[str, Any]], manifest: dict[str, Any] | None) -> None:
+    """Set each message's `items`, the items its text came from ({"item_id", "as"}), and `framing`,
+    what ctxeng added that is no item's, from the manifest's records (render's layout):
+
+    - the system text: the control items (then ctxeng's data-boundary notice);
+    - a fenced block: the item its citable id names; a tool message: its pair's result item;
+    - an assistant message's tool calls: each pair's result item (the call and its result are one pair);
+    - a user or assistant turn's plain text: the native turn whose content hash is the text's
+      (`sha256_text`), or, for an assistant turn of several items joined into one text, the
+      turns of that speaker not matched otherwise, in turn order;
+    - the empty-user placeholder: no item (framing)."""
+    included = (manifest or {}).get("included") or []
+    if not included:
+        for message in messages:
+            message["items"], message["framing"] = [], ""
+        return
+    pairs = {p.get("serialized_call_id"): p for p in (manifest or {}).get("tool_pairs") or []}
+    native = [r for r in included if isinstance(r.get("turn"), dict)
+              and r.get("intended_role") == _NATIVE_ROLE.get(r["turn"].get("speaker"))]
+    by_hash = {r.get("content_hash"): r["item_id"] for r in native}
+    matched: set[str] = set()
+    unmatched: list[tuple[dict[str, Any], dict[str, Any]]] = []  # (message, segment) of plain turn text
+    for message in messages:
+        items: list[dict[str, Any]] = []
+        message["framing"] = ""
+        if message["role"] == "system":
+            items += [{"item_id": r["item_id"], "as": "control text"} for r in included if r.get("zone") == "control"]
+            message["framing"] = "ctxeng's data-boundary notice"
+        for call in message.get("calls") or []:
+            pair = pairs.get(call) or {}
+            if pair.get("result_item_id"):
+                items.append({"item_id": pair["result_item_id"], "as": f"call {pair.get('tool_name') or call}"})
+        for segment in message["segments"]:
+            block = segment.get("block")
+            if block is not None:
+                if block.get("item_id"):
+                    result = message["role"] == "tool" or str(segment.get("tool") or "").startswith("tool_result")
+                    items.append({"item_id": block["item_id"], "as": "tool result" if result else "fenced block"})
+            elif segment.get("tool") is None and message["role"] in _NATIVE_ROLE and segment["text"].strip():
+                if segment["text"] == EMPTY_USER:
+                    message["framing"] = "ctxeng's placeholder: no user-side context was admitted"
+                elif by_hash.get(sha256_text(segment["text"])):
+                    item_id = by_hash[sha256_text(segment["text"])]
+                    matched.add(item_id)
+                    items.append({"item_id": item_id, "as": f"{message['role']} turn"})
+                else:
+                    unmatched.append((message, segment))
+        message["items"] = items
+    for message, _ in unmatched:
+        speaker = message["role"]
+        rest = sorted((r for r in native if r["item_id"] not in matched and r["turn"].get("speaker") == speaker),
+                      key=lambda r: r["turn"].get("index", 0))
+        turn = rest[0]["turn"].get("index") if rest else None
+        for record in (r for r in rest if r["turn"].get("index") == turn):
+            matched.add(record["item_id"])
+            message["items"].append({"item_id": record["item_id"], "as": f"{speaker} turn"})
+    for message in messages:  # an item named twice in one message (a tool call and its result) is listed once
+        seen: set[str] = set()
+        message["items"] = [i for i in message["items"] if not (i["item_id"] in seen or seen.add(i["item_id"]))]
 
 
 # --------------------------------------------------------------------------- the item inspector
@@ -1002,6 +1079,109 @@ def run_item_cells(run: Run, item_ids: list[str], job_ids: list[Any] | None = No
     rows = rows.values("item_id", "decision", "reason", "hard_gate", "partition", "tokens", "kind", "source_type",
                        "source_ref", job_id=F("manifest__job_id"))
     return {(row["item_id"], str(row["job_id"])): row for row in rows}
+
+
+# --------------------------------------------------------------------------- search within a run
+
+RUN_SEARCH_HITS = 20  # items listed for one search
+RUN_SEARCH_REQUESTS = 20  # distinct submitted requests whose item text is read, the newest first
+RUN_SEARCH_SNIPPET = 60  # characters either side of the match
+
+
+@dataclass
+class RunSearchHit:
+    """One item a search within a run found: where the words were found (`found_in`: "text",
+    "label", "item id", "source ref", "detail" or "kind"), the words around them, and the step
+    where it matters: where the item's latest decision began (the step a correction arrived, or
+    the one that first excluded an item still excluded), with that decision."""
+
+    item_id: str
+    found_in: str
+    snippet: str
+    label: str = ""
+    job_id: Any = None
+    step_id: str = ""
+    decision: str = ""
+    reason: str = ""
+    steps: int = 0
+
+
+def _snippet(text: str, at: int, length: int) -> str:
+    """The words around `text[at:at + length]`, on one line, "…" where cut."""
+    start, end = max(0, at - RUN_SEARCH_SNIPPET), min(len(text), at + length + RUN_SEARCH_SNIPPET)
+    return ("…" if start else "") + " ".join(text[start:end].split()) + ("…" if end < len(text) else "")
+
+
+def _found(text: Any, words: str) -> int:
+    return str(text).casefold().find(words) if text not in (None, "") else -1
+
+
+def run_item_search(run: Run, q: str, *, limit: int = RUN_SEARCH_HITS) -> tuple[list[RunSearchHit], dict[str, int]]:
+    """The items of `run` whose label or text (or id, source ref, decision detail, kind) holds
+    `q` (case-insensitive), at most `limit`, each with the step where it matters.
+
+    Bounded whatever the run's length: the decisions are matched in one query; the item text and
+    labels of the newest RUN_SEARCH_REQUESTS distinct submitted requests are read (an item no
+    later request carries is found by its decision's columns only); one more query finds each
+    hit's steps. The run was found in the user's tenants and every read names it, so a search
+    never reaches another tenant's items. Returns (hits, what was searched)."""
+    words = q.casefold()
+    hits: dict[str, RunSearchHit] = {}
+    jobs = list(AssemblyJob.objects.filter(run=run).order_by("-created_at", "-id").values_list("id", "request_digest"))
+    newest: dict[Any, Any] = {}  # request digest -> the newest job that submitted it
+    for job_id, digest in jobs:
+        if len(newest) < RUN_SEARCH_REQUESTS:
+            newest.setdefault(digest, job_id)
+    to_read = AssemblyJob.objects.filter(pk__in=list(newest.values())).only("id", "tenant_id", "request_packed")
+    order = {job_id: n for n, job_id in enumerate(newest.values())}
+    for job in sorted(to_read, key=lambda j: order[j.pk]):
+        request = job_request(job, keys=("candidates", "tool_calls"))
+        calls = {str(c.get("call_id")): c for c in request.get("tool_calls") or [] if isinstance(c, dict)}
+        for candidate in request.get("candidates") or []:
+            item_id = str(candidate.get("item_id") or "") if isinstance(candidate, dict) else ""
+            if not item_id or item_id in hits or len(hits) >= limit:
+                continue
+            label = candidate_label(candidate, calls)
+            content = candidate.get("content") if isinstance(candidate.get("content"), str) else ""
+            for found_in, text in (("text", content), ("label", label)):
+                at = _found(text, words)
+                if at >= 0:
+                    hits[item_id] = RunSearchHit(item_id, found_in, _snippet(text, at, len(q)), label)
+                    break
+    if len(hits) < limit:
+        columns = ("item_id", "source_ref", "detail", "kind")
+        rows = (ManifestItem.objects.filter(manifest__job__run=run)
+                .filter(Q(item_id__icontains=q) | Q(source_ref__icontains=q) | Q(detail__icontains=q) | Q(kind__icontains=q))
+                .exclude(item_id__in=list(hits)).order_by("item_id").values_list(*columns).distinct()[: 4 * limit])
+        for row in rows:
+            if row[0] in hits or len(hits) >= limit:
+                continue
+            for found_in, value in zip(("item id", "source ref", "detail", "kind"), row, strict=True):
+                text = json.dumps(value, ensure_ascii=False, sort_keys=True) if isinstance(value, dict) else str(value or "")
+                at = _found(text, words)
+                if at >= 0:
+                    hits[row[0]] = RunSearchHit(row[0], found_in, _snippet(text, at, len(q)))
+                    break
+    _where_it_matters(run, hits)
+    found = [hit for hit in hits.values() if hit.job_id is not None]  # an item no sealed step decided is not listed
+    return found, {"requests": len(newest), "steps": len(jobs)}
+
+
+def _where_it_matters(run: Run, hits: dict[str, RunSearchHit]) -> None:
+    """Each hit's step where it matters: the step its latest decision and reason began at, the
+    last step its decision changed (one query over the hits' rows in the run, in step order)."""
+    if not hits:
+        return
+    rows = (ManifestItem.objects.filter(manifest__job__run=run, item_id__in=list(hits))
+            .values_list("item_id", "decision", "reason", "manifest__job_id", "manifest__job__step_id")
+            .order_by("manifest__created_at", "manifest__job_id"))
+    last: dict[str, tuple[str, str]] = {}
+    for item_id, decision, reason, job_id, step_id in rows:
+        hit = hits[item_id]
+        hit.steps += 1
+        if last.get(item_id) != (decision, reason):
+            hit.job_id, hit.step_id, hit.decision, hit.reason = job_id, step_id, decision, reason
+            last[item_id] = (decision, reason)
 
 
 # --------------------------------------------------------------------------- token estimates vs provider usage

@@ -1,7 +1,8 @@
 """What a reviewer recognises an item by, in place of its id: pure functions, no queries.
 
-`ref_label` reads only the sealed decision (kind and source_ref): a tool's name and call, a file's
-path and lines (and repository), a URL, an artifact's id and revision, a memory or summary id.
+`ref_label` reads only the sealed decision (kind and source_ref): a tool's name and the object it
+declares (`read_file(src/app.py)`, never `read_file()`), a file's path and lines (and repository),
+a URL, an artifact's id and revision, a memory or summary id.
 `candidate_label` also reads the item as the agent submitted it, with the request's tool calls: a
 tool result is named by its call, `search(query="retry", limit=5) → result`; a conversation
 message, or an item whose source_ref names nothing, by its first words: `user: “Summarise the…”`.
@@ -41,10 +42,37 @@ def argument_text(value: Any) -> str:
     return clip(json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")), ARGUMENT_CHARS)
 
 
-def call_text(tool_name: str, arguments: Any) -> str:
-    """`name(key=value, …)` in the arguments' own order."""
+def call_text(tool_name: str, arguments: Any, source_ref: Any = None) -> str:
+    """`name(key=value, …)` in the arguments' own order; a call without arguments is named by
+    the object its item's source_ref declares, `name(src/app.py)`, else by its name alone: never
+    by empty parentheses."""
     args = arguments if isinstance(arguments, dict) else {}
-    return f"{tool_name}(" + ", ".join(f"{key}={argument_text(value)}" for key, value in args.items()) + ")"
+    if args:
+        return f"{tool_name}(" + ", ".join(f"{key}={argument_text(value)}" for key, value in args.items()) + ")"
+    named = declared_object(source_ref)
+    return f"{tool_name}({named})" if named else tool_name
+
+
+# The source_ref fields that name what a tool read or wrote (ctxeng.engine.versions.OBJECT_KEYS,
+# then a search's query), first match wins.
+_OBJECT_FIELDS = ("object", "path", "url", "artifact_id", "memory_id", "query")
+
+
+def declared_object(source_ref: Any) -> str:
+    """What a tool item's source_ref says it read or wrote, clipped: its declared `object`, path
+    (with lines), URL, artifact or memory id, query, or the first of its `objects`; else the first
+    other text it holds beside the tool's name and call id; "" when it names nothing."""
+    ref = source_ref if isinstance(source_ref, dict) else {}
+    objects = ref.get("objects")
+    if not any(ref.get(name) for name in _OBJECT_FIELDS) and isinstance(objects, list) and objects and isinstance(objects[0], dict):
+        ref = objects[0]
+    for name in _OBJECT_FIELDS:
+        if ref.get(name) not in (None, ""):
+            lines = f":{ref['lines']}" if name == "path" and ref.get("lines") else ""
+            return clip(f"{ref[name]}{lines}", ARGUMENT_CHARS)
+    skipped = {"tool_name", "call_id", "access", "lines", "part", "revision", "commit", "replaces", "objects"}
+    first = next((str(v) for k, v in ref.items() if k not in skipped and isinstance(v, str | int) and str(v)), "")
+    return clip(first, ARGUMENT_CHARS)
 
 
 def first_words(text: str, limit: int, words: int = MESSAGE_WORDS) -> str:
@@ -66,8 +94,7 @@ def ref_label(*, item_id: Any, kind: Any, source_ref: Any) -> str:
     ref = source_ref if isinstance(source_ref, dict) else {}
     kind = str(kind or "")
     if ref.get("tool_name"):
-        label = f"{ref['tool_name']}()" + (f" · call {ref['call_id']}" if ref.get("call_id") else "")
-        label = f"{label} · {ref['query']}" if ref.get("query") else label
+        label = call_text(str(ref["tool_name"]), None, ref) + (f" · call {ref['call_id']}" if ref.get("call_id") else "")
     elif ref.get("path"):
         lines = f":{ref['lines']}" if ref.get("lines") else ""
         label = f"{ref['path']}{lines}" + (f" @ {ref['repo']}" if ref.get("repo") else "")
@@ -92,7 +119,8 @@ def candidate_label(candidate: dict[str, Any], calls: dict[str, dict[str, Any]])
     item_id, kind = candidate.get("item_id"), str(candidate.get("kind") or "")
     call = calls.get(candidate.get("call_id") or "")
     if call is not None:
-        return clip(f"{call_text(str(call.get('tool_name') or '?'), call.get('arguments'))} → result", LABEL_CHARS)
+        return clip(f"{call_text(str(call.get('tool_name') or '?'), call.get('arguments'), candidate.get('source_ref'))} → result",
+                    LABEL_CHARS)
     by_ref = ref_label(item_id=item_id, kind=kind, source_ref=candidate.get("source_ref"))
     content = candidate.get("content")
     turn = candidate.get("turn") if isinstance(candidate.get("turn"), dict) else None

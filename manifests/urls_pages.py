@@ -11,6 +11,7 @@ urlpatterns = [
     path("runs/<path:run_id>/timeline.<str:fmt>", views.run_timeline_export, name="run-timeline-export"),
     path("runs/<path:run_id>/matrix/", views.run_matrix, name="run-matrix"),
     path("runs/<path:run_id>/window/", views.run_window_region, name="run-window"),
+    path("runs/<path:run_id>/search/", views.run_search, name="run-search"),
     path("runs/<path:run_id>/", views.run_detail, name="run"),
     path("assemblies/<str:job_id>/", views.assembly_detail, name="assembly"),
     path("assemblies/<str:job_id>/item/", views.assembly_item, name="assembly-item"),

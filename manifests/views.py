@@ -38,6 +38,7 @@ from ctxeng.server.regions import render_region
 from . import dashboard_selectors as sel
 from . import exports
 from .models import AssemblyJob, JobStatus, Origin, Verification
+from .token_figures import token_figures
 
 PAGE_SIZE = 100
 RUN_ITEMS_PAGE_SIZE = 50
@@ -150,47 +151,117 @@ def _run_or_404(request: HttpRequest, run_id: str):
 
 
 def _token_story(job: AssemblyJob) -> None:
-    """One token story per step: `used` is the payload (the items' tokens and the framing ctxeng
-    adds), `free` is usable − used; a manifest sealed before payload tokens were counted uses its
-    items' estimate."""
-    usable = int(job.usable_input) if job.usable_input not in (None, "") else None
-    used = None
-    if hasattr(job, "manifest"):
-        used = job.payload_tokens if job.payload_tokens is not None else job.manifest.estimated_input_tokens
-    job.usable, job.used = usable, used
-    job.free = usable - used if usable is not None and used is not None else None
-    job.used_percent = min(100, round(100 * used / usable)) if usable and used is not None else 0
+    """One token story per step (`manifests.token_figures`, the inspector's too): `used` is the
+    payload (the items' tokens and the framing ctxeng adds), `free` is usable − used; a manifest
+    sealed before payload tokens were counted uses its items' estimate."""
+    sealed = hasattr(job, "manifest")
+    figures = token_figures({"usable_input": int(job.usable_input) if job.usable_input not in (None, "") else None,
+                             "payload_tokens": job.payload_tokens if sealed else None,
+                             "estimated_used": job.manifest.estimated_input_tokens if sealed else None})
+    job.usable, job.used, job.free, job.used_percent = figures.usable, figures.used, figures.free, figures.used_percent
     job.provider_cached = sel.cache_hit_percent(job.usage_cached, job.usage_input)
     job.cache_eligible = (100.0 * job.cache_eligible_tokens / job.payload_text_tokens
                           if job.payload_text_tokens and job.cache_eligible_tokens is not None else None)
     job.duration = (job.finished_at - job.claimed_at).total_seconds() if job.finished_at and job.claimed_at else None
 
 
+_STEP_RANGE = re.compile(r"([0-9]{1,9})[-–]([0-9]{1,9})")
+
+
+def _step_window(params: Any, total: int) -> tuple[int, int, list[str]]:
+    """The steps the run page shows, (first, last) numbered from 1, at most STEP_PAGE_SIZE of
+    them, and what was changed in the asking: `?steps=120-140`, `?steps=120` (from step 120 on)
+    or `?from=120&to=140` (either end may be left out), `?steps_page=` (pages of STEP_PAGE_SIZE
+    counted from the first step); with none of them, the last STEP_PAGE_SIZE steps (a long run's
+    question is usually about its end). A value that is not ASCII numbers is a 400 naming the
+    parameter."""
+    notes: list[str] = []
+    if total == 0:
+        return 1, 0, notes
+    text = params.get("steps", "").strip()
+    if text:
+        match = _STEP_RANGE.fullmatch(text)
+        if match is not None:
+            first, last = int(match[1]), int(match[2])
+        else:  # one number: the window from that step on
+            try:
+                first = whole_number(text, name="steps", minimum=1)
+            except BadParameter:
+                raise BadRequest(f"steps: expected a step number or a range such as 120-140, got {text[:24]!r}") from None
+            last = first + STEP_PAGE_SIZE - 1
+    elif params.get("from") or params.get("to"):
+        first = dashboard_int(params["from"], name="from", minimum=1) if params.get("from") else None
+        last = dashboard_int(params["to"], name="to", minimum=1) if params.get("to") else None
+        first = first if first is not None else max(1, last - STEP_PAGE_SIZE + 1)
+        last = last if last is not None else first + STEP_PAGE_SIZE - 1
+    elif params.get("steps_page"):
+        page = page_of(range(1, total + 1), params["steps_page"], STEP_PAGE_SIZE, name="steps_page")
+        return page.start_index(), page.end_index(), notes
+    else:
+        return max(1, total - STEP_PAGE_SIZE + 1), total, notes
+    if first > last:
+        first, last = last, first
+    first, last = max(1, min(first, total)), max(1, min(last, total))
+    if last - first + 1 > STEP_PAGE_SIZE:
+        notes.append(f"At most {STEP_PAGE_SIZE} steps at a time: steps {first}–{first + STEP_PAGE_SIZE - 1} are shown.")
+        last = first + STEP_PAGE_SIZE - 1
+    return first, last, notes
+
+
+def _step_number(value: str, attempts: list[Any]) -> int:
+    """The number (from 1) of the step `?step=` names: a number (the last when beyond it), or a step
+    id (its latest attempt); a 400 naming `step` when it names none of the run's."""
+    if value.isascii() and value.isdigit():
+        return min(dashboard_int(value, name="step", minimum=1), max(1, len(attempts)))
+    found = [number for number, row in enumerate(attempts, start=1) if row.step_id == value]
+    if not found:
+        raise BadRequest(f"step: no step of this run is numbered or named {value[:60]!r}")
+    return found[-1]
+
+
+def _window_links(request: HttpRequest, first: int, last: int, total: int) -> dict[str, str | None]:
+    """The queries (`?steps=`) of the first and last windows and of those before and after this
+    one, each STEP_PAGE_SIZE steps; None where there is nothing that way."""
+    ranges = {"first_url": f"1-{min(total, STEP_PAGE_SIZE)}" if first > 1 else None,
+              "earlier": f"{max(1, first - STEP_PAGE_SIZE)}-{first - 1}" if first > 1 else None,
+              "later": f"{last + 1}-{min(total, last + STEP_PAGE_SIZE)}" if last < total else None,
+              "latest": f"{max(1, total - STEP_PAGE_SIZE + 1)}-{total}" if last < total else None}
+    return {name: f"?{_tenant_and(request, steps=value)}#steps" if value else None for name, value in ranges.items()}
+
+
 @require_GET
 @dashboard_page
 def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
-    """A run as a step table, a page of steps at a time (`?steps_page=`): per attempt its status,
+    """A run as a step table, STEP_PAGE_SIZE steps at a time, opening on its last steps
+    (`_step_window`: `?steps=120-140`, `?from=&to=`; `?step=137` or `?step=step-137`, a step id,
+    redirects to the window around that step, anchored on its row): per attempt its status,
     tokens used of usable, included and excluded by reason (each a link to that step's inspector
     filtered to it), what changed from the step before (a link to compare them) and how long it
-    took. Its queries do not grow with the steps or items: every attempt as a few columns in one
-    query, the page's steps in full in another, the page's counts and changes in two more. The window summary and the item × step matrix are regions that load
-    when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
+    took. Its queries do not grow with the steps or items: every attempt as a few columns in one query, the window's steps in full in
+    another, their counts and changes in two more. The window summary and the item × step matrix
+    are regions that load when scrolled to (`runs/<id>/window/`, `runs/<id>/matrix/`)."""
     run = _run_or_404(request, run_id)
-    # Every attempt as a few columns (numbering, attempts, totals); full rows for the page only.
+    # Every attempt as a few columns (numbering, attempts, totals); full rows for the window only.
     attempts = [SimpleNamespace(**row) for row in sel.run_step_index(run)]
+    if request.GET.get("step"):
+        wanted = _step_number(request.GET["step"].strip(), attempts)
+        first = max(1, wanted - STEP_PAGE_SIZE // 2)
+        last = min(len(attempts), first + STEP_PAGE_SIZE - 1)
+        return HttpResponseRedirect(f"{reverse('run', args=[run.run_id])}?{_tenant_and(request, steps=f'{first}-{last}')}"
+                                    f"#step-{wanted}")
     sel.label_attempts(attempts)
-    page = page_of(attempts, request.GET.get("steps_page"), STEP_PAGE_SIZE, name="steps_page")
-    on_page = list(page.object_list)
+    first, last, notes = _step_window(request.GET, len(attempts))
+    on_page = attempts[first - 1: last]
     full = {job.pk: job for job in sel.run_timeline(run, [row.id for row in on_page])}
     shown = [full[row.id] for row in on_page]
     for row, job in zip(on_page, shown, strict=True):
         job.step_attempt, job.step_attempts = row.step_attempt, row.step_attempts
-    before = [row for row in attempts[: page.start_index() - 1] if row.sealed is not None] if shown else []
+    before = [row for row in attempts[: first - 1] if row.sealed is not None] if shown else []
     previous = AssemblyJob(id=before[-1].id) if before else None  # only its id is read (its decisions)
     facts = sel.run_step_facts([job for job in shown if hasattr(job, "manifest")], previous)
     for index, job in enumerate(shown):
         _token_story(job)
-        job.number = page.start_index() + index
+        job.number = first + index
         job.facts = facts.get(job.pk)
         job.previous_id = previous.pk if previous is not None else None
         job.url = reverse("assembly", args=[job.pk])  # each row links its step several times
@@ -199,11 +270,19 @@ def run_detail(request: HttpRequest, run_id: str) -> HttpResponse:
         if hasattr(job, "manifest"):
             previous = job
     steps = [row for row in attempts if row.sealed is not None]
-    return render(request, "manifests/run.html", {"run": run, "jobs": shown, "page": page, "steps_total": len(steps),
+    return render(request, "manifests/run.html", {"run": run, "jobs": shown, "steps_total": len(steps),
+                                                  "window": {"first": first, "last": first + len(shown) - 1,
+                                                             "notes": notes, **_window_links(request, first, last, len(attempts))},
                                                   "recorded": _recorded_summary(attempts),
                                                   "attempts_total": len(attempts), "cache_hits": sel.run_cache_hits(steps),
                                                   "cache_eligible": sel.run_cache_eligible(steps),
                                                   "compare_url": reverse("compare")})
+
+
+def _tenant_and(request: HttpRequest, **params: str) -> str:
+    """`params` as a query string, with the page's `?tenant=` when it has one."""
+    tenant = tenant_query(request)
+    return (f"{tenant[1:]}&" if tenant else "") + urlencode(params)
 
 
 def _recorded_summary(attempts: list[Any]) -> dict[str, Any]:
@@ -227,7 +306,7 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
     """The run's item × step matrix (a region of the run page, or a page): per item, one cell per
     step (in with its partition, out with its reason, — absent), each a link to that step's
     inspector on the item. Items a page at a time (`?page=`), steps MATRIX_STEPS_SHOWN at a time
-    (`?steps=`, the first step's number), searched by id or source ref (`?q=`), filtered to an
+    (`?steps=`, the first step's number; the last ones without it), searched by id or source ref (`?q=`), filtered to an
     exclusion reason (`?reason=`) or to items that changed (`?changed=1`), sorted by id, by most
     changes or by most excluded steps (`?sort=`)."""
     run = _run_or_404(request, run_id)
@@ -243,8 +322,12 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
         order = ""
     q = request.GET.get("q", "").strip()[:MAX_QUERY]
     changed_only = request.GET.get("changed") == "1"
-    first = max(1, min(dashboard_int(request.GET.get("steps") or "1", name="steps", minimum=1), max(1, len(steps))))
+    # Without `?steps=`, the last MATRIX_STEPS_SHOWN steps, as the run page opens on its last steps.
+    opening = str(max(1, len(steps) - MATRIX_STEPS_SHOWN + 1))
+    first = max(1, min(dashboard_int(request.GET.get("steps") or opening, name="steps", minimum=1), max(1, len(steps))))
     shown = steps[first - 1: first - 1 + MATRIX_STEPS_SHOWN]
+    for before, job in zip([None, *shown], shown, strict=False):  # a revision's badge once, where its stretch of columns starts
+        job.revision_starts = before is None or before.policy_revision_id != job.policy_revision_id
     item_ids = sel.run_item_ids(run, steps=len(steps), changed_only=changed_only, q=q, reason=reason,
                                 sort=order) if steps else []
     page = page_of(item_ids, request.GET.get("page"), RUN_ITEMS_PAGE_SIZE)
@@ -264,6 +347,23 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
                "later": first + MATRIX_STEPS_SHOWN if first - 1 + MATRIX_STEPS_SHOWN < len(steps) else None}
     return render_region(request, "manifests/partials/run_matrix.html", context, title=f"Items across the steps of run {run.run_id}",
                          back_url=reverse("run", args=[run.run_id]) + tenant_query(request), back_label=f"run {run.run_id}")
+
+
+@require_GET
+@dashboard_page
+def run_search(request: HttpRequest, run_id: str) -> HttpResponse:
+    """Search within a run (a region of the run page, or a page): the items whose label or text
+    (or id, source ref, decision detail, kind) holds `?q=`, each linked to the inspector on it at
+    the step where it matters (`sel.run_item_search`, bounded whatever the run's length)."""
+    run = _run_or_404(request, run_id)
+    q = " ".join(request.GET.get("q", "").split())
+    if len(q) > MAX_QUERY:
+        raise BadRequest(f"q: at most {MAX_QUERY} characters, got {len(q)}")
+    hits, searched = sel.run_item_search(run, q) if q else ([], {})
+    return render_region(request, "manifests/partials/run_search.html",
+                         {"run": run, "q": q, "hits": hits, "searched": searched, "limit": sel.RUN_SEARCH_HITS},
+                         title=f"Find in run {run.run_id}", back_url=reverse("run", args=[run.run_id]) + tenant_query(request),
+                         back_label=f"run {run.run_id}")
 
 
 @require_GET
@@ -444,21 +544,27 @@ def _acquisition_counts(rows: list[dict[str, Any]]) -> list[tuple[str, int]]:
 
 def payload_rows(payload: Any, manifest_id: int | None = None) -> list[dict[str, Any]]:
     """The provider payload as display rows, one per segment, each knowing its message (and, with
-    the manifest, each block its item: a fence names it by its citable id or its tool call)."""
+    the manifest, each block its item: a fence names it by its citable id or its tool call; and
+    each message the items its text came from, `sel.message_items`)."""
     rows = []
     document = sel.manifest_sections(manifest_id, ("included", "tool_pairs")) if manifest_id is not None and payload else None
     for index, message in enumerate(sel.input_messages(payload, document)):
         segments = message["segments"] or [{"text": "", "block": None, "untrusted": False}]
         for position, segment in enumerate(segments):
             rows.append({"index": index + 1, "role": message["role"], "first": position == 0, "position": position + 1,
-                         "blocks": len(segments), "extra": message["extra"] if position == 0 else [], "segment": segment})
+                         "blocks": len(segments), "extra": message["extra"] if position == 0 else [], "segment": segment,
+                         "items": message["items"], "framing": message["framing"]})
     return rows
 
 
 def _payload_place(rows: list[dict[str, Any]], item_id: str, pair: dict[str, Any] | None) -> dict[str, Any]:
-    """Where an item sits in the serialized payload: its fenced block, and a tool pair's call and result."""
-    place: dict[str, Any] = {"block": None, "call": None, "result": None}
+    """Where an item sits in the serialized payload: the first message its text is in (and as
+    what), its fenced block, and a tool pair's call and result."""
+    place: dict[str, Any] = {"block": None, "call": None, "result": None, "message": None}
     for number, row in enumerate(rows):
+        if place["message"] is None and row["first"] and any(i["item_id"] == item_id for i in row["items"]):
+            place["message"] = {**row, "page": number // PAYLOAD_PAGE_SIZE + 1,
+                                "as": next(i["as"] for i in row["items"] if i["item_id"] == item_id)}
         block = row["segment"].get("block") or {}
         if block.get("item_id") == item_id and place["block"] is None:
             place["block"] = {**row, "page": number // PAYLOAD_PAGE_SIZE + 1}
@@ -557,6 +663,7 @@ def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, An
         "excerpts_on_demand": manifest.sections is not None,
         "pair": pair, "in_payload": ready and decision == "included",
         "made_by": [{"item_id": i, "item": rows.get(i)} for i in made_by], "ranges": ranges,
+        "stale_event": stale_event(record.get("detail")) if record.get("reason") == "stale_revision" else "",
     }
 
 
@@ -564,6 +671,20 @@ def _selected_item(manifest: Any, sections: dict[str, Any], budget: dict[str, An
 # and the ranges it states (`(lines 1-200)`, `(any range)`, `this item's lines 1-80`).
 _NAMED_ITEM = re.compile(r"\bitems? (?:'([^']+)'|\"([^\"]+)\")")
 _RANGE = re.compile(r"\((lines [0-9,\- ]+|any range|the whole)[,)]|this item's (lines [0-9,\-]+|the whole)")
+
+
+# What made a reading stale, in the words the engine's detail starts each event with
+# (ctxeng.engine.versions.judge): the inspector names the event before the item that caused it.
+_STALE_EVENTS = (("stale: a write of ", "a later write of the object by"),
+                 ("stale: a reading of ", "a reading at a newer revision:"),
+                 ("changed after this reading", "a later reading that differs where they overlap:"))
+
+
+def stale_event(detail: Any) -> str:
+    """The words naming the event a stale detail records first ("" when it names none)."""
+    text = str(detail or "")
+    found = [(text.find(marker), words) for marker, words in _STALE_EVENTS if marker in text]
+    return min(found)[1] if found else ""
 
 
 def _made_by(record: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -958,6 +1079,7 @@ def _compare_runs(request: HttpRequest) -> HttpResponse:
             # the page's last step names the items (one request read): a label, not the decision
             "labels": sel.item_labels_of([row["b"] or row["a"] for row in list(page.object_list)[-1:]]),
             "aligned_summary": {
+                "policies_a": _run_policies(side_a["steps"]), "policies_b": _run_policies(side_b["steps"]),
                 "steps": len(aligned), "paired": sum(1 for row in aligned if not row["only"]),
                 "changed_steps": sum(1 for row in aligned if row["changes"] or row["status_changed"]),
                 "status_changed": sum(1 for row in aligned if row["status_changed"]),
@@ -968,15 +1090,27 @@ def _compare_runs(request: HttpRequest) -> HttpResponse:
     return render(request, "manifests/compare.html", context, status=404 if missing else 200)
 
 
-ALIGNED_COLUMNS = ["step", "step_a", "attempt_a", "assembly_a", "status_a", "step_b", "attempt_b", "assembly_b", "status_b",
-                   "item_id", "change", "decision_a", "reason_a", "decision_b", "reason_b"]
+ALIGNED_COLUMNS = ["step", "step_a", "attempt_a", "assembly_a", "status_a", "policy_a", "step_b", "attempt_b", "assembly_b",
+                   "status_b", "policy_b", "item_id", "change", "decision_a", "reason_a", "decision_b", "reason_b"]
+
+
+def policy_label(job: AssemblyJob | None) -> str | None:
+    """The policy revision a step ran under, `source-research r3`."""
+    if job is None:
+        return None
+    return f"{job.policy_revision.policy.policy_id} r{job.policy_revision.revision}"
+
+
+def _run_policies(steps: list[AssemblyJob]) -> list[str]:
+    """The policy revisions a run's steps ran under, in the order first used."""
+    return list(dict.fromkeys(policy_label(job) for job in steps))
 
 
 @require_GET
 @dashboard_page
 def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
-    """A run-against-run comparison (`?run=&run_b=`) as CSV or JSON: per step, one row per
-    changed item (`change`: flipped, reason, only_a, only_b), `unchanged` for a step with none,
+    """A run-against-run comparison (`?run=&run_b=`) as CSV or JSON: per step (with the policy
+    revision each side ran under, `policy_a`, `policy_b`), one row per changed item (`change`: flipped, reason, only_a, only_b), `unchanged` for a step with none,
     `step_only_a` / `step_only_b` for a step one run lacks. From the user's tenants only."""
     if fmt not in exports.EXPORT_FORMATS:
         raise Http404("no such format")
@@ -992,9 +1126,9 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
             a, b = row["a"], row["b"]
             head = {"step": row["number"],
                     "step_a": a.step_id if a else None, "attempt_a": a.step_attempt if a else None,
-                    "assembly_a": str(a.id) if a else None, "status_a": a.status if a else None,
+                    "assembly_a": str(a.id) if a else None, "status_a": a.status if a else None, "policy_a": policy_label(a),
                     "step_b": b.step_id if b else None, "attempt_b": b.step_attempt if b else None,
-                    "assembly_b": str(b.id) if b else None, "status_b": b.status if b else None}
+                    "assembly_b": str(b.id) if b else None, "status_b": b.status if b else None, "policy_b": policy_label(b)}
             if row["only"]:
                 yield {**head, "change": f"step_only_{row['only']}"}
             elif not row["changes"]:
@@ -1005,7 +1139,8 @@ def compare_export(request: HttpRequest, fmt: str) -> HttpResponse:
     run_a, run_b = side_a["run"], side_b["run"]
     return exports.rows_response(fmt, filename=exports.safe_filename("compare", run_a.run_id, run_b.run_id),
                                  columns=ALIGNED_COLUMNS, rows=rows(),
-                                 head={"run_a": run_a.run_id, "run_b": run_b.run_id, "aligned_by": "step number"})
+                                 head={"run_a": run_a.run_id, "run_b": run_b.run_id, "aligned_by": "step number",
+                                       "policies_a": _run_policies(side_a["steps"]), "policies_b": _run_policies(side_b["steps"])})
 
 
 # --------------------------------------------------------------------------- token estimates vs provider usage

@@ -18,6 +18,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from manifests.item_labels import ref_label
+from manifests.token_figures import token_figures as step_token_figures
 
 register = template.Library()
 
@@ -193,10 +194,14 @@ def budget_chart(budget: dict[str, Any]) -> dict[str, Any]:
         segments.append({"name": name, "x": x, "width": width, "colour": _SEGMENT_COLOURS[index % len(_SEGMENT_COLOURS)],
                          "tokens": part.get("used") or 0})
         x += width
-    used_total = sum(int(p.get("used") or 0) for p in partitions.values())
-    free = max(0, int(budget.get("usable_input") or 0) - used_total)
-    segments.append({"name": "unused usable", "x": x, "width": 100.0 * free / limit, "colour": "#e4e8ee",
-                     "tokens": free, "muted": True})
+    figures = step_token_figures(budget)
+    if figures.framing:
+        segments.append({"name": "framing", "x": x, "width": 100.0 * figures.framing / limit, "colour": "#6b7580",
+                         "tokens": figures.framing})
+        x += 100.0 * figures.framing / limit
+    free = max(0, figures.free or 0)  # the usable room the payload left: free = usable − used
+    segments.append({"name": "free", "x": x, "width": 100.0 * free / limit, "colour": "#e4e8ee",
+                     "tokens": figures.free, "muted": True})
     x += 100.0 * free / limit
     for name, key, colour in (("protocol overhead", "protocol_overhead", "#9aa3ad"),
                               ("safety margin", "safety_margin", "#c3c9d0"),
@@ -225,7 +230,13 @@ def budget_chart(budget: dict[str, Any]) -> dict[str, Any]:
             "borrowed": part.get("borrowed") or 0,
         })
     return {"budget": budget, "segments": segments, "rows": rows, "usable": usable, "limit": limit,
-            "usable_pct": 100.0 * usable / limit}
+            "usable_pct": 100.0 * usable / limit, "figures": figures}
+
+
+@register.filter
+def token_figures(budget: Any):
+    """A step's used / free / usable figures (`manifests.token_figures`) from its budget record."""
+    return step_token_figures(budget)
 
 
 @register.simple_tag(takes_context=True)
@@ -273,14 +284,15 @@ def budget_bar(context: dict[str, Any], budget: dict[str, Any], assembly: dict[s
         s["max_x"] = x + 100.0 * int(s["maximum"]) / scale if s["maximum"] is not None else None
         x += s["width"]
     framing_used = int(budget.get("framing_tokens") or 0)
-    # The one token story of a step (as the run page tells it): used = the payload (the items'
-    # tokens and the framing), free = usable − used; the bar's slots only draw where room went.
-    used = int(budget.get("payload_tokens") or 0) or int(budget.get("estimated_used") or 0) + framing_used
+    # The one token story of a step (manifests.token_figures, as the run page tells it): used = the
+    # payload (the items' tokens and the framing), free = usable − used; the slots only draw where room went.
+    figures = step_token_figures(budget)
+    used = figures.used or 0
     return {
         "budget": budget, "slots": slots, "scale": scale, "usable": usable,
         "framing": {"reserved": framing, "used": framing_used, "width": 100.0 * framing / scale,
                     "used_width": 100.0 * min(framing_used, framing) / scale},
-        "free": {"x": x, "width": max(0.0, 100.0 - x), "tokens": usable - used},
+        "free": {"x": x, "width": max(0.0, 100.0 - x), "tokens": figures.free if figures.free is not None else usable - used},
         "used": used,
         "over_usable": scale > usable,
         "request": context.get("request"),

@@ -49,3 +49,23 @@ def long_run(sources: list[AssemblyJob], *, steps: int, run_id: str = "run-long"
         ManifestItem(manifest=by_job[job.pk], entry_id=entry_id, position=position)
         for job, source in copies for entry_id, position in rows[source.pk]], batch_size=2000)
     return list(AssemblyJob.objects.filter(run=run).order_by("created_at"))
+
+
+CORRECTION = "Correction: leave hello-agents out, and cite continue at its newest commit instead."
+
+
+def corrected_step(example, *, words: str = CORRECTION, key: str = "corrected") -> AssemblyJob:
+    """A step of run-42 whose request carries the user's correction: a user turn (`user-correction`,
+    a goal the task partition admits) saying `words`."""
+    from ctxeng.engine.hashing import sha256_text
+    from manifests.examples import example_json
+
+    from .conftest import run_job
+
+    request = example_json("request.json")
+    request["step_id"] = f"step-{key}"
+    goal = next(c for c in request["candidates"] if c["item_id"] == "task-goal")
+    request["candidates"].append({**goal, "item_id": "user-correction", "source_ref": {"object_id": "user-correction"},
+                                  "content": words, "content_hash": sha256_text(words),
+                                  "turn": {"index": 1, "speaker": "user"}})
+    return run_job(example["owner"], request, key)

@@ -165,7 +165,9 @@ def seeds(example) -> list[str]:
             f"/assemblies/{job}/item/?item_id=result-call-a&part=payload", f"/assemblies/{job}/included/",
             f"/compare/?a={job}&b={example['blocked'].id}", "/compare/?by=step&run=run-42&run_b=run-42", "/why/?q=plan",
             # the run page's regions (htmx loads them when scrolled to)
-            "/runs/run-42/matrix/", "/runs/run-42/window/"]
+            "/runs/run-42/matrix/", "/runs/run-42/window/",
+            # search within a run, with hits (the run page's form submits it through htmx)
+            "/runs/run-42/search/?q=plan"]
 
 
 def crawl_key(url: str) -> tuple[str, tuple[str, ...]]:

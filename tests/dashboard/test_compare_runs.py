@@ -14,6 +14,7 @@ from datetime import timedelta
 
 import pytest
 
+from manifests.examples import example_json
 from manifests.models import AssemblyJob, JobStatus, Manifest
 from manifests.selectors import manifest_document
 
@@ -117,3 +118,26 @@ def test_a_step_not_sealed_yet_compares_its_status_and_no_items(owner_client, tw
     body = html.unescape(owner_client.get("/compare/", {"by": "step", "run": "run-x", "run_b": "run-y"}).content.decode())
     fifth = _row(body, 5)
     assert "status ready → queued" in fifth and "?item=" not in fifth
+
+
+def test_each_runs_policy_revision_is_named_on_the_page_and_in_the_exports(owner_client, example, two_runs):
+    from policies.services import policy_revision_publish
+
+    from .conftest import run_job
+
+    published = policy_revision_publish(revision=example["draft"], user=example["owner"], note="floor 0.9")
+    assert published.revision == 4
+    request = example_json("request.json")
+    request["run_id"], request["step_id"], request["policy"]["revision"] = "run-r4", "step-1", 4
+    run_job(example["owner"], request, "under-r4")
+    body = owner_client.get("/compare/", {"by": "step", "run": "run-x", "run_b": "run-r4"}).content.decode()
+    policies = re.sub(r"<[^>]+>", "", re.search(r'<p class="aligned-policies">(.*?)</p>', body, re.S).group(1))
+    assert policies == "Policy: A ran under source-research r3, B under source-research r4."
+    assert "r3</span>" in _row(body, 1) and "r4</span>" in _row(body, 1)
+    response = owner_client.get("/compare/export.csv", {"run": "run-x", "run_b": "run-r4"})
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert {(row["step"], row["policy_a"], row["policy_b"]) for row in rows if row["step"] == "1"} == {
+        ("1", "source-research r3", "source-research r4")}
+    assert {row["policy_a"] for row in rows} == {"source-research r3"}
+    document = json.loads(b"".join(owner_client.get("/compare/export.json", {"run": "run-x", "run_b": "run-r4"}).streaming_content))
+    assert (document["policies_a"], document["policies_b"]) == (["source-research r3"], ["source-research r4"])

@@ -229,5 +229,19 @@ def test_a_reading_made_stale_by_a_write_links_the_write(owner_client, rereads):
     body = _inspector(_get(owner_client, f"/assemblies/{rereads.id}/?item=result-old-b"))
     text = html.unescape(re.sub(r"<[^>]+>", "", body))
     assert "Excluded as stale_revision" in text
-    assert re.search(r'made stale by <a href="[^"]*item=result-write-b[^"]*"><code>result-write-b</code></a>', body)
+    assert re.search(r'made stale by a later write of the object by <a href="[^"]*item=result-write-b[^"]*">'
+                     r'<code>result-write-b</code></a>', body)
     assert "any range" in text
+
+
+@pytest.mark.parametrize(("detail", "words"), [
+    ("stale: a write of notes/b.md (any range) by item 'w' (call 'c') after this item read the whole", "a later write of the object by"),
+    ("stale: a reading of plan.md at revision 4 (item 'p4'); this item read revision 3", "a reading at a newer revision:"),
+    ("stale: notes/a.md changed after this reading: a later reading (item 'r2', lines 1-5) shows line 2 differs",
+     "a later reading that differs where they overlap:"),
+    ("artifact_id 'plan-42' is at revision 4; task_spec requires 5", ""),
+])
+def test_the_stale_event_is_named_in_the_engines_words(detail, words):
+    from manifests.views import stale_event
+
+    assert stale_event(detail) == words

@@ -10,7 +10,7 @@ import pytest
 from django.template import Context, Template
 
 from manifests.examples import example_json
-from manifests.item_labels import BIDI_CONTROLS, LABEL_CHARS, candidate_label, request_labels
+from manifests.item_labels import BIDI_CONTROLS, LABEL_CHARS, candidate_label, ref_label, request_labels
 
 from .conftest import run_job
 
@@ -50,7 +50,7 @@ def test_long_arguments_and_labels_are_clipped_on_one_line():
 def test_a_candidate_whose_call_is_missing_or_content_purged_falls_back_to_its_ref():
     orphan = {"item_id": "r", "kind": "tool_result", "call_id": "gone", "source_ref": {"tool_name": "fetch"}, "content": "x"}
     purged = {"item_id": "g", "kind": "goal", "source_ref": {"object_id": "g"}, "content": None}
-    assert request_labels({"candidates": [orphan, purged]}) == {"r": "fetch()", "g": "goal"}
+    assert request_labels({"candidates": [orphan, purged]}) == {"r": "fetch", "g": "goal"}
 
 
 def test_the_label_is_escaped_in_the_page():
@@ -109,3 +109,25 @@ def test_a_right_to_left_override_in_a_tool_argument_does_not_reach_the_inspecto
     label = html.unescape(content.split('<dd class="item-label submitted-label">', 1)[1].split("</dd>", 1)[0])
     assert label == 'read_source(repo="pi", path="notes�txt.exe", lines="87-124") → result'
     assert not any(control in content for control in BIDI_CONTROLS)
+
+
+@pytest.mark.parametrize(("source_ref", "label"), [
+    ({"tool_name": "read_file", "path": "src/app.py", "lines": "3-9"}, "read_file(src/app.py:3-9)"),
+    ({"tool_name": "grep", "object": "pattern=retry"}, "grep(pattern=retry)"),
+    ({"tool_name": "fetch", "url": "https://x.test/p", "call_id": "c9"}, "fetch(https://x.test/p) · call c9"),
+    ({"tool_name": "bash", "objects": [{"access": "read", "path": "a.txt"}, {"path": "b.txt"}]}, "bash(a.txt)"),
+    ({"tool_name": "search", "query": "retry policy"}, 'search(retry policy)'),
+    ({"tool_name": "ls", "call_id": "c1"}, "ls · call c1"),
+    ({"tool_name": "ls"}, "ls"),
+])
+def test_a_tool_label_names_its_declared_object_never_empty_parentheses(source_ref, label):
+    assert ref_label(item_id="r", kind="tool_result", source_ref=source_ref) == label
+    assert "()" not in label
+
+
+def test_a_call_without_arguments_is_named_by_its_items_object():
+    calls = {"c": {"call_id": "c", "tool_name": "read_file", "arguments": {}}}
+    with_object = {"item_id": "r", "kind": "tool_result", "call_id": "c", "source_ref": {"path": "README.md"}, "content": "x"}
+    bare = {"item_id": "s", "kind": "tool_result", "call_id": "c", "source_ref": {}, "content": "x"}
+    assert request_labels({"candidates": [with_object, bare], "tool_calls": list(calls.values())}) == {
+        "r": "read_file(README.md) → result", "s": "read_file → result"}

@@ -70,3 +70,13 @@ def test_a_new_assembly_pinned_to_the_retired_revision_is_marked_and_one_under_t
     compared = owner_client.get("/compare/", {"a": str(pinned.id), "b": str(current.id)}).content.decode()
     assert BADGE in compared.split('class="compare-a"', 1)[1].split("</p>", 1)[0]
     assert BADGE not in compared.split('class="compare-b"', 1)[1].split("</p>", 1)[0]
+
+
+def test_the_matrix_marks_a_retired_revision_once_where_its_columns_start(owner_client, example, published_4):
+    from .long_run import long_run
+
+    long_run([example["ready"]], steps=6, run_id="run-retired")  # six columns, all under retired revision 3
+    matrix = owner_client.get("/runs/run-retired/matrix/").content.decode()
+    heads = re.findall(r'<th class="step-head">.*?</th>', matrix, re.S)
+    assert len(heads) == 6
+    assert [BADGE in head for head in heads] == [True, False, False, False, False, False]

@@ -62,7 +62,7 @@ BOTH = "both-tenants"
 DASHBOARD = {
     "home": "own", "healthz": "neutral", "favicon": "neutral", "login": "neutral", "logout": "neutral",
     "tenant-switch": "switch",
-    "runs": "own", "run-timeline-export": "own", "run-matrix": "own", "run-window": "own", "run": "own",
+    "runs": "own", "run-timeline-export": "own", "run-matrix": "own", "run-window": "own", "run-search": "own", "run": "own",
     "assembly": "own", "assembly-item": "own", "assembly-input": "own", "assembly-window": "own",
     "assembly-export": "own", "assembly-section": "own",
     "why": "spanning", "why-export": "spanning", "compare": "own", "compare-export": "own", "usage": "own",
@@ -74,8 +74,9 @@ DASHBOARD = {
     "person-password-link": "own", "set-password": "neutral", "time-display": "neutral",
 }
 # "own" pages whose bare GET shows nothing only the acting tenant has: both tenants' revisions hold
-# the same policy text, so their diff is the same (its header and links are still checked).
-SAME_IN_BOTH = {"policy-diff"}
+# the same policy text, so their diff is the same (its header and links are still checked); a run's
+# search without `?q=` is its empty form (its searches, `?q=` below, are checked for leaks).
+SAME_IN_BOTH = {"policy-diff", "run-search"}
 
 # Each REST operation: "own" answers about one object of the tenant asked for (nothing of the
 # other may appear); "spanning" lists the user's tenants (each object labelled with its tenant
