@@ -142,6 +142,10 @@ def test_a_value_after_a_credential_key_counts_only_when_credential_like(value, 
     "commit c0ffee1234567890abcdef1234567890abcdef12 by AKIA docs",
     "client_id: web-app\ncommit c0ffee1234567890abcdef1234567890abcdef12",
     "Authorization: Bearer $TOKEN",
+    # `::` joins a path, not a key to its value: a pytest node id, a Rust or C++ path
+    "tests/test_token.py::test_queue_47 PASSED        [  1%]",
+    "FAILED tests/auth/test_api_key.py::test_rotate_3 - AssertionError",
+    "use crate::token::Kind4x2;",
 ])
 def test_ordinary_code_and_config_are_not_secrets(text):
     assert find_secrets(text) == []
