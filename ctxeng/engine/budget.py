@@ -24,8 +24,8 @@ order (`never` first, `first` last, so background is what goes first); under
 `borrowing: preserve_all_minimums` a partition may only take space that leaves every other
 partition's unused minimum intact. `borrowing: lend_unused_minimums` lends that unused room, except
 to a web page no revision dates (`undated_web_page`): no gate can tell it is out of date, so it
-keeps only the room `preserve_all_minimums` would give it. `borrowing: lend_unused_room` lends the window by priority:
-right after the `never` partitions grow, the task-intent items (the user's turns) of every other
+keeps only the room `preserve_all_minimums` would give it. `borrowing: lend_unused_room` lends the
+window by priority: right after the `never` partitions grow, the task-intent items (the user's turns) of every other
 partition, then the tool pairs of the newest assistant turn (the evidence the current step depends
 on), then the rest as above; a task-intent item is never displaced by another kind; and a third
 pass lends what the window still has to the items the maximums held back (in growth order, rank
