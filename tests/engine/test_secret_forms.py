@@ -175,3 +175,20 @@ def test_a_token_in_a_source_ref_query_is_refused_under_deny():
     excluded = {e.item_id: e for e in result.manifest.excluded}
     assert excluded["web"].reason == "security_rejected" and "source_ref.url" in excluded["web"].detail
     assert "Qm9uZ2xlMjAyNHRva2Vu7x" not in json.dumps(result.serialized_input)
+
+
+def test_a_source_refs_strings_are_scanned_once_across_steps_as_content_is(monkeypatch):
+    # An agent sends the same refs again at every step: the second assembly of the same request
+    # finds the ref's secret again without scanning its text again (bench section 9's goal).
+    from ctxeng.engine import secrets
+
+    url = f"https://{URL_SECRET}@github.com/acme/deploy?ref=main"
+    scanned: list[str] = []
+    real = secrets._scan
+    monkeypatch.setattr(secrets, "_scan", lambda text: scanned.append(text) or real(text))
+    secrets._by_digest.clear()
+    for _ in range(2):
+        result = run(_with_url(url))
+        assert URL_SECRET not in json.dumps(result.serialized_input)
+    assert scanned.count(url) == 1
+    assert len(scanned) == len(set(scanned))
