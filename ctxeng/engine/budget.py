@@ -22,8 +22,10 @@ Allocation walks units in rank order, in two passes. Pass 1 fills each partition
 minimum (never past its maximum). Pass 2 lets partitions grow toward their maximum, in eviction
 order (`never` first, `first` last, so background is what goes first); under
 `borrowing: preserve_all_minimums` a partition may only take space that leaves every other
-partition's unused minimum intact. `borrowing: lend_unused_room` lends the window by priority:
-right after the `never` partitions grow, the task-intent items (the user's turns) of every other
+partition's unused minimum intact. `borrowing: lend_unused_minimums` lends that unused room, except
+to a web page no revision dates (`undated_web_page`): no gate can tell it is out of date, so it
+keeps only the room `preserve_all_minimums` would give it. `borrowing: lend_unused_room` lends the
+window by priority: right after the `never` partitions grow, the task-intent items (the user's turns) of every other
 partition, then the tool pairs of the newest assistant turn (the evidence the current step depends
 on), then the rest as above; a task-intent item is never displaced by another kind; and a third
 pass lends what the window still has to the items the maximums held back (in growth order, rank
@@ -278,15 +280,22 @@ class _Budget:
         part = self.policy.partitions[name]
         return part.maximum if part.maximum is not None and not self.soft_maximums else self.alloc.usable
 
-    def reserved_for_others(self, name: str) -> int:
-        if self.policy.borrowing != Borrowing.PRESERVE_ALL_MINIMUMS:
+    def not_lent_to(self, unit: Unit | None) -> bool:
+        """Under `lend_unused_minimums`, is `unit` one the unused minimums are not lent to (an
+        undated web page, `undated_web_page`)?"""
+        return unit is not None and self.policy.borrowing == Borrowing.LEND_UNUSED_MINIMUMS and undated_web_page(unit)
+
+    def reserved_for_others(self, name: str, unit: Unit | None = None) -> int:
+        if self.policy.borrowing != Borrowing.PRESERVE_ALL_MINIMUMS and not self.not_lent_to(unit):
             return 0
         return sum(max(0, p.minimum - self.alloc.used[q]) for q, p in self.policy.partitions.items() if q != name)
 
-    def fits(self, name: str, tokens: int, freed: int = 0) -> bool:
+    def fits(self, name: str, tokens: int, freed: int = 0, unit: Unit | None = None) -> bool:
+        """Would `tokens` more fit partition `name` (after `freed` were given back)? `unit`: the
+        unit asking, when lending depends on what it is."""
         return (
             self.alloc.used[name] - freed + tokens <= self.cap(name)
-            and self.alloc.total - freed + tokens <= self.alloc.usable - self.reserved_for_others(name)
+            and self.alloc.total - freed + tokens <= self.alloc.usable - self.reserved_for_others(name, unit)
         )
 
     def sized(self, unit: Unit, could_fit: Callable[[int], bool]) -> bool:
@@ -359,7 +368,7 @@ class _Budget:
         return count_ahead(self.asm, texts, min_chars=AHEAD_MIN_CHARS, chunk=AHEAD_CHUNK, threads=threads), end
 
     def unit_fits(self, name: str, unit: Unit, freed: int = 0) -> bool:
-        return self.sized(unit, lambda n: self.fits(name, n, freed)) and self.fits(name, unit.tokens, freed)  # type: ignore[arg-type]
+        return self.sized(unit, lambda n: self.fits(name, n, freed, unit)) and self.fits(name, unit.tokens, freed, unit)  # type: ignore[arg-type]
 
     def take(self, name: str, tokens: int) -> None:
         self.alloc.used[name] += tokens
@@ -372,10 +381,13 @@ class _Budget:
         self.alloc.used[name] -= tokens
         self.alloc.total -= tokens
 
-    def why_not(self, name: str, tokens: int, *, bound: bool = False) -> str:
+    def why_not(self, name: str, tokens: int, *, bound: bool = False, unit: Unit | None = None) -> str:
         needs = f"item needs at least {tokens} (a lower bound; not counted)" if bound else f"item needs {tokens}"
         if self.alloc.used[name] + tokens > self.cap(name) and not self.soft_maximums:
             return f"partition {name!r} full: {self.alloc.used[name]} used of maximum {self.cap(name)}, {needs}"
+        if self.not_lent_to(unit):
+            return (f"usable budget exhausted: {self.alloc.total} of {self.alloc.usable} used, {needs} (unused minimums of "
+                    "other partitions are not lent to a web page without a revision: nothing states its version)")
         return f"usable budget exhausted: {self.alloc.total} of {self.alloc.usable} used, {needs}" + (
             " (unused minimums of other partitions are preserved)"
             if self.policy.borrowing == Borrowing.PRESERVE_ALL_MINIMUMS
@@ -473,7 +485,7 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
                    for name in order if name not in never]
     sweeps += [(name, by_part[name]) for name in order if name not in never]
     for name, members in sweeps:
-        for unit in budget.walk(members, lambda u, n, name=name: budget.fits(name, n)):
+        for unit in budget.walk(members, lambda u, n, name=name: budget.fits(name, n, unit=u)):
             if not unit.admitted and not unit.dropped and budget.unit_fits(name, unit):
                 unit.admitted = True
                 budget.take(name, unit.tokens)  # type: ignore[arg-type]
@@ -525,7 +537,7 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
             _replace_by_structured_summary(asm, budget, name, by_part[name], left, rule)
             continue
         for unit in left:
-            why = budget.why_not(name, unit.at_least, bound=unit.tokens is None)
+            why = budget.why_not(name, unit.at_least, bound=unit.tokens is None, unit=unit)
             if unit.pair is not None:
                 _evict_pair(asm, budget, name, unit, f"{why}; {rule}")
             else:
@@ -538,6 +550,19 @@ def _allocate(asm: Assembly, factor: float) -> Allocation:
 
 def _task_intent(unit: Unit) -> bool:
     return unit.item is not None and unit.item.role == Role.TASK_INTENT
+
+
+def undated_web_page(unit: Unit) -> bool:
+    """A web page whose version nothing in the request states: an item of source type
+    `web_document`, or a tool result whose source_ref names a `url` (a tool declared
+    `sdk.reads("url")`), without a `revision` (its ETag, Last-Modified or publication date, as the
+    caller read it). No gate can tell such a page is out of date, so `lend_unused_minimums` does not
+    lend it room: it keeps what `preserve_all_minimums` would give it."""
+    cand = unit.item if unit.item is not None else (unit.pair.result if unit.pair is not None else None)
+    if cand is None:
+        return False
+    item = cand.item
+    return item.revision is None and (item.source_type == "web_document" or "url" in item.source_ref)
 
 
 def final_usage(asm: Assembly, included: list[Candidate]) -> tuple[dict[str, int], dict[str, int]]:
@@ -596,7 +621,7 @@ def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> 
             if rank[id(victim)] <= unit.rank:
                 break
             freeable += victim.tokens  # type: ignore[operator]
-        return budget.fits(name, n, freeable)
+        return budget.fits(name, n, freeable, unit)
 
     waiting = sorted((u for u in units if not u.admitted and not u.dropped), key=lambda u: u.rank)
     for unit in budget.walk(waiting, could_fit):
@@ -606,11 +631,11 @@ def _drop_lowest_ranked_first(budget: _Budget, name: str, units: list[Unit]) -> 
         victims: list[Unit] = []
         freed = 0
         for victim in reversed(admitted):
-            if rank[id(victim)] <= mine or budget.fits(name, unit.tokens, freed):
+            if rank[id(victim)] <= mine or budget.fits(name, unit.tokens, freed, unit):
                 break
             victims.append(victim)
             freed += victim.tokens
-        if victims and budget.fits(name, unit.tokens, freed):
+        if victims and budget.fits(name, unit.tokens, freed, unit):
             for victim in victims:
                 victim.admitted = False
                 budget.give_back(name, victim.tokens)

@@ -38,7 +38,8 @@ Credentials in every form they take in agent data (issue 50), beside the plugins
   keywords of detect-secrets' `KeywordDetector` plus `token` and `credential`, as one segment of
   the key (`AWS_SECRET_ACCESS_KEY`, `aws_secret_access_key`, `db.password`, `X-Api-Key`) —
   unquoted or quoted, after `=`, `:`, `:=` or `=>` (env files, `export`, credentials/INI files,
-  YAML, JSON, URL query strings); `Authorization`/`Proxy-Authorization` header values
+  YAML, JSON, URL query strings; never after `::`, which joins a path: a pytest node id
+  `tests/test_token.py::test_x`); `Authorization`/`Proxy-Authorization` header values
   (`Bearer …`, `Basic …`, `token …`); a token as URL userinfo (`https://<token>@host`). A value
   counts when it is credential-like (`credential_like`): at least MIN_VALUE characters, not a
   placeholder or code (no `()[]{}<>$%`, no dotted name, no path), not a word or a name (letters, or
@@ -346,10 +347,12 @@ def _keywords() -> tuple[str, ...]:
 def _keyword_pattern() -> re.Pattern:
     # A key is a run of name characters with a keyword as one of its segments (split on _ . - and
     # case changes is approximated by: the keyword is bounded by a separator or the key's ends).
+    # `::` separates a path, not a key from its value (a pytest node id `tests/test_token.py::test_x`,
+    # a C++ or Rust path `token::Kind`).
     words = "|".join(k.replace("_?", "[_-]?") for k in _keywords())
     return re.compile(
         r"(?<![\w.-])(?P<key>(?:[\w-]*?[_.-])?(?:" + words + r")(?:[_.-][\w.-]*)?)"
-        r"[\]'\"`]{0,2}[ \t]*(?::=|=>|=|:)[ \t]*(?P<q>['\"`]?)(?P<value>[^\s'\"`,;&]+)",
+        r"[\]'\"`]{0,2}[ \t]*(?::=|=>|=|:(?!:))[ \t]*(?P<q>['\"`]?)(?P<value>[^\s'\"`,;&]+)",
         re.I,
     )
 

@@ -35,3 +35,14 @@ def test_records_whose_owner_only_their_text_names_stand_beside_it_with_their_ra
     low, high = re.search(r"(\d+)–(\d+) marker-steps per run", row).groups()
     assert (int(low), int(high)) == (min(counts), max(counts))
     assert "not caught" in row
+
+
+def test_pages_no_event_dates_stand_beside_it_with_their_range():
+    counts = [r["forbidden_expired"] for r in ctxeng_runs()]
+    row = headline_row("(`expired`)")
+    low, high = re.search(r"(\d+)–(\d+) marker-steps per run", row).groups()
+    assert (int(low), int(high)) == (min(counts), max(counts))
+    assert "not caught" in row
+    research_agent = [r["forbidden_expired"] for r in json.loads((ROOT / "bench" / "results" / "quality.json").read_text())
+                      if r["system"] == "ctxeng_research_agent" and r["context_limit"] == 16000]
+    assert re.search(r"\((\d+) under the research-agent starter", row).group(1) == str(research_agent[0])

@@ -142,6 +142,10 @@ def test_a_value_after_a_credential_key_counts_only_when_credential_like(value, 
     "commit c0ffee1234567890abcdef1234567890abcdef12 by AKIA docs",
     "client_id: web-app\ncommit c0ffee1234567890abcdef1234567890abcdef12",
     "Authorization: Bearer $TOKEN",
+    # `::` joins a path, not a key to its value: a pytest node id, a Rust or C++ path
+    "tests/test_token.py::test_queue_47 PASSED        [  1%]",
+    "FAILED tests/auth/test_api_key.py::test_rotate_3 - AssertionError",
+    "use crate::token::Kind4x2;",
 ])
 def test_ordinary_code_and_config_are_not_secrets(text):
     assert find_secrets(text) == []
@@ -171,3 +175,20 @@ def test_a_token_in_a_source_ref_query_is_refused_under_deny():
     excluded = {e.item_id: e for e in result.manifest.excluded}
     assert excluded["web"].reason == "security_rejected" and "source_ref.url" in excluded["web"].detail
     assert "Qm9uZ2xlMjAyNHRva2Vu7x" not in json.dumps(result.serialized_input)
+
+
+def test_a_source_refs_strings_are_scanned_once_across_steps_as_content_is(monkeypatch):
+    # An agent sends the same refs again at every step: the second assembly of the same request
+    # finds the ref's secret again without scanning its text again (bench section 9's goal).
+    from ctxeng.engine import secrets
+
+    url = f"https://{URL_SECRET}@github.com/acme/deploy?ref=main"
+    scanned: list[str] = []
+    real = secrets._scan
+    monkeypatch.setattr(secrets, "_scan", lambda text: scanned.append(text) or real(text))
+    secrets._by_digest.clear()
+    for _ in range(2):
+        result = run(_with_url(url))
+        assert URL_SECRET not in json.dumps(result.serialized_input)
+    assert scanned.count(url) == 1
+    assert len(scanned) == len(set(scanned))
