@@ -579,8 +579,7 @@ def _ref_secrets(ref: object, path: str = "source_ref") -> list[tuple[str, tuple
 
     def walk(value: object, where: str, keys: tuple) -> None:
         if isinstance(value, str):
-            # By its digest, as content is: an agent sends the same refs again at every step.
-            found = find_secrets(value, sha256_text(value))
+            found = find_secrets(value)  # cached by digest: an agent sends the same refs at every step
             if found:
                 out.append((where, keys, found))
         elif isinstance(value, dict):
