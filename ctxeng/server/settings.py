@@ -384,7 +384,8 @@ CTXENG_PUBLIC_URL = os.environ.get("CTXENG_PUBLIC_URL", "").rstrip("/")
 CTXENG_MAX_ATTEMPTS = envint("CTXENG_MAX_ATTEMPTS", "3")
 # A running job writes heartbeat_at every CTXENG_HEARTBEAT_SECONDS; a job whose heartbeat is older
 # than CTXENG_STALE_AFTER_SECONDS is presumed lost with its worker and is requeued (or failed once
-# it has used CTXENG_MAX_ATTEMPTS). Every worker sweeps at start and every CTXENG_SWEEP_SECONDS.
+# it has used CTXENG_MAX_ATTEMPTS). Every worker sweeps at start and every CTXENG_SWEEP_SECONDS, and so
+# does the sweeper process (`manage.py recover_jobs --every`), which needs no live worker.
 CTXENG_HEARTBEAT_SECONDS = envfloat("CTXENG_HEARTBEAT_SECONDS", "10")
 CTXENG_STALE_AFTER_SECONDS = envfloat("CTXENG_STALE_AFTER_SECONDS", "40")
 CTXENG_SWEEP_SECONDS = envfloat("CTXENG_SWEEP_SECONDS", "15")
@@ -435,6 +436,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = CTXENG_JOB_SOFT_TIME_LIMIT
 CELERY_TASK_TIME_LIMIT = CTXENG_JOB_TIME_LIMIT
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker outage never ends a worker (issue 51, N2): it reconnects for as long as the outage lasts
+# (Celery's default gives up after 100 attempts, about an hour, and exits). A job running when the
+# connection drops runs to its end (set explicitly: Celery 6 is to cancel such jobs by default);
+# its message comes back with the broker and the claim refuses that second run. What the outage
+# lost (a restart without persistence empties the queues) the sweeper process re-sends
+# (`manage.py recover_jobs --every`, docs/production.md).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # An unacknowledged message comes back after this; it must exceed the hard time limit, or a job
 # that is still running would be delivered twice (harmless, the claim refuses it, but wasteful).
 # Recovery after a crash does not wait for it: the stale-job sweep requeues from the database.
