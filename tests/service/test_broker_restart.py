@@ -184,7 +184,7 @@ def test_busy_workers_survive_broker_restarts_and_every_job_is_done_once(
         done = ready_count(jobs)
         refused = [w.log().count("Cannot connect to redis") for w in workers]
         broker.kill(graceful=restart % 2 == 1)
-        wait_until(lambda done=done: ready_count(jobs) > done, "no job ended during the outage", logs)
+        wait_until(lambda done=done, jobs=jobs: ready_count(jobs) > done, "no job ended during the outage", logs)
         wait_until(lambda refused=refused: all(w.log().count("Cannot connect to redis") > n
                                                for w, n in zip(workers, refused, strict=True)),
                    "a worker never noticed the outage", logs)
