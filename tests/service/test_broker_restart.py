@@ -130,9 +130,12 @@ def submit(agent_api, example_request, run_id: str) -> str:
     return response.json()["id"]
 
 
-def wait_until(condition, what: str, logs) -> None:
+def wait_until(condition, what: str, logs, workers=()) -> None:
+    """Wait for `condition`; fail at the deadline, or at once when one of `workers` has exited."""
     deadline = time.monotonic() + GENEROUS
     while not condition():
+        for worker in workers:
+            assert worker.process.poll() is None, f"worker {worker.name} exited:\n{worker.log()[-6000:]}"
         assert time.monotonic() < deadline, f"{what}:\n" + "\n".join(log()[-4000:] for log in logs)
         time.sleep(0.1)
 
@@ -177,22 +180,22 @@ def test_busy_workers_survive_broker_restarts_and_every_job_is_done_once(
     for restart in range(RESTARTS):
         batch = [submit(agent_api, example_request, f"r{restart}-{n}") for n in range(8)]
         jobs += batch
-        wait_until(lambda batch=batch: running_count(batch) >= 3, "jobs never ran", logs)
+        wait_until(lambda batch=batch: running_count(batch) >= 3, "jobs never ran", logs, workers)
         connected = [w.log().count("Connected to redis") for w in workers]
         # The outage lasts until a job ends: its worker acknowledges it while the broker is away.
         # and until every worker has tried to reconnect and been refused.
         done = ready_count(jobs)
         refused = [w.log().count("Cannot connect to redis") for w in workers]
         broker.kill(graceful=restart % 2 == 1)
-        wait_until(lambda done=done, jobs=jobs: ready_count(jobs) > done, "no job ended during the outage", logs)
+        wait_until(lambda done=done, jobs=jobs: ready_count(jobs) > done, "no job ended during the outage", logs, workers)
         wait_until(lambda refused=refused: all(w.log().count("Cannot connect to redis") > n
                                                for w, n in zip(workers, refused, strict=True)),
-                   "a worker never noticed the outage", logs)
+                   "a worker never noticed the outage", logs, workers)
         broker.start()
         wait_until(lambda connected=connected: all(w.log().count("Connected to redis") > n
                                                    for w, n in zip(workers, connected, strict=True)),
-                   "a worker did not reconnect", logs)
-    wait_until(lambda: final(jobs), "jobs left queued or running", logs)
+                   "a worker did not reconnect", logs, workers)
+    wait_until(lambda: final(jobs), "jobs left queued or running", logs, workers)
 
     for worker in workers:
         assert worker.process.poll() is None, worker.log()[-4000:]
@@ -217,11 +220,10 @@ def test_the_sweeper_process_requeues_a_job_whose_worker_died_with_no_worker_ali
     doomed.kill()
 
     sweeper = start_sweeper(CTXENG_STALE_AFTER_SECONDS="3")
-    wait_until(lambda: AssemblyJob.objects.get(id=job_id).status == "queued", "the sweeper never requeued it",
-               [sweeper.log])
-    job = AssemblyJob.objects.get(id=job_id)
-    assert (job.attempts, job.error.startswith("attempt 1: worker lost")) == (1, True), job.error
-    assert "'requeued': 1" in sweeper.log()
+    wait_until(lambda: "'requeued': 1" in sweeper.log(), "the sweeper never requeued it", [sweeper.log])
+    job = AssemblyJob.objects.get(id=job_id)  # no worker is alive: the sweeper process did it
+    assert (job.status, job.attempts) == ("queued", 1)
+    assert job.error.startswith("attempt 1: worker lost"), job.error
 
     worker = start_worker()
     wait_until(lambda: final([job_id]), "the requeued job never finished", [worker.log, sweeper.log])
