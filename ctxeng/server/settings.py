@@ -320,9 +320,12 @@ CTXENG_THROTTLE_AGENT = envrate("CTXENG_THROTTLE_AGENT", "600/min")
 # the "throttle" cache: Redis with REDIS_URL, else this process) and per tenant: each holds a sync
 # gunicorn worker, so the total stays below the workers (the README's layout runs 4: 3 leaves one
 # for /healthz and everything else). Beyond either, the job is answered at once as it is, with
-# Retry-After (manifests.api). 0: every wait is answered at once.
+# Retry-After (manifests.api). 0: every wait is answered at once. A tenant's share, by default,
+# is under half of what is left after one slot: any two tenants together leave a slot for a third
+# (with 3 and 2 two tenants held all three and a third polled every 2 s: issue 51, N7).
 CTXENG_LONGPOLL_MAX_TOTAL = envint("CTXENG_LONGPOLL_MAX_TOTAL", "3")
-CTXENG_LONGPOLL_MAX_PER_TENANT = envint("CTXENG_LONGPOLL_MAX_PER_TENANT", "2")
+CTXENG_LONGPOLL_MAX_PER_TENANT = envint("CTXENG_LONGPOLL_MAX_PER_TENANT",
+                                        str(max(1, (CTXENG_LONGPOLL_MAX_TOTAL - 1) // 2)))
 for _name in ("CTXENG_LONGPOLL_MAX_TOTAL", "CTXENG_LONGPOLL_MAX_PER_TENANT"):
     if globals()[_name] < 0:
         raise ImproperlyConfigured(f"{_name}: expected a number of long-polls >= 0, got {globals()[_name]}")

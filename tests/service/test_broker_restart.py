@@ -166,9 +166,9 @@ def final(job_ids: list[str]) -> bool:
 def test_busy_workers_survive_broker_restarts_and_every_job_is_done_once(
     broker, start_worker, start_sweeper, published_policy, agent_api, example_request
 ):
-    """Two workers of three processes each, every process busy on a job (each sleeps in it) when
-    the broker is killed and started again; three times, each time with new jobs behind. The
-    restart loses the queues (no persistence): the sweeper process re-sends what was lost."""
+    """Two workers of three processes each, busy on four jobs (each sleeps in it) when the broker
+    is killed and started again; six times, each time with new jobs. The restart loses the
+    queues (no persistence): the sweeper process re-sends what was lost."""
     from manifests.models import AssemblyJob, Manifest
 
     quick = {"CTXENG_TEST_TASK_SLEEP_SECONDS": "2", "CTXENG_REQUEUE_QUEUED_AFTER_SECONDS": "3"}
@@ -178,9 +178,11 @@ def test_busy_workers_survive_broker_restarts_and_every_job_is_done_once(
 
     jobs: list[str] = []
     for restart in range(RESTARTS):
-        batch = [submit(agent_api, example_request, f"r{restart}-{n}") for n in range(8)]
+        # Four jobs on six processes: a worker with a free process waits on the broker (a BRPOP)
+        # while holding unacknowledged messages, the state in which Celery 5.7 exited.
+        batch = [submit(agent_api, example_request, f"r{restart}-{n}") for n in range(4)]
         jobs += batch
-        wait_until(lambda batch=batch: running_count(batch) >= 3, "jobs never ran", logs, workers)
+        wait_until(lambda batch=batch: running_count(batch) == len(batch), "jobs never ran", logs, workers)
         connected = [w.log().count("Connected to redis") for w in workers]
         # The outage lasts until a job ends: its worker acknowledges it while the broker is away.
         # and until every worker has tried to reconnect and been refused.
