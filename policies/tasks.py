@@ -7,6 +7,8 @@ dispatch (ctxeng.server.fair_queue) a message is a turn, which may run another t
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 
 from ctxeng.server import fair_queue
@@ -34,6 +36,8 @@ def run_impact_preview(self, preview_id: str) -> None:
 
 
 def _run(preview_id: str, traceparent: str | None) -> None:
+    if settings.CTXENG_TEST_PREVIEW_SLEEP_SECONDS and not settings.CTXENG_JOBS_INLINE:  # a test hook
+        time.sleep(settings.CTXENG_TEST_PREVIEW_SLEEP_SECONDS)
     impact_preview_run(preview_id=preview_id)
 
 

@@ -20,6 +20,14 @@ waiting a tenant's next entry starts within T turns, whatever the others have qu
 with CTXENG_FAIR_TENANT_MAX_RUNNING entries leased is passed over; when every tenant waiting is,
 the turn is requeued (the message is sent again after CTXENG_FAIR_REQUEUE_SECONDS).
 
+Impact previews run in a lane of their own within their tenant: at most
+CTXENG_FAIR_TENANT_MAX_PREVIEWS (1) of a tenant's previews are on workers at once; meanwhile its
+turn goes to its oldest entry that is not a preview, or, with none, it is passed over like a
+capped tenant. A preview replays a tenant's history for up to CTXENG_IMPACT_TIME_LIMIT_SECONDS;
+two of them held both workers of a 2-worker deployment and another tenant's 0.5 s job waited
+119 s (issue 51, N3). With the lane a tenant's previews hold one worker, and the rest stay free
+for every tenant's jobs (the tenant's own included).
+
 Nothing is lost: each push comes with a message, and a message takes an entry while there is one
 (or, when every waiting tenant is capped, is sent again), so every entry is taken. A lease is renewed while its process runs the entry
 (`holding`); a lease not renewed for CTXENG_FAIR_LEASE_SECONDS (a worker killed after `take`) is
@@ -88,10 +96,31 @@ push(ARGV[1], ARGV[2], ARGV[3], false)
 return 1
 """
 
-# ARGV: prefix, lease ms, cap (0: none), most leases reaped per call.
+# ARGV: prefix, lease ms, cap (0: none), most leases reaped per call, previews a tenant may run
+# at once (0: no bound), how far into a tenant's queue to look past its waiting previews.
 # Returns {tenant or false, entry or false, capped 0/1, reaped entries as tenant|entry...}.
 TAKE = _LUA_PUSH + """
 local p, lease, cap, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local lane, look = tonumber(ARGV[5]), tonumber(ARGV[6])
+local function is_preview(entry) return string.sub(entry, 1, 8) == 'preview:' end
+-- The entry a tenant runs next: its oldest; with `lane` of its previews running, its oldest that
+-- is not a preview (false: none within `look`).
+local function next_entry(tenant)
+  local queue = p .. 'q:' .. tenant
+  if lane > 0 then
+    local previews = 0
+    for _, held in ipairs(redis.call('ZRANGE', p .. 'run:' .. tenant, 0, -1)) do
+      if is_preview(held) then previews = previews + 1 end
+    end
+    if previews >= lane then
+      for _, entry in ipairs(redis.call('LRANGE', queue, 0, look - 1)) do
+        if not is_preview(entry) then return entry end
+      end
+      return false
+    end
+  end
+  return redis.call('LINDEX', queue, 0)
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local result = {false, false, 0}
@@ -104,8 +133,9 @@ for _, held in ipairs(redis.call('ZRANGEBYSCORE', p .. 'leases', '-inf', now, 'L
   table.insert(result, held)
 end
 -- The turn goes to the waiting tenant with the fewest entries on workers; among equals, the one
--- first in the ring (the longest since its last turn). A tenant at the cap is passed over.
-local best, fewest = nil, nil
+-- first in the ring (the longest since its last turn). A tenant at the cap, or with only
+-- previews waiting while its previews fill their lane, is passed over.
+local best, fewest, best_entry = nil, nil, nil
 for _, tenant in ipairs(redis.call('LRANGE', p .. 'ring', 0, -1)) do
   if redis.call('LLEN', p .. 'q:' .. tenant) == 0 then
     redis.call('LREM', p .. 'ring', 1, tenant)
@@ -115,13 +145,15 @@ for _, tenant in ipairs(redis.call('LRANGE', p .. 'ring', 0, -1)) do
     if cap > 0 and running >= cap then
       result[3] = 1
     elseif fewest == nil or running < fewest then
-      best, fewest = tenant, running
+      local entry = next_entry(tenant)
+      if entry then best, fewest, best_entry = tenant, running, entry else result[3] = 1 end
     end
   end
 end
 if best then
   local queue = p .. 'q:' .. best
-  local entry = redis.call('LPOP', queue)
+  local entry = best_entry
+  redis.call('LREM', queue, 1, entry)
   redis.call('SREM', p .. 'pending:' .. best, entry)
   redis.call('ZADD', p .. 'run:' .. best, now + lease, entry)
   redis.call('ZADD', p .. 'leases', now + lease, best .. '|' .. entry)
@@ -156,6 +188,9 @@ return 1
 """
 
 REAP_AT_MOST = 100
+# How far into a tenant's queue a turn looks for an entry that is not a preview, when the tenant's
+# previews fill their lane (CTXENG_FAIR_TENANT_MAX_PREVIEWS).
+LOOK_PAST_PREVIEWS = 100
 
 
 def enabled() -> bool:
@@ -213,7 +248,8 @@ class Turn:
 def take() -> Turn:
     """The next entry in turn (its lease now held by this process); reaped leases are re-sent."""
     tenant, entry, capped, *reaped = _script(
-        TAKE, _lease_ms(), settings.CTXENG_FAIR_TENANT_MAX_RUNNING, REAP_AT_MOST)
+        TAKE, _lease_ms(), settings.CTXENG_FAIR_TENANT_MAX_RUNNING, REAP_AT_MOST,
+        settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS, LOOK_PAST_PREVIEWS)
     for held in reaped:
         lost_tenant, _, lost = held.decode().partition("|")
         kind, _, item_id = lost.partition(":")

@@ -414,17 +414,23 @@ CTXENG_FAIR_DISPATCH = envbool("CTXENG_FAIR_DISPATCH", "1")
 CTXENG_FAIR_TENANT_MAX_RUNNING = envint("CTXENG_FAIR_TENANT_MAX_RUNNING", "0")
 CTXENG_FAIR_REQUEUE_SECONDS = envfloat("CTXENG_FAIR_REQUEUE_SECONDS", "1")
 CTXENG_FAIR_LEASE_SECONDS = envfloat("CTXENG_FAIR_LEASE_SECONDS", "40")
-if CTXENG_FAIR_TENANT_MAX_RUNNING < 0:
-    raise ImproperlyConfigured("CTXENG_FAIR_TENANT_MAX_RUNNING: expected 0 (no cap) or a positive number of workers")
+# Impact previews a tenant may have on workers at once (0: no bound); its other previews wait
+# while its jobs and every other tenant's still run (issue 51, N3).
+CTXENG_FAIR_TENANT_MAX_PREVIEWS = envint("CTXENG_FAIR_TENANT_MAX_PREVIEWS", "1")
+for _name in ("CTXENG_FAIR_TENANT_MAX_RUNNING", "CTXENG_FAIR_TENANT_MAX_PREVIEWS"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name}: expected 0 (no cap) or a positive number of workers")
 if CTXENG_FAIR_REQUEUE_SECONDS < 0 or CTXENG_FAIR_LEASE_SECONDS <= 0:
     raise ImproperlyConfigured("CTXENG_FAIR_REQUEUE_SECONDS, CTXENG_FAIR_LEASE_SECONDS: expected positive seconds")
 # A turn runs an assembly job or an impact preview, whichever is next (fair dispatch): both tasks
 # get the larger of the two kinds' time limits.
 CTXENG_TURN_SOFT_TIME_LIMIT = max(CTXENG_JOB_SOFT_TIME_LIMIT, round(CTXENG_IMPACT_TIME_LIMIT_SECONDS) + 60)
 CTXENG_TURN_TIME_LIMIT = max(CTXENG_JOB_TIME_LIMIT, round(CTXENG_IMPACT_TIME_LIMIT_SECONDS) + 120)
-# Test hooks read by the task (never set in production): sleep before assembling, or SIGKILL the
-# worker process for jobs of one run id. They make worker-crash tests deterministic.
+# Test hooks read by the tasks (never set in production): sleep before assembling or before an
+# impact preview, or SIGKILL the worker process for jobs of one run id. They make worker-crash
+# and fairness tests deterministic.
 CTXENG_TEST_TASK_SLEEP_SECONDS = envfloat("CTXENG_TEST_TASK_SLEEP_SECONDS", "0")
+CTXENG_TEST_PREVIEW_SLEEP_SECONDS = envfloat("CTXENG_TEST_PREVIEW_SLEEP_SECONDS", "0")
 CTXENG_TEST_CRASH_RUN_ID = os.environ.get("CTXENG_TEST_CRASH_RUN_ID", "")
 # Comma-separated points of manifests.services.CRASH_POINTS: the first attempt of a job of run
 # `crash-at-<point>` SIGKILLs its worker process there (the crash-consistency test).

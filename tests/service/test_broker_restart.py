@@ -140,6 +140,12 @@ def wait_until(condition, what: str, logs, workers=()) -> None:
         time.sleep(0.1)
 
 
+def queued_count(job_ids: list[str]) -> int:
+    from manifests.models import AssemblyJob
+
+    return AssemblyJob.objects.filter(id__in=job_ids, status="queued").count()
+
+
 def running_count(job_ids: list[str]) -> int:
     from manifests.models import AssemblyJob
 
@@ -171,7 +177,7 @@ def test_busy_workers_survive_broker_restarts_and_every_job_is_done_once(
     queues (no persistence): the sweeper process re-sends what was lost."""
     from manifests.models import AssemblyJob, Manifest
 
-    quick = {"CTXENG_TEST_TASK_SLEEP_SECONDS": "2", "CTXENG_REQUEUE_QUEUED_AFTER_SECONDS": "3"}
+    quick = {"CTXENG_TEST_TASK_SLEEP_SECONDS": "4", "CTXENG_REQUEUE_QUEUED_AFTER_SECONDS": "3"}
     workers = [start_worker(concurrency=3, as_deployed=True, **quick) for _ in range(2)]
     sweeper = start_sweeper(CTXENG_REQUEUE_QUEUED_AFTER_SECONDS="3")
     logs = [w.log for w in workers] + [sweeper.log]
@@ -182,7 +188,8 @@ def test_busy_workers_survive_broker_restarts_and_every_job_is_done_once(
         # while holding unacknowledged messages, the state in which Celery 5.7 exited.
         batch = [submit(agent_api, example_request, f"r{restart}-{n}") for n in range(4)]
         jobs += batch
-        wait_until(lambda batch=batch: running_count(batch) == len(batch), "jobs never ran", logs, workers)
+        wait_until(lambda batch=batch: queued_count(batch) == 0 and running_count(batch) > 0, "jobs never ran",
+                   logs, workers)
         connected = [w.log().count("Connected to redis") for w in workers]
         # The outage lasts until a job ends: its worker acknowledges it while the broker is away.
         # and until every worker has tried to reconnect and been refused.
