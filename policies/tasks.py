@@ -14,6 +14,7 @@ from django.conf import settings
 from ctxeng.server import fair_queue
 from ctxeng.server.celery import app
 
+from .models import ImpactPreview, PreviewStatus
 from .services import impact_preview_run
 
 
@@ -41,4 +42,9 @@ def _run(preview_id: str, traceparent: str | None) -> None:
     impact_preview_run(preview_id=preview_id)
 
 
-fair_queue.register("preview", _run)
+def _waiting_tenant(preview_id: str) -> int | None:
+    return (ImpactPreview.objects.filter(id=preview_id, status=PreviewStatus.QUEUED)
+            .values_list("revision__policy__tenant_id", flat=True).first())
+
+
+fair_queue.register("preview", _run, _waiting_tenant)

@@ -34,8 +34,9 @@ Nothing is lost: each push comes with a message, and a message takes an entry wh
 reaped by the next `take`: its entry goes back to the front of its tenant's queue with a new
 message, and the tenant's slot is free again. The job rows stay the source of truth: the claim
 guards every run (a second run of an entry is a no-op), and the stale-job sweep re-sends a queued
-assembly whose entry the broker lost (a Redis restart). A message that finds no entry runs the
-entry it was sent for (one enqueued before fair dispatch was turned on, or re-sent by the sweep).
+assembly whose entry the broker lost (a Redis restart). A message that finds no entry queues the
+item it was sent for again, if it still waits and is not on a worker, and takes a turn: nothing
+runs outside the leases, so no tenant passes its cap that way.
 
 Off (CTXENG_FAIR_DISPATCH=0), or without Redis (jobs run in the submitting process), messages run
 their own entry, first in, first out. The scripts name their keys themselves (a tenant's keys are
@@ -69,15 +70,19 @@ PREFIX = "ctxeng:fair:"
 TASKS = {"assembly": "manifests.run_assembly_job", "preview": "policies.run_impact_preview",
          "verification": "manifests.verify_recorded_step"}
 
-# kind -> run(item_id, traceparent): registered by each app's tasks module (manifests.tasks,
-# policies.tasks), in the worker that imports both; this module imports neither app.
+# kind -> run(item_id, traceparent), and kind -> waiting_tenant(item_id) (the tenant of an item still
+# waiting to run, None when it is not: done, running or gone): registered by each app's tasks
+# module (manifests.tasks, policies.tasks), in the worker that imports both; this module imports
+# neither app.
 _runners: dict[str, Callable[[str, str | None], Any]] = {}
+_waiting_tenants: dict[str, Callable[[str], int | None]] = {}
 
 
-def register(kind: str, run: Callable[[str, str | None], Any]) -> None:
+def register(kind: str, run: Callable[[str, str | None], Any], waiting_tenant: Callable[[str], int | None]) -> None:
     if kind not in TASKS:
         raise ValueError(f"kind: {kind!r} is not one of {sorted(TASKS)}")
     _runners[kind] = run
+    _waiting_tenants[kind] = waiting_tenant
 
 
 # Every script reads the clock from Redis, so leases do not depend on the workers' clocks agreeing.
@@ -92,6 +97,14 @@ end
 """
 
 PUSH = _LUA_PUSH + """
+push(ARGV[1], ARGV[2], ARGV[3], false)
+return 1
+"""
+
+# ARGV: prefix, tenant, entry. PUSH, unless the entry is on a worker now (leased): a message
+# re-sent for a running entry must not queue it a second time.
+PUSH_UNLESS_LEASED = _LUA_PUSH + """
+if redis.call('ZSCORE', ARGV[1] .. 'run:' .. ARGV[2], ARGV[3]) then return 0 end
 push(ARGV[1], ARGV[2], ARGV[3], false)
 return 1
 """
@@ -329,7 +342,21 @@ def run_turn(*, kind: str, item_id: str, traceparent: str | None, requeue: Calla
         requeue(settings.CTXENG_FAIR_REQUEUE_SECONDS)
         return None
     if turn.tenant is None:
-        return _runners[kind](item_id, traceparent)
+        # Nothing waiting, yet this message was sent: its entry was taken by another message
+        # (the sweep re-sent a job, a lease expired), or lost with the broker's data, or it was
+        # sent before fair dispatch was on. Its item, if it still waits, is queued again and
+        # takes a turn like any other, under a lease and the caps: run outside them it would
+        # let its tenant pass its cap (issue 51, N9).
+        tenant = _waiting_tenants[kind](item_id)
+        if tenant is None:
+            return None  # done, on a worker, or gone: its claim would refuse it anyway
+        _script(PUSH_UNLESS_LEASED, str(tenant), entry_of(kind, item_id))
+        turn = take()
+        if turn.capped:
+            requeue(settings.CTXENG_FAIR_REQUEUE_SECONDS)
+            return None
+        if turn.tenant is None:
+            return None
     own = (turn.kind, turn.item_id) == (kind, item_id)
     with holding(turn):
         return _runners[turn.kind or ""](turn.item_id or "", traceparent if own else None)

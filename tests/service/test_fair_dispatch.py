@@ -165,6 +165,65 @@ def test_with_the_preview_lane_off_a_tenants_previews_take_turns_like_jobs(fair_
     assert [fair_queue.take().item_id, fair_queue.take().item_id] == previews
 
 
+@pytest.fixture
+def unsent_job(fair_redis, transactional_db, published_policy, agent_user, example_request, settings):
+    """A committed, queued job whose message and fair-queue entry were never sent (its enqueue is
+    skipped), in tenant A, with A capped at one job on workers."""
+    import manifests.tasks  # noqa: F401 - registers the assembly runner with fair_queue, as a worker does
+    from manifests import services
+
+    settings.CTXENG_FAIR_TENANT_MAX_RUNNING = 1
+    enqueue, services.assembly_job_enqueue = services.assembly_job_enqueue, lambda **kwargs: None
+    try:
+        job, _ = services.assembly_job_submit(user=agent_user, data=example_request)
+    finally:
+        services.assembly_job_enqueue = enqueue
+    return job
+
+
+def test_a_message_for_a_job_already_taken_runs_nothing_so_the_cap_holds(unsent_job, fair_redis):
+    """Issue 51, N9: the sweep re-sends a job whose entry another message has just taken (leased,
+    not yet claimed). That second message finds nothing waiting; it used to run the job it names
+    outside the leases, so the tenant passed its cap. Now it runs nothing."""
+    from ctxeng.server import fair_queue
+    from manifests.models import AssemblyJob
+
+    fair_queue.push(kind="assembly", item_id=str(unsent_job.id), tenant_id=unsent_job.tenant_id)
+    taken = fair_queue.take()  # the first message's turn: leased, its worker about to claim
+    assert taken.item_id == str(unsent_job.id)
+
+    requeued = []
+    assert fair_queue.run_turn(kind="assembly", item_id=str(unsent_job.id), traceparent=None,
+                               requeue=requeued.append) is None
+    assert AssemblyJob.objects.get(id=unsent_job.id).status == "queued"  # left to the lease holder
+    assert fair_redis.zcard(f"ctxeng:fair:run:{unsent_job.tenant_id}") == 1
+    assert fair_redis.llen(f"ctxeng:fair:q:{unsent_job.tenant_id}") == 0  # not queued a second time
+
+
+def test_a_message_whose_entry_was_lost_runs_its_job_under_a_lease(unsent_job, fair_redis):
+    """The entry is gone (a broker restart without persistence) but the message came: the job is
+    queued again and runs in a turn of its own, its lease released after."""
+    from ctxeng.server import fair_queue
+    from manifests.models import AssemblyJob
+
+    leased_during_run = []
+    run = fair_queue._runners["assembly"]  # noqa: SLF001 - observe the lease while the job runs
+
+    def observed(item_id, traceparent):
+        leased_during_run.append(fair_redis.zcard(f"ctxeng:fair:run:{unsent_job.tenant_id}"))
+        return run(item_id, traceparent)
+
+    fair_queue._runners["assembly"] = observed  # noqa: SLF001
+    try:
+        fair_queue.run_turn(kind="assembly", item_id=str(unsent_job.id), traceparent=None,
+                            requeue=lambda countdown: pytest.fail("requeued"))
+    finally:
+        fair_queue._runners["assembly"] = run  # noqa: SLF001
+    assert leased_during_run == [1]
+    assert AssemblyJob.objects.get(id=unsent_job.id).status == "ready"
+    assert fair_redis.zcard(f"ctxeng:fair:run:{unsent_job.tenant_id}") == 0
+
+
 # --------------------------------------------------------------------------- on real workers
 
 
