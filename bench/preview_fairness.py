@@ -66,7 +66,8 @@ def _child(history: int, alone: int, work: Path) -> dict:
     published = policy_import(tenant=tenant_a, text=yaml.safe_dump(policy_doc, sort_keys=False), user=user_a,
                               publish=True)
     policy_doc["policy"]["revision"] += 1
-    draft = policy_import(tenant=tenant_a, text=yaml.safe_dump(policy_doc, sort_keys=False), user=user_a)
+    draft = policy_import(tenant=tenant_a, text=yaml.safe_dump(policy_doc, sort_keys=False), user=user_a,
+                          publish=False)
     small = json.loads(json.dumps(example_json("request.json")).replace("tenant-x", TENANT_B))
 
     def wait(job_ids: list) -> None:
