@@ -4,8 +4,9 @@
 private redis-server as REDIS_URL, and the workers of bench.fairness (two Celery workers of one
 process each). Tenant A (`tenant-x`) first runs `--history` jobs of the 2,000-candidate bench
 workload (not timed: the history its previews replay); then A's policy editor starts two impact
-previews (of two revisions of that policy, so neither cancels the other), and once a preview is
-running tenant B (`tenant-b`) submits the worked example's request. B's wait is submit to sealed;
+previews (of two revisions of that policy, so neither cancels the other), and once
+both previews' turns are taken (both running, or one running and the other's turn requeued at
+the lane) tenant B (`tenant-b`) submits the worked example's request. B's wait is submit to sealed;
 its baseline is the same job alone on idle workers, `--alone` times, in the same run and mode.
 
 Modes: `previews take turns like jobs` (CTXENG_FAIR_TENANT_MAX_PREVIEWS=0, before issue 51) and
@@ -97,10 +98,16 @@ def _child(history: int, alone: int, work: Path) -> dict:
             past.append(assembly_job_submit(user=user_a, data=dict(body, run_id=f"a-{n}"))[0].id)
         wait(past)
         previews = [impact_preview_start(revision=revision, user=user_a).id for revision in (published, draft)]
+        def both_turns_taken() -> bool:
+            """Both previews running, or one running and the other's turn requeued at the lane."""
+            running = ImpactPreview.objects.filter(id__in=previews, status="running").count()
+            logs = "".join((work / f"worker-{n}.log").read_text(errors="replace") for n in range(WORKERS))
+            return running == 2 or (running == 1 and "turn requeued" in logs)
+
         deadline = time.monotonic() + 600
-        while not ImpactPreview.objects.filter(id__in=previews, status="running").exists():
+        while not both_turns_taken():
             if time.monotonic() > deadline:
-                raise RuntimeError("no preview started within 10 minutes")
+                raise RuntimeError("the previews' turns were not taken within 10 minutes")
             time.sleep(0.05)
         job, _ = assembly_job_submit(user=user_b, data=dict(small, run_id="b-behind"))
         wait([job.id])
@@ -139,7 +146,7 @@ def report(rows: list[dict], history: int) -> str:
     lines = [f"# Issue 51, N3: tenant B's small job behind tenant A's two impact previews ({history} jobs replayed)",
              "", f"{WORKERS} Celery workers of one process each, SQLite, Redis; each preview replays tenant A's "
              f"{history} past jobs of the 2,000-candidate bench workload; B's job is the worked example's request, "
-             f"submitted once a preview runs; B's wait is submit to sealed. `python -m bench.preview_fairness` on "
+             f"submitted once both previews' turns were taken; B's wait is submit to sealed. `python -m bench.preview_fairness` on "
              f"{os.cpu_count()} cores.", "",
              "| mode | B alone (median) | B behind A's previews | ratio | each preview ran | A's previews took |",
              "| --- | ---: | ---: | ---: | ---: | ---: |"]
