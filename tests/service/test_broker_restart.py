@@ -76,7 +76,10 @@ def broker():
 
 @pytest.fixture
 def redis_url(broker):
-    """The broker of this module's workers: the restartable one (overrides the session's)."""
+    """The broker of this module's workers: the restartable one (overrides the session's), running
+    (a test that failed mid-outage left it stopped)."""
+    if broker.process is None or broker.process.poll() is not None:
+        broker.start()
     return broker.url
 
 
