@@ -119,7 +119,7 @@ def _child(history: int, alone: int, work: Path) -> dict:
         assert all(row.status == "done" for row in rows), [(row.status, row.error) for row in rows]
         return {"alone": baseline, "behind": waited(job.id),
                 "previews": [(row.finished_at - row.started_at).total_seconds() for row in rows],
-                "previews_seconds": (rows[-1].finished_at - rows[0].started_at).total_seconds()}
+                "previews_seconds": (max(row.finished_at for row in rows) - rows[0].started_at).total_seconds()}
     finally:
         for worker in workers:
             os.killpg(worker.pid, signal.SIGTERM)
