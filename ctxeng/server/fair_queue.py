@@ -331,14 +331,16 @@ def holding(turn: Turn) -> Iterator[None]:
 def run_turn(*, kind: str, item_id: str, traceparent: str | None, requeue: Callable[[float], Any]) -> Any:
     """What a message does: run the entry in turn (fair dispatch), else the one it was sent for.
 
-    `requeue(countdown)` sends this message again; called when every waiting tenant is at its cap.
+    `requeue(countdown)` sends this message again; called when every waiting tenant is at its cap
+    (or has only previews waiting while its previews fill their lane).
     The traceparent belongs to the message's own entry; another entry's run reads its own."""
     if not enabled():
         return _runners[kind](item_id, traceparent)
     turn = take()
     if turn.capped:
-        logger.info("fair dispatch: every waiting tenant is at CTXENG_FAIR_TENANT_MAX_RUNNING=%s; turn requeued",
-                    settings.CTXENG_FAIR_TENANT_MAX_RUNNING)
+        logger.info("fair dispatch: every waiting tenant is at CTXENG_FAIR_TENANT_MAX_RUNNING=%s or has only "
+                    "previews waiting beyond CTXENG_FAIR_TENANT_MAX_PREVIEWS=%s; turn requeued",
+                    settings.CTXENG_FAIR_TENANT_MAX_RUNNING, settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS)
         requeue(settings.CTXENG_FAIR_REQUEUE_SECONDS)
         return None
     if turn.tenant is None:
