@@ -18,7 +18,7 @@ from django.conf import settings
 from ctxeng.server import fair_queue
 from ctxeng.server.celery import app
 
-from .models import AssemblyJob
+from .models import AssemblyJob, JobStatus, Verification
 from .services import assembly_job_assemble, assembly_job_claim, assembly_job_heartbeat, recorded_step_verify
 
 
@@ -48,7 +48,11 @@ def _run(job_id: str, traceparent: str | None) -> str | None:
         return assembly_job_assemble(job_id=job_id, attempt=attempt, traceparent=traceparent)
 
 
-fair_queue.register("assembly", _run)
+def _waiting_tenant(job_id: str) -> int | None:
+    return AssemblyJob.objects.filter(id=job_id, status=JobStatus.QUEUED).values_list("tenant_id", flat=True).first()
+
+
+fair_queue.register("assembly", _run, _waiting_tenant)
 
 
 @app.task(
@@ -69,7 +73,13 @@ def verify_recorded_step(self, job_id: str) -> str | None:
     )
 
 
-fair_queue.register("verification", lambda job_id, traceparent: recorded_step_verify(job_id=job_id))
+def _unverified_tenant(job_id: str) -> int | None:
+    return (AssemblyJob.objects.filter(id=job_id, verification=Verification.PENDING)
+            .values_list("tenant_id", flat=True).first())
+
+
+fair_queue.register("verification", lambda job_id, traceparent: recorded_step_verify(job_id=job_id),
+                    _unverified_tenant)
 
 
 def _test_hooks(job_id: str) -> None:

@@ -7,11 +7,14 @@ dispatch (ctxeng.server.fair_queue) a message is a turn, which may run another t
 
 from __future__ import annotations
 
+import time
+
 from django.conf import settings
 
 from ctxeng.server import fair_queue
 from ctxeng.server.celery import app
 
+from .models import ImpactPreview, PreviewStatus
 from .services import impact_preview_run
 
 
@@ -34,7 +37,14 @@ def run_impact_preview(self, preview_id: str) -> None:
 
 
 def _run(preview_id: str, traceparent: str | None) -> None:
+    if settings.CTXENG_TEST_PREVIEW_SLEEP_SECONDS and not settings.CTXENG_JOBS_INLINE:  # a test hook
+        time.sleep(settings.CTXENG_TEST_PREVIEW_SLEEP_SECONDS)
     impact_preview_run(preview_id=preview_id)
 
 
-fair_queue.register("preview", _run)
+def _waiting_tenant(preview_id: str) -> int | None:
+    return (ImpactPreview.objects.filter(id=preview_id, status=PreviewStatus.QUEUED)
+            .values_list("revision__policy__tenant_id", flat=True).first())
+
+
+fair_queue.register("preview", _run, _waiting_tenant)

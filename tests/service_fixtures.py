@@ -19,8 +19,10 @@ committed and another process can see them):
   is flushed; under pytest-xdist worker gwN takes database number + N), else a private
   `redis-server` on a free port per test worker; fails (never skips) without either.
 - `celery_jobs`: switches this process to enqueue on that Redis (CTXENG_JOBS_INLINE off).
-- `start_worker(**env)`: starts `celery -A ctxeng worker` as a subprocess against the test
-  database (SQLite file or the PostgreSQL test database) and waits until it is ready; returns a
+- `start_worker(concurrency=1, as_deployed=False, **env)`: starts `celery -A ctxeng worker` (that
+  many pool processes; `as_deployed`: the command line of docs/production.md, with gossip and
+  mingle, else without them) as a subprocess against the test database (SQLite file or the PostgreSQL test database) and waits
+  until it is ready; returns a
   handle with `.kill()` (SIGKILL to the whole process group) and `.log()`. Stopped after the test.
 """
 
@@ -320,7 +322,9 @@ def use_broker(url: str) -> None:
 
     from ctxeng.server.celery import app
 
-    app.conf.broker_url = url
+    # Both spellings: the app reads Django's settings under the CELERY namespace, and Celery 5.6
+    # looks up the namespaced key (CELERY_BROKER_URL) before broker_url.
+    app.conf.broker_url = app.conf.CELERY_BROKER_URL = url
     app._pool = None  # noqa: SLF001 - see docstring
     amqp = app.__dict__.get("amqp")
     if amqp is not None:
@@ -340,15 +344,18 @@ def celery_jobs(settings, redis_url):
 class Worker:
     """A `celery -A ctxeng worker` subprocess in its own process group."""
 
-    def __init__(self, name: str, env: dict[str, str], log_path: Path) -> None:
+    def __init__(self, name: str, env: dict[str, str], log_path: Path, concurrency: int = 1,
+                 as_deployed: bool = False) -> None:
         self.name = name
         self.log_path = log_path
         self._log = open(log_path, "w")  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
             [
                 sys.executable, "-m", "celery", "-A", "ctxeng", "worker",
-                "--pool", "prefork", "--concurrency", "1", "--loglevel", "INFO",
-                "--hostname", f"{name}@%h", "--without-gossip", "--without-mingle",
+                "--pool", "prefork", "--concurrency", str(concurrency), "--loglevel", "INFO",
+                "--hostname", f"{name}@%h",
+                # The deployed command line as it is (gossip, mingle, remote control), or quieter.
+                *(() if as_deployed else ("--without-gossip", "--without-mingle")),
             ],
             cwd=REPO,
             env=env,
@@ -390,7 +397,7 @@ def start_worker(celery_jobs, transactional_db, tmp_path):
     """`start_worker(**env)`: a ready Celery worker on the test database and Redis; stopped after."""
     workers: list[Worker] = []
 
-    def start(**extra_env: str) -> Worker:
+    def start(concurrency: int = 1, as_deployed: bool = False, **extra_env: str) -> Worker:
         env = {
             k: v for k, v in os.environ.items()
             if not k.startswith("CTXENG_TEST_") and k not in ("DATABASE_URL", "REDIS_URL")
@@ -402,7 +409,8 @@ def start_worker(celery_jobs, transactional_db, tmp_path):
             PYTHONUNBUFFERED="1",
         )
         env.update({k: str(v) for k, v in extra_env.items()})
-        worker = Worker(f"w{len(workers) + 1}", env, tmp_path / f"worker-{len(workers) + 1}.log")
+        worker = Worker(f"w{len(workers) + 1}", env, tmp_path / f"worker-{len(workers) + 1}.log", concurrency,
+                        as_deployed)
         workers.append(worker)
         worker.wait_ready()
         return worker

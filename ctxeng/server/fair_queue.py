@@ -20,14 +20,23 @@ waiting a tenant's next entry starts within T turns, whatever the others have qu
 with CTXENG_FAIR_TENANT_MAX_RUNNING entries leased is passed over; when every tenant waiting is,
 the turn is requeued (the message is sent again after CTXENG_FAIR_REQUEUE_SECONDS).
 
+Impact previews run in a lane of their own within their tenant: at most
+CTXENG_FAIR_TENANT_MAX_PREVIEWS (1) of a tenant's previews are on workers at once; meanwhile its
+turn goes to its oldest entry that is not a preview, or, with none, it is passed over like a
+capped tenant. A preview replays a tenant's history for up to CTXENG_IMPACT_TIME_LIMIT_SECONDS;
+two of them held both workers of a 2-worker deployment and another tenant's 0.5 s job waited
+119 s (issue 51, N3). With the lane a tenant's previews hold one worker, and the rest stay free
+for every tenant's jobs (the tenant's own included).
+
 Nothing is lost: each push comes with a message, and a message takes an entry while there is one
 (or, when every waiting tenant is capped, is sent again), so every entry is taken. A lease is renewed while its process runs the entry
 (`holding`); a lease not renewed for CTXENG_FAIR_LEASE_SECONDS (a worker killed after `take`) is
 reaped by the next `take`: its entry goes back to the front of its tenant's queue with a new
 message, and the tenant's slot is free again. The job rows stay the source of truth: the claim
 guards every run (a second run of an entry is a no-op), and the stale-job sweep re-sends a queued
-assembly whose entry the broker lost (a Redis restart). A message that finds no entry runs the
-entry it was sent for (one enqueued before fair dispatch was turned on, or re-sent by the sweep).
+assembly whose entry the broker lost (a Redis restart). A message that finds no entry queues the
+item it was sent for again, if it still waits and is not on a worker, and takes a turn: nothing
+runs outside the leases, so no tenant passes its cap that way.
 
 Off (CTXENG_FAIR_DISPATCH=0), or without Redis (jobs run in the submitting process), messages run
 their own entry, first in, first out. The scripts name their keys themselves (a tenant's keys are
@@ -61,15 +70,19 @@ PREFIX = "ctxeng:fair:"
 TASKS = {"assembly": "manifests.run_assembly_job", "preview": "policies.run_impact_preview",
          "verification": "manifests.verify_recorded_step"}
 
-# kind -> run(item_id, traceparent): registered by each app's tasks module (manifests.tasks,
-# policies.tasks), in the worker that imports both; this module imports neither app.
+# kind -> run(item_id, traceparent), and kind -> waiting_tenant(item_id) (the tenant of an item still
+# waiting to run, None when it is not: done, running or gone): registered by each app's tasks
+# module (manifests.tasks, policies.tasks), in the worker that imports both; this module imports
+# neither app.
 _runners: dict[str, Callable[[str, str | None], Any]] = {}
+_waiting_tenants: dict[str, Callable[[str], int | None]] = {}
 
 
-def register(kind: str, run: Callable[[str, str | None], Any]) -> None:
+def register(kind: str, run: Callable[[str, str | None], Any], waiting_tenant: Callable[[str], int | None]) -> None:
     if kind not in TASKS:
         raise ValueError(f"kind: {kind!r} is not one of {sorted(TASKS)}")
     _runners[kind] = run
+    _waiting_tenants[kind] = waiting_tenant
 
 
 # Every script reads the clock from Redis, so leases do not depend on the workers' clocks agreeing.
@@ -88,10 +101,39 @@ push(ARGV[1], ARGV[2], ARGV[3], false)
 return 1
 """
 
-# ARGV: prefix, lease ms, cap (0: none), most leases reaped per call.
+# ARGV: prefix, tenant, entry. PUSH, unless the entry is on a worker now (leased): a message
+# re-sent for a running entry must not queue it a second time.
+PUSH_UNLESS_LEASED = _LUA_PUSH + """
+if redis.call('ZSCORE', ARGV[1] .. 'run:' .. ARGV[2], ARGV[3]) then return 0 end
+push(ARGV[1], ARGV[2], ARGV[3], false)
+return 1
+"""
+
+# ARGV: prefix, lease ms, cap (0: none), most leases reaped per call, previews a tenant may run
+# at once (0: no bound), how far into a tenant's queue to look past its waiting previews.
 # Returns {tenant or false, entry or false, capped 0/1, reaped entries as tenant|entry...}.
 TAKE = _LUA_PUSH + """
 local p, lease, cap, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local lane, look = tonumber(ARGV[5]), tonumber(ARGV[6])
+local function is_preview(entry) return string.sub(entry, 1, 8) == 'preview:' end
+-- The entry a tenant runs next: its oldest; with `lane` of its previews running, its oldest that
+-- is not a preview (false: none within `look`).
+local function next_entry(tenant)
+  local queue = p .. 'q:' .. tenant
+  if lane > 0 then
+    local previews = 0
+    for _, held in ipairs(redis.call('ZRANGE', p .. 'run:' .. tenant, 0, -1)) do
+      if is_preview(held) then previews = previews + 1 end
+    end
+    if previews >= lane then
+      for _, entry in ipairs(redis.call('LRANGE', queue, 0, look - 1)) do
+        if not is_preview(entry) then return entry end
+      end
+      return false
+    end
+  end
+  return redis.call('LINDEX', queue, 0)
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local result = {false, false, 0}
@@ -104,8 +146,9 @@ for _, held in ipairs(redis.call('ZRANGEBYSCORE', p .. 'leases', '-inf', now, 'L
   table.insert(result, held)
 end
 -- The turn goes to the waiting tenant with the fewest entries on workers; among equals, the one
--- first in the ring (the longest since its last turn). A tenant at the cap is passed over.
-local best, fewest = nil, nil
+-- first in the ring (the longest since its last turn). A tenant at the cap, or with only
+-- previews waiting while its previews fill their lane, is passed over.
+local best, fewest, best_entry = nil, nil, nil
 for _, tenant in ipairs(redis.call('LRANGE', p .. 'ring', 0, -1)) do
   if redis.call('LLEN', p .. 'q:' .. tenant) == 0 then
     redis.call('LREM', p .. 'ring', 1, tenant)
@@ -115,13 +158,15 @@ for _, tenant in ipairs(redis.call('LRANGE', p .. 'ring', 0, -1)) do
     if cap > 0 and running >= cap then
       result[3] = 1
     elseif fewest == nil or running < fewest then
-      best, fewest = tenant, running
+      local entry = next_entry(tenant)
+      if entry then best, fewest, best_entry = tenant, running, entry else result[3] = 1 end
     end
   end
 end
 if best then
   local queue = p .. 'q:' .. best
-  local entry = redis.call('LPOP', queue)
+  local entry = best_entry
+  redis.call('LREM', queue, 1, entry)
   redis.call('SREM', p .. 'pending:' .. best, entry)
   redis.call('ZADD', p .. 'run:' .. best, now + lease, entry)
   redis.call('ZADD', p .. 'leases', now + lease, best .. '|' .. entry)
@@ -156,6 +201,9 @@ return 1
 """
 
 REAP_AT_MOST = 100
+# How far into a tenant's queue a turn looks for an entry that is not a preview, when the tenant's
+# previews fill their lane (CTXENG_FAIR_TENANT_MAX_PREVIEWS).
+LOOK_PAST_PREVIEWS = 100
 
 
 def enabled() -> bool:
@@ -213,7 +261,8 @@ class Turn:
 def take() -> Turn:
     """The next entry in turn (its lease now held by this process); reaped leases are re-sent."""
     tenant, entry, capped, *reaped = _script(
-        TAKE, _lease_ms(), settings.CTXENG_FAIR_TENANT_MAX_RUNNING, REAP_AT_MOST)
+        TAKE, _lease_ms(), settings.CTXENG_FAIR_TENANT_MAX_RUNNING, REAP_AT_MOST,
+        settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS, LOOK_PAST_PREVIEWS)
     for held in reaped:
         lost_tenant, _, lost = held.decode().partition("|")
         kind, _, item_id = lost.partition(":")
@@ -282,18 +331,34 @@ def holding(turn: Turn) -> Iterator[None]:
 def run_turn(*, kind: str, item_id: str, traceparent: str | None, requeue: Callable[[float], Any]) -> Any:
     """What a message does: run the entry in turn (fair dispatch), else the one it was sent for.
 
-    `requeue(countdown)` sends this message again; called when every waiting tenant is at its cap.
+    `requeue(countdown)` sends this message again; called when every waiting tenant is at its cap
+    (or has only previews waiting while its previews fill their lane).
     The traceparent belongs to the message's own entry; another entry's run reads its own."""
     if not enabled():
         return _runners[kind](item_id, traceparent)
     turn = take()
     if turn.capped:
-        logger.info("fair dispatch: every waiting tenant is at CTXENG_FAIR_TENANT_MAX_RUNNING=%s; turn requeued",
-                    settings.CTXENG_FAIR_TENANT_MAX_RUNNING)
+        logger.info("fair dispatch: every waiting tenant is at CTXENG_FAIR_TENANT_MAX_RUNNING=%s or has only "
+                    "previews waiting beyond CTXENG_FAIR_TENANT_MAX_PREVIEWS=%s; turn requeued",
+                    settings.CTXENG_FAIR_TENANT_MAX_RUNNING, settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS)
         requeue(settings.CTXENG_FAIR_REQUEUE_SECONDS)
         return None
     if turn.tenant is None:
-        return _runners[kind](item_id, traceparent)
+        # Nothing waiting, yet this message was sent: its entry was taken by another message
+        # (the sweep re-sent a job, a lease expired), or lost with the broker's data, or it was
+        # sent before fair dispatch was on. Its item, if it still waits, is queued again and
+        # takes a turn like any other, under a lease and the caps: run outside them it would
+        # let its tenant pass its cap (issue 51, N9).
+        tenant = _waiting_tenants[kind](item_id)
+        if tenant is None:
+            return None  # done, on a worker, or gone: its claim would refuse it anyway
+        _script(PUSH_UNLESS_LEASED, str(tenant), entry_of(kind, item_id))
+        turn = take()
+        if turn.capped:
+            requeue(settings.CTXENG_FAIR_REQUEUE_SECONDS)
+            return None
+        if turn.tenant is None:
+            return None
     own = (turn.kind, turn.item_id) == (kind, item_id)
     with holding(turn):
         return _runners[turn.kind or ""](turn.item_id or "", traceparent if own else None)

@@ -320,9 +320,12 @@ CTXENG_THROTTLE_AGENT = envrate("CTXENG_THROTTLE_AGENT", "600/min")
 # the "throttle" cache: Redis with REDIS_URL, else this process) and per tenant: each holds a sync
 # gunicorn worker, so the total stays below the workers (the README's layout runs 4: 3 leaves one
 # for /healthz and everything else). Beyond either, the job is answered at once as it is, with
-# Retry-After (manifests.api). 0: every wait is answered at once.
+# Retry-After (manifests.api). 0: every wait is answered at once. A tenant's share, by default,
+# is under half of what is left after one slot: any two tenants together leave a slot for a third
+# (with 3 and 2 two tenants held all three and a third polled every 2 s: issue 51, N7).
 CTXENG_LONGPOLL_MAX_TOTAL = envint("CTXENG_LONGPOLL_MAX_TOTAL", "3")
-CTXENG_LONGPOLL_MAX_PER_TENANT = envint("CTXENG_LONGPOLL_MAX_PER_TENANT", "2")
+CTXENG_LONGPOLL_MAX_PER_TENANT = envint("CTXENG_LONGPOLL_MAX_PER_TENANT",
+                                        str(max(1, (CTXENG_LONGPOLL_MAX_TOTAL - 1) // 2)))
 for _name in ("CTXENG_LONGPOLL_MAX_TOTAL", "CTXENG_LONGPOLL_MAX_PER_TENANT"):
     if globals()[_name] < 0:
         raise ImproperlyConfigured(f"{_name}: expected a number of long-polls >= 0, got {globals()[_name]}")
@@ -384,7 +387,8 @@ CTXENG_PUBLIC_URL = os.environ.get("CTXENG_PUBLIC_URL", "").rstrip("/")
 CTXENG_MAX_ATTEMPTS = envint("CTXENG_MAX_ATTEMPTS", "3")
 # A running job writes heartbeat_at every CTXENG_HEARTBEAT_SECONDS; a job whose heartbeat is older
 # than CTXENG_STALE_AFTER_SECONDS is presumed lost with its worker and is requeued (or failed once
-# it has used CTXENG_MAX_ATTEMPTS). Every worker sweeps at start and every CTXENG_SWEEP_SECONDS.
+# it has used CTXENG_MAX_ATTEMPTS). Every worker sweeps at start and every CTXENG_SWEEP_SECONDS, and so
+# does the sweeper process (`manage.py recover_jobs --every`), which needs no live worker.
 CTXENG_HEARTBEAT_SECONDS = envfloat("CTXENG_HEARTBEAT_SECONDS", "10")
 CTXENG_STALE_AFTER_SECONDS = envfloat("CTXENG_STALE_AFTER_SECONDS", "40")
 CTXENG_SWEEP_SECONDS = envfloat("CTXENG_SWEEP_SECONDS", "15")
@@ -410,17 +414,23 @@ CTXENG_FAIR_DISPATCH = envbool("CTXENG_FAIR_DISPATCH", "1")
 CTXENG_FAIR_TENANT_MAX_RUNNING = envint("CTXENG_FAIR_TENANT_MAX_RUNNING", "0")
 CTXENG_FAIR_REQUEUE_SECONDS = envfloat("CTXENG_FAIR_REQUEUE_SECONDS", "1")
 CTXENG_FAIR_LEASE_SECONDS = envfloat("CTXENG_FAIR_LEASE_SECONDS", "40")
-if CTXENG_FAIR_TENANT_MAX_RUNNING < 0:
-    raise ImproperlyConfigured("CTXENG_FAIR_TENANT_MAX_RUNNING: expected 0 (no cap) or a positive number of workers")
+# Impact previews a tenant may have on workers at once (0: no bound); its other previews wait
+# while its jobs and every other tenant's still run (issue 51, N3).
+CTXENG_FAIR_TENANT_MAX_PREVIEWS = envint("CTXENG_FAIR_TENANT_MAX_PREVIEWS", "1")
+for _name in ("CTXENG_FAIR_TENANT_MAX_RUNNING", "CTXENG_FAIR_TENANT_MAX_PREVIEWS"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name}: expected 0 (no cap) or a positive number of workers")
 if CTXENG_FAIR_REQUEUE_SECONDS < 0 or CTXENG_FAIR_LEASE_SECONDS <= 0:
     raise ImproperlyConfigured("CTXENG_FAIR_REQUEUE_SECONDS, CTXENG_FAIR_LEASE_SECONDS: expected positive seconds")
 # A turn runs an assembly job or an impact preview, whichever is next (fair dispatch): both tasks
 # get the larger of the two kinds' time limits.
 CTXENG_TURN_SOFT_TIME_LIMIT = max(CTXENG_JOB_SOFT_TIME_LIMIT, round(CTXENG_IMPACT_TIME_LIMIT_SECONDS) + 60)
 CTXENG_TURN_TIME_LIMIT = max(CTXENG_JOB_TIME_LIMIT, round(CTXENG_IMPACT_TIME_LIMIT_SECONDS) + 120)
-# Test hooks read by the task (never set in production): sleep before assembling, or SIGKILL the
-# worker process for jobs of one run id. They make worker-crash tests deterministic.
+# Test hooks read by the tasks (never set in production): sleep before assembling or before an
+# impact preview, or SIGKILL the worker process for jobs of one run id. They make worker-crash
+# and fairness tests deterministic.
 CTXENG_TEST_TASK_SLEEP_SECONDS = envfloat("CTXENG_TEST_TASK_SLEEP_SECONDS", "0")
+CTXENG_TEST_PREVIEW_SLEEP_SECONDS = envfloat("CTXENG_TEST_PREVIEW_SLEEP_SECONDS", "0")
 CTXENG_TEST_CRASH_RUN_ID = os.environ.get("CTXENG_TEST_CRASH_RUN_ID", "")
 # Comma-separated points of manifests.services.CRASH_POINTS: the first attempt of a job of run
 # `crash-at-<point>` SIGKILLs its worker process there (the crash-consistency test).
@@ -435,6 +445,15 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_SOFT_TIME_LIMIT = CTXENG_JOB_SOFT_TIME_LIMIT
 CELERY_TASK_TIME_LIMIT = CTXENG_JOB_TIME_LIMIT
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A broker outage never ends a worker (issue 51, N2): it reconnects for as long as the outage lasts
+# (Celery's default gives up after 100 attempts, about an hour, and exits). A job running when the
+# connection drops runs to its end (set explicitly: Celery 6 is to cancel such jobs by default);
+# its message comes back with the broker and the claim refuses that second run. What the outage
+# lost (a restart without persistence empties the queues) the sweeper process re-sends
+# (`manage.py recover_jobs --every`, docs/production.md).
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 # An unacknowledged message comes back after this; it must exceed the hard time limit, or a job
 # that is still running would be delivered twice (harmless, the claim refuses it, but wasteful).
 # Recovery after a crash does not wait for it: the stale-job sweep requeues from the database.

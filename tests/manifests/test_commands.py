@@ -86,3 +86,10 @@ def test_recover_jobs_prints_what_it_did(db):
     out = StringIO()
     call_command("recover_jobs", stdout=out)
     assert out.getvalue().strip() == "requeued: 0, failed: 0, resent: 0"
+
+
+@pytest.mark.parametrize("every", ["0", "-5", "soon", "nan", "inf"])
+def test_the_sweeper_refuses_an_interval_that_is_not_positive_seconds_with_exit_2(db, every):
+    with pytest.raises(CommandError, match="--every: expected a positive number of seconds") as refused:
+        call_command("recover_jobs", "--every", every)
+    assert refused.value.returncode == 2

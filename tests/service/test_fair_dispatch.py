@@ -128,6 +128,102 @@ def test_an_expired_lease_frees_the_slot_and_queues_its_entry_again_first(fair_r
     assert len(sent) == 1
 
 
+def test_a_tenants_previews_beyond_the_lane_wait_while_its_jobs_and_others_run(fair_redis, settings):
+    """Issue 51, N3: tenant 1 queues two previews, then a job; with one preview of it running
+    (the default lane, CTXENG_FAIR_TENANT_MAX_PREVIEWS=1) its turn goes to the job behind the
+    second preview, and with only that preview left it is passed over until the first ends."""
+    from ctxeng.server import fair_queue
+
+    assert settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS == 1  # the default this test is about
+    previews, job = ids(2), ids(1)
+    for item in previews:
+        fair_queue.push(kind="preview", item_id=item, tenant_id="1")
+    fair_queue.push(kind="assembly", item_id=job[0], tenant_id="1")
+
+    first = fair_queue.take()
+    assert (first.kind, first.item_id) == ("preview", previews[0])
+    second = fair_queue.take()
+    assert (second.kind, second.item_id) == ("assembly", job[0])
+    waiting = fair_queue.take()
+    assert (waiting.tenant, waiting.capped) == (None, True)
+    fair_queue.push(kind="assembly", item_id="other", tenant_id="2")
+    assert fair_queue.take().tenant == "2"  # another tenant is not held up by it
+
+    with fair_queue.holding(first):
+        pass  # the first preview ends: the lane has room
+    third = fair_queue.take()
+    assert (third.kind, third.item_id) == ("preview", previews[1])
+
+
+def test_with_the_preview_lane_off_a_tenants_previews_take_turns_like_jobs(fair_redis, settings):
+    from ctxeng.server import fair_queue
+
+    settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS = 0
+    previews = ids(2)
+    for item in previews:
+        fair_queue.push(kind="preview", item_id=item, tenant_id="1")
+    assert [fair_queue.take().item_id, fair_queue.take().item_id] == previews
+
+
+@pytest.fixture
+def unsent_job(fair_redis, transactional_db, published_policy, agent_user, example_request, settings):
+    """A committed, queued job whose message and fair-queue entry were never sent (its enqueue is
+    skipped), in tenant A, with A capped at one job on workers."""
+    import manifests.tasks  # noqa: F401 - registers the assembly runner with fair_queue, as a worker does
+    from manifests import services
+
+    settings.CTXENG_FAIR_TENANT_MAX_RUNNING = 1
+    enqueue, services.assembly_job_enqueue = services.assembly_job_enqueue, lambda **kwargs: None
+    try:
+        job, _ = services.assembly_job_submit(user=agent_user, data=example_request)
+    finally:
+        services.assembly_job_enqueue = enqueue
+    return job
+
+
+def test_a_message_for_a_job_already_taken_runs_nothing_so_the_cap_holds(unsent_job, fair_redis):
+    """Issue 51, N9: the sweep re-sends a job whose entry another message has just taken (leased,
+    not yet claimed). That second message finds nothing waiting; it used to run the job it names
+    outside the leases, so the tenant passed its cap. Now it runs nothing."""
+    from ctxeng.server import fair_queue
+    from manifests.models import AssemblyJob
+
+    fair_queue.push(kind="assembly", item_id=str(unsent_job.id), tenant_id=unsent_job.tenant_id)
+    taken = fair_queue.take()  # the first message's turn: leased, its worker about to claim
+    assert taken.item_id == str(unsent_job.id)
+
+    requeued = []
+    assert fair_queue.run_turn(kind="assembly", item_id=str(unsent_job.id), traceparent=None,
+                               requeue=requeued.append) is None
+    assert AssemblyJob.objects.get(id=unsent_job.id).status == "queued"  # left to the lease holder
+    assert fair_redis.zcard(f"ctxeng:fair:run:{unsent_job.tenant_id}") == 1
+    assert fair_redis.llen(f"ctxeng:fair:q:{unsent_job.tenant_id}") == 0  # not queued a second time
+
+
+def test_a_message_whose_entry_was_lost_runs_its_job_under_a_lease(unsent_job, fair_redis):
+    """The entry is gone (a broker restart without persistence) but the message came: the job is
+    queued again and runs in a turn of its own, its lease released after."""
+    from ctxeng.server import fair_queue
+    from manifests.models import AssemblyJob
+
+    leased_during_run = []
+    run = fair_queue._runners["assembly"]  # noqa: SLF001 - observe the lease while the job runs
+
+    def observed(item_id, traceparent):
+        leased_during_run.append(fair_redis.zcard(f"ctxeng:fair:run:{unsent_job.tenant_id}"))
+        return run(item_id, traceparent)
+
+    fair_queue._runners["assembly"] = observed  # noqa: SLF001
+    try:
+        fair_queue.run_turn(kind="assembly", item_id=str(unsent_job.id), traceparent=None,
+                            requeue=lambda countdown: pytest.fail("requeued"))
+    finally:
+        fair_queue._runners["assembly"] = run  # noqa: SLF001
+    assert leased_during_run == [1]
+    assert AssemblyJob.objects.get(id=unsent_job.id).status == "ready"
+    assert fair_redis.zcard(f"ctxeng:fair:run:{unsent_job.tenant_id}") == 0
+
+
 # --------------------------------------------------------------------------- on real workers
 
 
@@ -271,3 +367,49 @@ def test_the_slot_of_a_killed_worker_is_freed_when_its_lease_expires(
     wait_all_final([first, second], [worker])
     assert AssemblyJob.objects.get(id=first).attempts == 2
     assert "expired; queued again" in worker.log()
+
+
+PREVIEW_SLEEP = "15"  # each preview holds its worker process this long (a test hook) before it runs
+
+
+@pytest.mark.slow
+def test_a_small_job_of_another_tenant_completes_before_the_previews_of_the_first(
+    fair_redis, two_tenants, example_request, example_policy_text, editor_user, start_worker
+):
+    """Issue 51, N3: one worker of two processes; tenant A's editor starts two impact previews (of
+    two revisions), then tenant B submits a small job. Both previews' turns are taken before B
+    submits (the first leased, the second requeued at the lane). B's job runs on the free process
+    and is done before A's first preview ends; A's second preview starts after the first ended.
+    Without the lane (CTXENG_FAIR_TENANT_MAX_PREVIEWS=0) both previews held both processes and
+    B's job waited for one of them to end: the order asserted here fails."""
+    from ctxeng.accounts.models import Tenant
+    from manifests.models import AssemblyJob
+    from policies.models import ImpactPreview
+    from policies.services import impact_preview_start, policy_import
+
+    tenant_a = Tenant.objects.get(slug=TENANT_A)
+    draft = policy_import(tenant=tenant_a, text=example_policy_text.replace("revision: 3", "revision: 4", 1),
+                          user=editor_user, publish=False)
+    worker = start_worker(concurrency=2, CTXENG_TEST_PREVIEW_SLEEP_SECONDS=PREVIEW_SLEEP,
+                          CTXENG_FAIR_REQUEUE_SECONDS="0.5")
+    previews = [impact_preview_start(revision=revision, user=editor_user).id
+                for revision in (draft.policy.revisions.get(revision=3), draft)]
+
+    def both_turns_taken() -> bool:
+        held = [e for e in fair_redis.zrange(f"ctxeng:fair:run:{tenant_a.id}", 0, -1) if e.startswith(b"preview:")]
+        return len(held) == 2 or (len(held) == 1 and "turn requeued" in worker.log())
+
+    deadline = time.monotonic() + GENEROUS
+    while not both_turns_taken():
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.1)
+    small = submit(two_tenants, example_request, TENANT_B, "b-small")
+    wait_all_final([small], [worker])
+    while ImpactPreview.objects.filter(id__in=previews, status__in=("queued", "running")).exists():
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.25)
+
+    first, second = sorted(ImpactPreview.objects.filter(id__in=previews), key=lambda p: p.finished_at)
+    assert (first.status, second.status) == ("done", "done"), (first.error, second.error)
+    assert AssemblyJob.objects.get(id=small).finished_at < first.finished_at
+    assert second.started_at >= first.finished_at

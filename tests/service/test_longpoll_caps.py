@@ -167,6 +167,47 @@ def test_caps_of_zero_answer_every_wait_at_once(settings, agent_api, queued_job)
     assert agent_api.get(f"/api/v1/assemblies/{queued_job.id}/?wait=5")["Retry-After"]
 
 
+def take_all(tenant_id: int) -> int:
+    """How many long-poll slots a tenant obtains by asking until it is refused."""
+    from manifests.selectors import longpoll_counters
+
+    taken = 0
+    while slots_take(longpoll_counters(tenant_id), 60) is not None:
+        taken += 1
+    return taken
+
+
+def test_with_the_default_shares_two_tenants_leave_a_long_poll_slot_to_a_third(counter_cache):
+    """Issue 51, N7: with the default caps (3 in all, 2 per tenant) two tenants took all three."""
+    first, second = take_all(1), take_all(2)
+    assert first >= 1 and second >= 1
+    assert take_all(3) >= 1
+
+
+def settings_value(name: str, **env: str) -> str:
+    """A setting as a fresh process computes it from the environment."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.service_fixtures import REPO
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("CTXENG_LONGPOLL")},
+           "DJANGO_SETTINGS_MODULE": "ctxeng.server.settings", **env}
+    env.pop("DATABASE_URL", None)
+    done = subprocess.run([sys.executable, "-c", f"import django;django.setup();from django.conf import settings;"
+                           f"print(settings.{name})"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("total", [1, 2, 3, 4, 9])
+def test_the_default_share_of_a_tenant_leaves_a_slot_beyond_any_two_tenants(total):
+    share = int(settings_value("CTXENG_LONGPOLL_MAX_PER_TENANT", CTXENG_LONGPOLL_MAX_TOTAL=str(total)))
+    assert share >= 1
+    assert 2 * share < total or share == 1  # below 3 slots, one each is the least that lets any wait
+
+
 def test_the_settings_refuse_a_negative_cap():
     import os
     import subprocess
