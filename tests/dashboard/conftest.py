@@ -12,6 +12,7 @@ import os
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.test import Client
 
 from ctxeng.accounts.models import Role, Tenant
 from ctxeng.accounts.services import tenant_member_add
@@ -87,22 +88,27 @@ def example(db):
     return build_example()
 
 
-@pytest.fixture
-def owner_client(client, example):
-    client.force_login(example["owner"])
+def _signed_in_client(user) -> Client:
+    """A client of its own per role: a test taking two roles' clients holds two sessions (one
+    shared `client` signed in twice would make both the last role, hiding a tenancy bug)."""
+    client = Client()
+    client.force_login(user)
     return client
 
 
 @pytest.fixture
-def reviewer_client(client, example):
-    client.force_login(example["reviewer"])
-    return client
+def owner_client(example):
+    return _signed_in_client(example["owner"])
 
 
 @pytest.fixture
-def outsider_client(client, example):
-    client.force_login(example["outsider"])
-    return client
+def reviewer_client(example):
+    return _signed_in_client(example["reviewer"])
+
+
+@pytest.fixture
+def outsider_client(example):
+    return _signed_in_client(example["outsider"])
 
 
 CHROMIUM = "/usr/bin/chromium"
