@@ -246,8 +246,9 @@ class Decision(models.TextChoices):
 class ItemDecision(models.Model):
     """One item's sealed decision, once per tenant: keyed by the digest of its record (the JSON blob
     in the content store the manifest document names), with the columns the dashboard filters,
-    groups and searches on. Never changed, but for the content purge: it blanks `label` once no
-    unpurged manifest uses the decision, and deletes the ones no manifest uses."""
+    groups and searches on. Never changed but for its display `label`: the content purge blanks it
+    once no unpurged manifest uses the decision, a later seal that reuses it fills it again; the
+    purge deletes the ones no manifest uses."""
 
     # No index of its own: the unique (tenant, digest) index serves every lookup by tenant.
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -274,7 +275,7 @@ class ItemDecision(models.Model):
     label = models.CharField(
         max_length=LABEL_CHARS, blank=True,
         help_text="what a reviewer recognises the item by: a tool result's call, a message's first words; "
-                  "blank before migration 0011 and after a content purge",
+                  "blank when sealed before migration 0011 or purged, until a seal reuses it",
     )
 
     class Meta:

@@ -872,7 +872,25 @@ def item_decisions_save(*, tenant: Tenant, entries: list[tuple[str, dict[str, An
             ignore_conflicts=True, batch_size=500,
         )
 
-    return settle(ItemDecision, tenant=tenant, digests=list(wanted), epoch=epoch, insert=insert)
+    ids = settle(ItemDecision, tenant=tenant, digests=list(wanted), epoch=epoch, insert=insert)
+    _item_labels_fill(ids=ids, wanted=wanted)
+    return ids
+
+
+LABEL_FILL_BATCH = 500
+
+
+def _item_labels_fill(*, ids: dict[str, int], wanted: dict[str, dict[str, Any]]) -> None:
+    """Give the stored decisions this seal reuses without a label (sealed before migration
+    manifests.0011, or blanked by a content purge) the label this step's request gives them: a
+    user turn repeated from an older step is named by its words again. One indexed read per
+    LABEL_FILL_BATCH decisions; an update per decision filled (none once the labels are there)."""
+    labelled = {ids[digest]: entry["label"] for digest, entry in wanted.items() if entry.get("label")}
+    pks = sorted(labelled)
+    for start in range(0, len(pks), LABEL_FILL_BATCH):
+        blank = ItemDecision.objects.filter(pk__in=pks[start:start + LABEL_FILL_BATCH], label="")
+        for pk in blank.values_list("pk", flat=True):
+            ItemDecision.objects.filter(pk=pk, label="").update(label=labelled[pk])
 
 
 # --------------------------------------------------------------------------- recovery
@@ -1031,7 +1049,8 @@ def manifest_purge_content(*, manifest: Manifest, now: Any = None) -> bool:
     records when. The skeletons are rewritten to name only what is kept; the bodies themselves
     leave the store when no other holder refers to them (`content_purge`). The only path that
     changes a sealed manifest (Manifest.save permits exactly this); the item decisions only this
-    and other purged manifests use lose their stored labels. Already purged: False.
+    and other purged manifests use lose their stored labels (a later seal that reuses one gives
+    it its request's label again). Already purged: False.
     """
     from .retention import purged_document, purged_request
 

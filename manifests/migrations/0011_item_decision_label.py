@@ -13,6 +13,6 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='itemdecision',
             name='label',
-            field=models.CharField(blank=True, help_text="what a reviewer recognises the item by: a tool result's call, a message's first words; blank before migration 0011 and after a content purge", max_length=90),
+            field=models.CharField(blank=True, help_text="what a reviewer recognises the item by: a tool result's call, a message's first words; blank when sealed before migration 0011 or purged, until a seal reuses it", max_length=90),
         ),
     ]

@@ -96,6 +96,15 @@ def test_a_decision_stored_without_a_label_shows_what_its_source_ref_names(owner
         assert _labels(body) == {"user-1": SHOWN[0], "user-2": "goal"}, page
 
 
+def test_a_later_step_repeating_the_turn_labels_a_decision_stored_without_one(owner_client, example):
+    first = _step(example, run_id="run-old", number=1, turns=TURNS[:2])
+    assert ItemDecision.objects.filter(tenant=first.tenant, item_id__startswith="user-").update(label="") == 2
+    second = _step(example, run_id="run-old", number=2, turns=TURNS[:2])  # the same two decisions, reused
+    assert ItemDecision.objects.filter(tenant=first.tenant, item_id__startswith="user-").count() == 2
+    for page in ("/runs/run-old/matrix/", f"/assemblies/{first.id}/", f"/assemblies/{second.id}/"):
+        assert _labels(owner_client.get(page, {"q": "user-"}).content.decode()) == {"user-1": SHOWN[0], "user-2": SHOWN[1]}, page
+
+
 def test_a_content_purge_takes_the_words_out_of_the_labels(owner_client, example):
     kept = _step(example, run_id="run-purged", number=1, turns=TURNS[:2])
     purged = _step(example, run_id="run-purged", number=2, turns=TURNS[:2])
