@@ -891,7 +891,7 @@ class InspectorItems:
         if not isinstance(index, slice):
             raise TypeError("InspectorItems pages by slice")
         offset = self._default_offset()
-        columns = ("decision", "reason", "record_digest")
+        columns = ("decision", "reason", "record_digest", "label")
         if offset is not None:
             # One run of the manifest's rows in id order: the index pages it, no join filters it.
             start, stop = offset + (index.start or 0), offset + min(index.stop or self.count(), self.count())
@@ -901,7 +901,9 @@ class InspectorItems:
                 row["group_label"] = "included" if row["decision"] == Decision.INCLUDED else row["reason"]
         else:
             heads = list(self.queryset().values(*columns, "group_label", tenant_id=F("entry__tenant_id"))[index])
-        return [{"decision": row["decision"], "group": row["group_label"] or "", "record": row["record"]}
+        # The label stored at seal rides on the record, where the item_label filter reads it.
+        return [{"decision": row["decision"], "group": row["group_label"] or "",
+                 "record": {**row["record"], "label": row["label"]} if row["label"] else row["record"]}
                 for row in records_of(heads)]
 
     def locate(self, selected: dict[str, Any]) -> int | None:
@@ -1077,7 +1079,7 @@ def run_item_cells(run: Run, item_ids: list[str], job_ids: list[Any] | None = No
     if job_ids is not None:
         rows = rows.filter(manifest__job_id__in=job_ids)
     rows = rows.values("item_id", "decision", "reason", "hard_gate", "partition", "tokens", "kind", "source_type",
-                       "source_ref", job_id=F("manifest__job_id"))
+                       "source_ref", "label", job_id=F("manifest__job_id"))
     return {(row["item_id"], str(row["job_id"])): row for row in rows}
 
 

@@ -7,6 +7,8 @@ a URL, an artifact's id and revision, a memory or summary id.
 tool result is named by its call, `search(query="retry", limit=5) → result`; a conversation
 message, or an item whose source_ref names nothing, by its first words: `user: “Summarise the…”`.
 Submitted content is gone after a content purge; the label then falls back to `ref_label`.
+The seal stores each decision's `request_labels` label (`ItemDecision.label`), so the pages that
+list many items (the run's matrix, the inspector's list) show it without reading any request.
 
 Labels are plain text (the templates escape them) and at most LABEL_CHARS characters. A bidi
 control (an override, embedding, isolate or mark) in anything a label quotes is shown as "�": a

@@ -36,6 +36,8 @@ from django.db.models import Q
 from ctxeng.engine.limits import MAX_ID, MAX_ITEM_ID, MAX_NAME
 from ctxeng.server.errors import Immutable
 
+from .item_labels import LABEL_CHARS
+
 __all__ = ["Immutable"]  # kept importable from here: the sealed records below raise it
 
 
@@ -244,7 +246,9 @@ class Decision(models.TextChoices):
 class ItemDecision(models.Model):
     """One item's sealed decision, once per tenant: keyed by the digest of its record (the JSON blob
     in the content store the manifest document names), with the columns the dashboard filters,
-    groups and searches on. Never changed; the content purge deletes the ones no manifest uses."""
+    groups and searches on. Never changed but for its display `label`: the content purge blanks it
+    once no unpurged manifest uses the decision, a later seal that reuses it fills it again; the
+    purge deletes the ones no manifest uses."""
 
     # No index of its own: the unique (tenant, digest) index serves every lookup by tenant.
     tenant = models.ForeignKey("accounts.Tenant", on_delete=models.CASCADE, related_name="+", db_index=False)
@@ -265,6 +269,14 @@ class ItemDecision(models.Model):
     source_type = models.CharField(max_length=MAX_NAME)
     source_ref = models.JSONField(default=dict)
     epoch = models.PositiveBigIntegerField(default=0, help_text="the content purge epoch of its last use")
+    # Written at seal from the submitted request (manifests.item_labels.candidate_label), so the
+    # pages that list many items (the run's matrix, the inspector's list) name a message by its
+    # first words without reading any request. Untrusted text, escaped where shown.
+    label = models.CharField(
+        max_length=LABEL_CHARS, blank=True,
+        help_text="what a reviewer recognises the item by: a tool result's call, a message's first words; "
+                  "blank when sealed before migration 0011 or purged, until a seal reuses it",
+    )
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["tenant", "digest"], name="item_decision_unique_per_tenant")]
@@ -281,7 +293,7 @@ class ItemDecision(models.Model):
 
 # The decision's columns, read through a ManifestItem row as if they were its own.
 ITEM_COLUMNS = ("item_id", "decision", "reason", "hard_gate", "detail", "partition", "zone", "tokens", "trust",
-                "role", "kind", "source_type", "source_ref")
+                "role", "kind", "source_type", "source_ref", "label")
 
 
 class ManifestItemQuerySet(models.QuerySet):

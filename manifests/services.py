@@ -59,6 +59,7 @@ from policies.selectors import revision_for_assembly
 
 from . import quotas
 from .dashboard_selectors import page_sections, reason_rank
+from .item_labels import request_labels
 from .models import (
     Artifact,
     AssemblyJob,
@@ -317,7 +318,8 @@ def _recorded_step_store(*, user: AbstractBaseUser, step: dict[str, Any]) -> tup
     if existing is not None:
         return existing, False
     skeleton, packer = pack_document(data)
-    prepared = _prepare_manifest(document, None, known=(item.content for item in request.candidates if item.content))
+    prepared = _prepare_manifest(document, None, known=(item.content for item in request.candidates if item.content),
+                                 labels=request_labels(data))
     now = timezone.now()
     try:
         with transaction.atomic():
@@ -620,7 +622,8 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int, traceparent:
         traceparent = traceparent or job.traceparent or None  # a job re-sent by the sweep keeps its trace
         step = "assemble"
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
-        request, artifacts = request_as_assembled(job=job, request=parse_request(job_request(job, remember=True)), policy=policy)
+        submitted = job_request(job, remember=True)
+        request, artifacts = request_as_assembled(job=job, request=parse_request(submitted), policy=policy)
         # The encoding follows request.model (the engine picks it); an inexact count gets the margin
         # this tenant's usage reports of the model give it.
         calibration = model_calibration(tenant_id=job.tenant_id, model=request.model, policy=policy)
@@ -628,7 +631,7 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int, traceparent:
         _crash_point("assembled", job=job, attempt=attempt)
         step = "seal"
         sealed_ns = time.perf_counter_ns()
-        status = _seal(job=job, attempt=attempt, result=result, request=request)
+        status = _seal(job=job, attempt=attempt, result=result, request=request, labels=request_labels(submitted))
         if telemetry.enabled():
             telemetry.record_assembly(job_id=str(job.id), result=result, traceparent=traceparent,
                                       dashboard_url=f"{settings.CTXENG_PUBLIC_URL}/assemblies/{job.id}/",
@@ -670,7 +673,7 @@ def _fail(*, job_id: uuid.UUID, attempt: int, error: str) -> str:
     return JobStatus.FAILED
 
 
-def _seal(*, job: AssemblyJob, attempt: int, result: Any, request: Any) -> str:
+def _seal(*, job: AssemblyJob, attempt: int, result: Any, request: Any, labels: dict[str, str]) -> str:
     status = result.status
     now = timezone.now()
     # Derived and packed before the transaction, which then holds the write lock (SQLite) or the
@@ -678,7 +681,7 @@ def _seal(*, job: AssemblyJob, attempt: int, result: Any, request: Any) -> str:
     # contents, which the job's request already stored.
     prepared = _prepare_manifest(result.manifest_dict(), result.serialized_input,
                                  known=(item.content for item in request.candidates if item.content),
-                                 records=record_texts(result.manifest))
+                                 records=record_texts(result.manifest), labels=labels)
     with transaction.atomic():
         won = AssemblyJob.objects.filter(id=job.id, status=JobStatus.RUNNING, attempts=attempt).update(
             status=status, finished_at=now, heartbeat_at=now, updated_at=now, error=""
@@ -724,9 +727,11 @@ def record_texts(manifest: Any) -> dict[str, list[str | None]]:
 
 
 def _prepare_manifest(document: dict[str, Any], payload: Any, *, known: Any = (),
-                      records: dict[str, list[str | None]] | None = None) -> _Prepared:
+                      records: dict[str, list[str | None]] | None = None,
+                      labels: dict[str, str] | None = None) -> _Prepared:
     """`records`: the JSON text of each record of `document`'s RECORD_SECTIONS, in order
-    (`record_texts`), which packing then takes as the records' blobs."""
+    (`record_texts`), which packing then takes as the records' blobs. `labels`: item_id -> label
+    from the submitted request (`item_labels.request_labels`), stored on the item decisions."""
     packer = Packer()
     packer.know(known)
     for name, texts in (records or {}).items():
@@ -736,7 +741,7 @@ def _prepare_manifest(document: dict[str, Any], payload: Any, *, known: Any = ()
         for value, text in zip(values, texts, strict=True):
             if text is not None:
                 packer.element_as(value, text)
-    entries = _item_entries(document, packer)
+    entries = _item_entries(document, packer, labels or {})
     return _Prepared(
         document=document,
         sections=page_sections(document),
@@ -807,14 +812,16 @@ def summary_columns(document: dict[str, Any]) -> dict[str, Any]:
 def manifest_create(*, job: AssemblyJob, document: dict[str, Any], payload: Any = None) -> Manifest:
     """Seal `document` (a ContextAssemblyManifest as JSON) for `job` outside the worker: fixtures,
     imports. The same storage path as a worker's seal; the job's status is left as it is."""
-    prepared = _prepare_manifest(document, payload)
+    prepared = _prepare_manifest(document, payload, labels=request_labels(job_request(job, keys=("candidates", "tool_calls"))))
     with transaction.atomic():
         return _write_manifest(job=job, prepared=prepared)
 
 
-def _item_entries(document: dict[str, Any], packer: Packer) -> list[tuple[str, dict[str, Any]]]:
+def _item_entries(document: dict[str, Any], packer: Packer, labels: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
     """(record digest, decision columns) per decision, in manifest order, from the sealed document
-    (the JSON form); each record is packed here, once, and reused when the document is packed."""
+    (the JSON form); each record is packed here, once, and reused when the document is packed.
+    A decision's `label` is its item's in `labels` (the submitted request's), else blank: the
+    pages then show the label its source_ref gives."""
     entries = [
         (packer.ref_of(item), {
             "item_id": item["item_id"],
@@ -828,6 +835,7 @@ def _item_entries(document: dict[str, Any], packer: Packer) -> list[tuple[str, d
             "kind": item["kind"],
             "source_type": item["source_type"],
             "source_ref": item["source_ref"],
+            "label": labels.get(item["item_id"], ""),
         })
         for item in document["included"]
     ]
@@ -845,6 +853,7 @@ def _item_entries(document: dict[str, Any], packer: Packer) -> list[tuple[str, d
             "kind": item["kind"],
             "source_type": item["source_type"],
             "source_ref": item["source_ref"],
+            "label": labels.get(item["item_id"], ""),
         })
         for item in document["excluded"]
     ]
@@ -863,7 +872,25 @@ def item_decisions_save(*, tenant: Tenant, entries: list[tuple[str, dict[str, An
             ignore_conflicts=True, batch_size=500,
         )
 
-    return settle(ItemDecision, tenant=tenant, digests=list(wanted), epoch=epoch, insert=insert)
+    ids = settle(ItemDecision, tenant=tenant, digests=list(wanted), epoch=epoch, insert=insert)
+    _item_labels_fill(ids=ids, wanted=wanted)
+    return ids
+
+
+LABEL_FILL_BATCH = 500
+
+
+def _item_labels_fill(*, ids: dict[str, int], wanted: dict[str, dict[str, Any]]) -> None:
+    """Give the stored decisions this seal reuses without a label (sealed before migration
+    manifests.0011, or blanked by a content purge) the label this step's request gives them: a
+    user turn repeated from an older step is named by its words again. One indexed read per
+    LABEL_FILL_BATCH decisions; an update per decision filled (none once the labels are there)."""
+    labelled = {ids[digest]: entry["label"] for digest, entry in wanted.items() if entry.get("label")}
+    pks = sorted(labelled)
+    for start in range(0, len(pks), LABEL_FILL_BATCH):
+        blank = ItemDecision.objects.filter(pk__in=pks[start:start + LABEL_FILL_BATCH], label="")
+        for pk in blank.values_list("pk", flat=True):
+            ItemDecision.objects.filter(pk=pk, label="").update(label=labelled[pk])
 
 
 # --------------------------------------------------------------------------- recovery
@@ -1021,7 +1048,9 @@ def manifest_purge_content(*, manifest: Manifest, now: Any = None) -> bool:
     candidate's content. Hashes, decisions, reasons and lineage stay, and `content_purged_at`
     records when. The skeletons are rewritten to name only what is kept; the bodies themselves
     leave the store when no other holder refers to them (`content_purge`). The only path that
-    changes a sealed manifest (Manifest.save permits exactly this). Already purged: False.
+    changes a sealed manifest (Manifest.save permits exactly this); the item decisions only this
+    and other purged manifests use lose their stored labels (a later seal that reuses one gives
+    it its request's label again). Already purged: False.
     """
     from .retention import purged_document, purged_request
 
@@ -1044,8 +1073,18 @@ def manifest_purge_content(*, manifest: Manifest, now: Any = None) -> bool:
         locked.content_purged_at = now
         locked.save()
         AssemblyJob.objects.filter(pk=locked.job_id).update(request_packed=request)
+        _item_labels_purge(manifest_pk=locked.pk)
     manifest.document_packed, manifest.payload_packed, manifest.content_purged_at = document, None, now
     return True
+
+
+def _item_labels_purge(*, manifest_pk: int) -> None:
+    """Blank the stored labels (a message's first words are its content) of the manifest's item
+    decisions that no unpurged manifest still uses; the pages then show the labels their source
+    refs give. The one change an item decision accepts, as a bulk update (its `save` refuses)."""
+    in_use = ManifestItem.bare.filter(entry=models.OuterRef("pk"), manifest__content_purged_at__isnull=True)
+    (ItemDecision.objects.filter(pk__in=ManifestItem.bare.filter(manifest_id=manifest_pk).values("entry"))
+     .exclude(label="").exclude(models.Exists(in_use)).update(label=""))
 
 
 def manifests_purge_content(*, older_than: timedelta, now: Any = None) -> int:

@@ -335,11 +335,12 @@ def run_matrix(request: HttpRequest, run_id: str) -> HttpResponse:
     grid = []
     for item_id in page.object_list:
         row_cells = [{"job": job, "row": cells.get((item_id, str(job.id)))} for job in shown]
-        known = next((cell["row"] for cell in row_cells if cell["row"]), None)
+        decided = [cell["row"] for cell in row_cells if cell["row"]]
+        known = next((row for row in decided if row["label"]), decided[0] if decided else None)
         grid.append({"item_id": item_id, "row": known, "cells": row_cells})
     context = {"run": run, "steps": shown, "steps_total": len(steps), "first": first, "grid": grid, "page": page,
-               # the labels the decisions' source refs give: reading a step's request for calls and
-               # words would cost the matrix 4 queries more than its bound of 10
+               # each row's label is the one its decision stored at seal (a message's first words, a
+               # call); reading the steps' requests here would cost the matrix 4 queries more than its bound
                "labels": {},
                "last_shown": first + len(shown) - 1, "changed_only": changed_only, "q": q, "reason": reason, "sort": order, "reasons": sel.REASON_ORDER,
                "sorts": sel.RUN_ITEM_SORTS, "problems": problems,
@@ -762,8 +763,9 @@ def assembly_detail(request: HttpRequest, job_id: str) -> HttpResponse:
         "problems": problems,
         "items_page": _item_list_page(manifest, sealed, item_filter, request.GET, selected),
         "selected": selected,
-        # the labels the decisions' source refs give: the list reads no request (its queries stay
-        # the same at 100 and 20,000 items); the item's content region names its call or first words
+        # the labels the decisions stored at seal (a message's first words, a call), else the ones
+        # their source refs give: the list reads no request (its queries stay the same at 100 and
+        # 20,000 items)
         "labels": {},
     })
     if context["usage"] is not None:

@@ -42,7 +42,8 @@ def item_anchor(item_id: Any) -> str:
 @register.filter
 def item_label(row: Any, labels: Any = None) -> str:
     """What a reviewer recognises an item by (`manifests.item_labels`), from its decision row or
-    record (item_id, kind, source_ref, and `label` when the view set one per row); `labels`
+    record (item_id, kind, source_ref, and `label`: the one its decision stored at seal, or the
+    one a view set per row); `labels`
     (item_id -> label, read from the submitted request by the view) names tool results by their
     call and messages by their first words.
     "" when nothing names it beyond its id (the id is shown beside it)."""

@@ -72,9 +72,10 @@ def test_the_inspector_names_files_and_pages_in_its_list_and_calls_and_words_in_
 
 
 def test_the_matrix_why_and_compare_show_the_labels(owner_client, example):
-    # the matrix shows what the source refs name (it reads no request: its queries are bounded)
+    # the matrix shows the labels stored at seal (it reads no request: its queries are bounded)
     matrix = html.unescape(owner_client.get("/runs/run-42/matrix/", {"q": "result-call"}).content.decode())
-    assert '<div class="item-label">packages/agent/README.md:87-124 @ pi</div>' in matrix
+    assert f'<div class="item-label">{RESULT_A}</div>' in matrix
+    assert f'<div class="item-label">{RESULT_C}</div>' in matrix
     for group in ("", "none"):
         why = html.unescape(owner_client.get("/why/", {"q": "task-goal", "group": group}).content.decode())
         assert f'<div class="item-label">{GOAL}</div>' in why, group

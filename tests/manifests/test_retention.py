@@ -51,6 +51,9 @@ def test_purge_content_removes_bodies_and_keeps_hashes_decisions_and_lineage(sea
     document_before = manifest_document(before)
     request_before = job_request(AssemblyJob.objects.get(pk=ready.job_id))
     rows_before = list(ManifestItem.objects.filter(manifest=ready).values())
+    labels_before = {row.pop("item_id"): row.pop("label") for row in rows_before}
+    # a goal's stored label quotes its first words (written by hand from request.json)
+    assert labels_before["task-goal"] == "goal: “Research question: how do pi, continue, context7, planning-with-files and…”"
     assert any(t["before_excerpt"] for t in document_before["transforms"])
 
     _later(monkeypatch, 31)
@@ -65,7 +68,10 @@ def test_purge_content_removes_bodies_and_keeps_hashes_decisions_and_lineage(sea
     assert document_after["assembly"]["serialized_model_input_hash"] == before.serialized_model_input_hash
     assert after.assembly_input_hash == before.assembly_input_hash
     ContextAssemblyManifest.model_validate(document_after)  # still a valid manifest
-    assert list(ManifestItem.objects.filter(manifest=ready).values()) == rows_before
+    rows_after = list(ManifestItem.objects.filter(manifest=ready).values())
+    # the stored labels go with the content they quote (both manifests purged, none keeps them)
+    assert {row.pop("item_id"): row.pop("label") for row in rows_after} == dict.fromkeys(labels_before, "")
+    assert rows_after == rows_before
 
     request_after = job_request(AssemblyJob.objects.get(pk=ready.job_id))
     assert all(c.get("content") is None for c in request_after["candidates"])
