@@ -94,6 +94,13 @@ def body_yaml(body: dict[str, Any]) -> str:
     return yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
 
 
+def canonical_yaml(body: dict[str, Any]) -> str:
+    """The body as YAML with its keys sorted: the same text whatever order the database keeps a
+    JSON column's keys in (PostgreSQL's jsonb orders them by length), so two revisions' texts differ
+    only where their bodies do."""
+    return yaml.safe_dump(body, sort_keys=True, allow_unicode=True, width=100)
+
+
 @dataclass(frozen=True)
 class DiffLine:
     kind: str  # "add", "del", "hunk", "file" or "same"
@@ -101,10 +108,11 @@ class DiffLine:
 
 
 def text_diff(before: PolicyRevision, after: PolicyRevision, context: int = 3) -> list[DiffLine]:
-    """A unified diff of two revisions' bodies as canonical YAML (`body_yaml`: the normalized body,
-    so layout and comments of the texts they were read from do not show), line by line."""
+    """A unified diff of two revisions' bodies as canonical YAML (`canonical_yaml`: the normalized
+    body, keys sorted, so neither the texts' layout and comments nor the database's key order
+    show), line by line."""
     kinds = {"+": "add", "-": "del", "@": "hunk", " ": "same"}
-    lines = difflib.unified_diff(body_yaml(before.body).splitlines(), body_yaml(after.body).splitlines(),
+    lines = difflib.unified_diff(canonical_yaml(before.body).splitlines(), canonical_yaml(after.body).splitlines(),
                                  f"revision {before.revision}", f"revision {after.revision}", lineterm="", n=context)
     return [DiffLine("file" if line.startswith(("---", "+++")) and index < 2 else kinds.get(line[:1], "same"), line)
             for index, line in enumerate(lines)]

@@ -285,6 +285,7 @@ COLUMNS: dict[str, list[str] | str] = {
     "manifests.ItemDecision.kind": ["ContextItem.kind"],
     "manifests.ItemDecision.source_type": ["ContextItem.source_type"],
     "manifests.ItemDecision.epoch": "the content purge epoch, counted by the purge",
+    "manifests.ItemDecision.label": "derived at seal by manifests.item_labels, clipped to LABEL_CHARS",
     "content.Content.digest": "a sha256: digest of the blob",
     "content.Content.kind": "text or json",
     "content.Content.size": "the blob's bytes, bounded by the body size",
