@@ -38,7 +38,7 @@ from .limits import is_blank
 from .models import LifecycleEventRecord, LineageNode, TransformRecord
 from .ranking import is_pinned
 from .render import block_tokens
-from .secrets import Finding, find_secrets
+from .secrets import Finding, find_secrets, json_strings
 from .structure import incomplete
 from .vocabulary import (
     AUTHORITY_TRUST,
@@ -574,23 +574,9 @@ def _secret_handling(asm: Assembly, cand: Candidate) -> tuple[str, str | None]:
 def _ref_secrets(ref: object, path: str = "source_ref") -> list[tuple[str, tuple, list[Finding]]]:
     """Every string of a source_ref (a URL with userinfo or a token in its query, a header) that
     carries credential-like material: (its field path, its key path, the findings). The ref is
-    written into the block's header, so it reaches the payload as the content does."""
-    out: list[tuple[str, tuple, list[Finding]]] = []
-
-    def walk(value: object, where: str, keys: tuple) -> None:
-        if isinstance(value, str):
-            found = find_secrets(value)  # cached by digest: an agent sends the same refs at every step
-            if found:
-                out.append((where, keys, found))
-        elif isinstance(value, dict):
-            for k, v in value.items():
-                walk(v, f"{where}.{k}", (*keys, k))
-        elif isinstance(value, list):
-            for i, v in enumerate(value):
-                walk(v, f"{where}[{i}]", (*keys, i))
-
-    walk(ref, path, ())
-    return out
+    written into the block's header, so it reaches the payload as the content does. Each string is
+    scanned alone (cached by digest: an agent sends the same refs at every step)."""
+    return [(where, keys, found) for where, keys, text in json_strings(ref, path) if (found := find_secrets(text))]
 
 
 def redacted_text(text: str, found: list[Finding]) -> str:

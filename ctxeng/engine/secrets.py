@@ -65,6 +65,7 @@ import binascii
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
@@ -508,6 +509,21 @@ def _encoded(text: str) -> list[Finding]:
 # --------------------------------------------------------------------------- JSON values (issue 50)
 
 
+def json_strings(value: object, path: str) -> Iterator[tuple[str, tuple, str]]:
+    """Every string of a JSON value, at any depth, in order: (its field path from `path`, its key
+    path, the string). Keys themselves are not yielded."""
+    if isinstance(value, str):
+        yield path, (), value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            for where, keys, text in json_strings(v, f"{path}.{k}"):
+                yield where, (k, *keys), text
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            for where, keys, text in json_strings(v, f"{path}[{i}]"):
+                yield where, (i, *keys), text
+
+
 def find_in_json(value: object, path: str) -> list[tuple[str, tuple, list[Finding]]]:
     """Every string of a JSON value that carries credential-like material, at any depth: (its field
     path from `path`, its key path, the findings with offsets in that string). A string under a key
@@ -515,24 +531,14 @@ def find_in_json(value: object, path: str) -> list[tuple[str, tuple, list[Findin
     (`{"api_key": "…"}`, `{"Authorization": "Bearer …"}`); a finding inside the key alone does not
     count, and one that starts in it is cut to the value. Keys themselves are not scanned."""
     out: list[tuple[str, tuple, list[Finding]]] = []
-
-    def walk(node: object, where: str, keys: tuple) -> None:
-        if isinstance(node, str):
-            key = keys[-1] if keys and isinstance(keys[-1], str) else None
-            prefix = f"{key}: " if key is not None else ""
-            found = [
-                Finding(f.type, max(f.start, len(prefix)) - len(prefix), f.end - len(prefix), "")
-                for f in find_secrets(prefix + node)
-                if f.end > len(prefix)
-            ]
-            if found:
-                out.append((where, keys, [Finding(f.type, f.start, f.end, node[f.start:f.end]) for f in found]))
-        elif isinstance(node, dict):
-            for k, v in node.items():
-                walk(v, f"{where}.{k}", (*keys, k))
-        elif isinstance(node, list):
-            for i, v in enumerate(node):
-                walk(v, f"{where}[{i}]", (*keys, i))
-
-    walk(value, path, ())
+    for where, keys, node in json_strings(value, path):
+        key = keys[-1] if keys and isinstance(keys[-1], str) else None
+        prefix = f"{key}: " if key is not None else ""
+        found = [
+            Finding(f.type, max(f.start, len(prefix)) - len(prefix), f.end - len(prefix), "")
+            for f in find_secrets(prefix + node)
+            if f.end > len(prefix)
+        ]
+        if found:
+            out.append((where, keys, [Finding(f.type, f.start, f.end, node[f.start:f.end]) for f in found]))
     return out
