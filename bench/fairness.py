@@ -74,24 +74,17 @@ def _workers(env: dict[str, str], work: Path) -> list[subprocess.Popen]:
     return workers
 
 
-def _child(heavy_dir: Path, heavy: int, alone: int, work: Path) -> dict:
-    """In a process configured for the mode (its env): set up, start the workers, measure."""
-    import django
-
-    django.setup()
-    import yaml
+def _two_tenants():
+    """In a child, after django.setup(): the database migrated, the worked example loaded (tenant A
+    is `tenant-x`, its user `demo`), tenant B with its agent and the example's policy published.
+    Returns A's user, B's user and B's small job (the worked example's request, in tenant B)."""
     from django.contrib.auth import get_user_model
     from django.core.management import call_command
-    from django.db import transaction
 
     from ctxeng.accounts.models import Tenant
     from ctxeng.accounts.services import tenant_member_add
     from manifests.examples import example_json, example_text
-    from manifests.models import AssemblyJob
-    from manifests.services import assembly_job_submit
     from policies.services import policy_import
-
-    from . import workload
 
     call_command("migrate", verbosity=0, interactive=False)
     call_command("load_example", stdout=open(os.devnull, "w"))  # tenant-x, user demo
@@ -99,53 +92,91 @@ def _child(heavy_dir: Path, heavy: int, alone: int, work: Path) -> dict:
     tenant_member_add(username="b-agent", tenant_slug=TENANT_B, roles=["agent", "reviewer", "policy_editor"])
     user_b = get_user_model().objects.get(username="b-agent")
     policy_import(tenant=Tenant.objects.get(slug=TENANT_B), text=example_text("policy.yaml"), user=user_b, publish=True)
+    small = json.loads(json.dumps(example_json("request.json")).replace("tenant-x", TENANT_B))
+    return user_a, user_b, small
+
+
+def _wait(job_ids: list) -> None:
+    from manifests.models import AssemblyJob
+
+    deadline = time.monotonic() + 1800
+    while AssemblyJob.objects.filter(id__in=job_ids, status__in=("queued", "running")).exists():
+        if time.monotonic() > deadline:
+            raise RuntimeError("jobs not done within 30 minutes")
+        time.sleep(0.05)
+
+
+def _waited(job_id) -> float:
+    """A sealed job's wait: submit to sealed."""
+    from manifests.models import AssemblyJob
+
+    job = AssemblyJob.objects.get(id=job_id)
+    assert job.status == "ready", (job.status, job.error)
+    return (job.finished_at - job.created_at).total_seconds()
+
+
+def _alone(user_b, small: dict, alone: int) -> list[float]:
+    """B's small job on idle workers, `alone` times after one that warms the workers."""
+    from manifests.services import assembly_job_submit
+
+    baseline = []
+    for n in range(alone + 1):
+        job, _ = assembly_job_submit(user=user_b, data=dict(small, run_id=f"b-alone-{n}"))
+        _wait([job.id])
+        if n:  # the first warms the workers' imports and caches
+            baseline.append(_waited(job.id))
+    return baseline
+
+
+def _stop(workers: list[subprocess.Popen]) -> None:
+    for worker in workers:
+        os.killpg(worker.pid, signal.SIGTERM)
+    for worker in workers:
+        try:
+            worker.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(worker.pid, signal.SIGKILL)
+
+
+def _child(heavy_dir: Path, heavy: int, alone: int, work: Path) -> dict:
+    """In a process configured for the mode (its env): set up, start the workers, measure."""
+    import django
+
+    django.setup()
+    import yaml
+    from django.db import transaction
+
+    from ctxeng.accounts.models import Tenant
+    from manifests.models import AssemblyJob
+    from manifests.services import assembly_job_submit
+    from policies.services import policy_import
+
+    from . import workload
+
+    user_a, user_b, small = _two_tenants()
     policy_doc = workload.make_policy()
     policy_doc["policy"]["id"] = "bench-workload"  # a policy of its own: no upgrade records to write
     revision = policy_import(tenant=Tenant.objects.get(slug="tenant-x"), text=yaml.safe_dump(policy_doc, sort_keys=False),
                              user=user_a, publish=True)
-    small = json.loads(json.dumps(example_json("request.json")).replace("tenant-x", TENANT_B))
     heavy_bodies = [json.loads(path.read_text()) for path in sorted(heavy_dir.glob("heavy-*.json"))[:heavy]]
     for body in heavy_bodies:
         body["policy"] = {"id": revision.policy.policy_id, "revision": revision.revision}
 
-    def wait(job_ids: list) -> None:
-        deadline = time.monotonic() + 1800
-        while AssemblyJob.objects.filter(id__in=job_ids, status__in=("queued", "running")).exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("jobs not done within 30 minutes")
-            time.sleep(0.05)
-
-    def waited(job_id) -> float:
-        job = AssemblyJob.objects.get(id=job_id)
-        assert job.status == "ready", (job.status, job.error)
-        return (job.finished_at - job.created_at).total_seconds()
-
     workers = _workers(dict(os.environ), work)
     try:
-        baseline = []
-        for n in range(alone + 1):
-            job, _ = assembly_job_submit(user=user_b, data=dict(small, run_id=f"b-alone-{n}"))
-            wait([job.id])
-            if n:  # the first warms the workers' imports and caches
-                baseline.append(waited(job.id))
+        baseline = _alone(user_b, small, alone)
         with transaction.atomic():  # queued together: each is enqueued when the transaction commits
             backlog = [assembly_job_submit(user=user_a, data=dict(body, run_id=f"a-{n}"))[0].id
                        for n, body in enumerate(heavy_bodies)]
         job, _ = assembly_job_submit(user=user_b, data=dict(small, run_id="b-behind"))
-        wait([job.id, *backlog])
+        _wait([job.id, *backlog])
         claims = list(AssemblyJob.objects.filter(id__in=[job.id, *backlog]).order_by("claimed_at").values_list("id", flat=True))
         first = AssemblyJob.objects.filter(id__in=backlog).order_by("created_at").first()
         last = AssemblyJob.objects.filter(id__in=backlog).order_by("-finished_at").first()
-        return {"alone": baseline, "behind": waited(job.id), "position": claims.index(job.id) + 1,
+        return {"alone": baseline, "behind": _waited(job.id), "position": claims.index(job.id) + 1,
                 "jobs": len(claims), "backlog_seconds": (last.finished_at - first.created_at).total_seconds()}
     finally:
-        for worker in workers:
-            os.killpg(worker.pid, signal.SIGTERM)
-        for worker in workers:
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
+        _stop(workers)
 
 
 def run(heavy: int, alone: int) -> list[dict]:

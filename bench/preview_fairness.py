@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .fairness import TENANT_B, WORKERS, _env, _workers
+from .fairness import WORKERS, _alone, _env, _stop, _two_tenants, _wait, _waited, _workers
 from .infra import ROOT, redis_server
 
 MODES = {
@@ -42,25 +41,15 @@ def _child(history: int, alone: int, work: Path) -> dict:
 
     django.setup()
     import yaml
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
 
     from ctxeng.accounts.models import Tenant
-    from ctxeng.accounts.services import tenant_member_add
-    from manifests.examples import example_json, example_text
-    from manifests.models import AssemblyJob
     from manifests.services import assembly_job_submit
     from policies.models import ImpactPreview
     from policies.services import impact_preview_start, policy_import
 
     from . import workload
 
-    call_command("migrate", verbosity=0, interactive=False)
-    call_command("load_example", stdout=open(os.devnull, "w"))  # tenant-x, user demo
-    user_a = get_user_model().objects.get(username="demo")
-    tenant_member_add(username="b-agent", tenant_slug=TENANT_B, roles=["agent", "reviewer", "policy_editor"])
-    user_b = get_user_model().objects.get(username="b-agent")
-    policy_import(tenant=Tenant.objects.get(slug=TENANT_B), text=example_text("policy.yaml"), user=user_b, publish=True)
+    user_a, user_b, small = _two_tenants()
     tenant_a = Tenant.objects.get(slug="tenant-x")
     policy_doc = workload.make_policy()
     policy_doc["policy"]["id"] = "bench-workload"
@@ -69,34 +58,16 @@ def _child(history: int, alone: int, work: Path) -> dict:
     policy_doc["policy"]["revision"] += 1
     draft = policy_import(tenant=tenant_a, text=yaml.safe_dump(policy_doc, sort_keys=False), user=user_a,
                           publish=False)
-    small = json.loads(json.dumps(example_json("request.json")).replace("tenant-x", TENANT_B))
-
-    def wait(job_ids: list) -> None:
-        deadline = time.monotonic() + 1800
-        while AssemblyJob.objects.filter(id__in=job_ids, status__in=("queued", "running")).exists():
-            if time.monotonic() > deadline:
-                raise RuntimeError("jobs not done within 30 minutes")
-            time.sleep(0.05)
-
-    def waited(job_id) -> float:
-        job = AssemblyJob.objects.get(id=job_id)
-        assert job.status == "ready", (job.status, job.error)
-        return (job.finished_at - job.created_at).total_seconds()
 
     workers = _workers(dict(os.environ), work)
     try:
-        baseline = []
-        for n in range(alone + 1):
-            job, _ = assembly_job_submit(user=user_b, data=dict(small, run_id=f"b-alone-{n}"))
-            wait([job.id])
-            if n:  # the first warms the workers' imports and caches
-                baseline.append(waited(job.id))
+        baseline = _alone(user_b, small, alone)
         past = []
         for n in range(history):
             body = workload.make_request(seed=100 + n)
             body["policy"] = {"id": published.policy.policy_id, "revision": published.revision}
             past.append(assembly_job_submit(user=user_a, data=dict(body, run_id=f"a-{n}"))[0].id)
-        wait(past)
+        _wait(past)
         previews = [impact_preview_start(revision=revision, user=user_a).id for revision in (published, draft)]
         def both_turns_taken() -> bool:
             """Both previews running, or one running and the other's turn requeued at the lane."""
@@ -110,24 +81,18 @@ def _child(history: int, alone: int, work: Path) -> dict:
                 raise RuntimeError("the previews' turns were not taken within 10 minutes")
             time.sleep(0.05)
         job, _ = assembly_job_submit(user=user_b, data=dict(small, run_id="b-behind"))
-        wait([job.id])
+        _wait([job.id])
         while ImpactPreview.objects.filter(id__in=previews, status__in=("queued", "running")).exists():
             if time.monotonic() > deadline + 1800:
                 raise RuntimeError("previews not done within 40 minutes")
             time.sleep(0.2)
         rows = list(ImpactPreview.objects.filter(id__in=previews).order_by("started_at"))
         assert all(row.status == "done" for row in rows), [(row.status, row.error) for row in rows]
-        return {"alone": baseline, "behind": waited(job.id),
+        return {"alone": baseline, "behind": _waited(job.id),
                 "previews": [(row.finished_at - row.started_at).total_seconds() for row in rows],
                 "previews_seconds": (max(row.finished_at for row in rows) - rows[0].started_at).total_seconds()}
     finally:
-        for worker in workers:
-            os.killpg(worker.pid, signal.SIGTERM)
-        for worker in workers:
-            try:
-                worker.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(worker.pid, signal.SIGKILL)
+        _stop(workers)
 
 
 def _mode(work: Path, index: int, mode: str, extra: dict[str, str], history: int, alone: int) -> dict:
