@@ -39,6 +39,7 @@ take as dropped. The light install: the stdlib and ctxeng.client, nothing of the
 from __future__ import annotations
 
 import atexit
+import bisect
 import json
 import logging
 import os
@@ -92,6 +93,7 @@ class _Entry:
     tenant: str
     run_id: str
     queued_at: float = 0.0
+    order: str = ""  # its place among the steps recorded (time, process, sequence): its spool file's name
     request: dict[str, Any] | None = None
     manifest: Any = None
     body: str | None = None
@@ -205,7 +207,8 @@ class Recorder:
         try:
             principal = request.get("principal") or {}
             entry = _Entry(key=f"{request['run_id']}/{request['step_id']}", tenant=str(principal.get("tenant", "")),
-                           run_id=str(request["run_id"]), queued_at=time.monotonic(), request=request, manifest=manifest)
+                           run_id=str(request["run_id"]), queued_at=time.monotonic(), order=_order(),
+                           request=request, manifest=manifest)
             with self._cond:
                 if self._closed:
                     self._drop(entry)
@@ -326,7 +329,9 @@ class Recorder:
                 continue  # already on disk
             try:
                 head = json.dumps({"key": entry.key, "tenant": entry.tenant, "run_id": entry.run_id}, ensure_ascii=False)
-                name = f"{time.time_ns():020d}-{os.getpid()}-{next(_sequence):08d}{SPOOL_SUFFIX}"
+                # Named by when it was recorded, not spilled: the sending thread may spill an older
+                # batch after the agent's thread spilled newer steps, and the oldest go first.
+                name = f"{entry.order or _order()}{SPOOL_SUFFIX}"
                 _write_atomically(self._spool_dir, name, head + "\n" + entry.whole())  # never by reference
             except Exception:  # noqa: BLE001 - a full disk must not break the agent either
                 logger.warning("ctxeng recorder: could not spool step %s", entry.key, exc_info=True)
@@ -334,7 +339,7 @@ class Recorder:
                     self._drop(entry)
                 continue
             with self._cond:
-                self._spool.append(name)
+                bisect.insort(self._spool, name)
                 while len(self._spool) > self.max_spool:
                     self._drop_spooled(self._spool.popleft())
                 self._cond.notify_all()
@@ -555,6 +560,11 @@ def _counter():
 
 
 _sequence = _counter()
+
+
+def _order() -> str:
+    """A name that sorts as the steps were recorded, across the processes sharing a spool."""
+    return f"{time.time_ns():020d}-{os.getpid()}-{next(_sequence):08d}"
 _open: weakref.WeakSet[Recorder] = weakref.WeakSet()
 
 

@@ -220,3 +220,19 @@ def test_a_recorder_that_breaks_never_breaks_the_step():
     with pytest.warns(UserWarning, match="recording this session's steps failed"):
         _run(session, 2)
     assert len(session.steps) == 2 and session.close() is False
+
+
+def test_the_spool_keeps_the_newest_steps_by_when_they_were_recorded_not_when_spilled(unreachable, tmp_path):
+    """The sending thread may spill a batch that failed after the agent's thread spilled newer
+    steps from a full queue: the spool still drops the oldest recorded, not the last written."""
+    from ctxeng.sdk._recorder import _Entry, _order
+
+    recorder = sdk.Recorder(unreachable, "token", spool_dir=tmp_path, max_spool=1)
+    try:
+        older, newer = (_Entry(key=f"run/step-{n}", tenant="t", run_id="run", order=_order(), body="{}") for n in (1, 2))
+        recorder._spill([newer])
+        recorder._spill([older])  # written last, recorded first
+        assert [path.name for path in tmp_path.glob("*.step")] == [f"{newer.order}.step"]
+        assert recorder.status["dropped"] == 1
+    finally:
+        recorder.close(timeout=0)
