@@ -16,6 +16,11 @@ requests never both see room for one.
   None. A slot expires `seconds` after it was taken, so a process killed while holding one (no
   `finally` ran) cannot keep it: the long-poll caps (manifests.api). A cache that cannot be reached
   answers None here (no slot: the long-poll answers at once instead of holding a worker unbounded).
+- `slots_try(counters, seconds)`: the same take, saying why it holds nothing: (holder, None) when
+  held, (None, i) when counters[i] is full, (None, None) when the cache cannot be reached (the
+  large-request bounds, ctxeng.server.large_requests, let such a request through).
+- `slots_renew(counters, holder, seconds)`: a holder still working moves its slots' expiry to
+  `seconds` from now (a lease: a slot whose holder stopped renewing, killed, expires soon after).
 - `parse_rate("10/min")`: (10, 60), the notation of the CTXENG_THROTTLE_* and CTXENG_LOGIN_*
   settings; "" is no limit (None).
 
@@ -112,17 +117,28 @@ def windows_take(windows: list[tuple[str, int, float]]) -> float | None:
 
 
 # KEYS: the counters; ARGV[1]: now, ARGV[2]: the expiry (now + seconds), ARGV[3]: the holder's id,
-# then per counter its limit. Drops the expired holders; if a counter is full, holds nothing (0),
-# else holds one slot in every counter (1). A sorted set per counter, scored by expiry.
+# then per counter its limit. Drops the expired holders; if a counter is full, holds nothing and
+# answers its position (1-based), else holds one slot in every counter (0). A sorted set per
+# counter, scored by expiry; the key itself lives as long as its latest holder.
 SLOTS_TAKE = """
 local now = tonumber(ARGV[1])
 for i, key in ipairs(KEYS) do
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
-  if redis.call('ZCARD', key) >= tonumber(ARGV[3 + i]) then return 0 end
+  if redis.call('ZCARD', key) >= tonumber(ARGV[3 + i]) then return i end
 end
 for i, key in ipairs(KEYS) do
   redis.call('ZADD', key, ARGV[2], ARGV[3])
-  redis.call('EXPIREAT', key, math.ceil(tonumber(ARGV[2])))
+  redis.call('EXPIREAT', key, math.ceil(tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])))
+end
+return 0
+"""
+# KEYS: the counters; ARGV[1]: the new expiry, ARGV[2]: the holder's id. Only a slot still held is
+# moved (ZADD XX): one that expired meanwhile may have gone to another holder.
+SLOTS_RENEW = """
+for i, key in ipairs(KEYS) do
+  if redis.call('ZADD', key, 'XX', 'CH', ARGV[1], ARGV[2]) == 1 then
+    redis.call('EXPIREAT', key, math.ceil(tonumber(redis.call('ZRANGE', key, -1, -1, 'WITHSCORES')[2])))
+  end
 end
 return 1
 """
@@ -131,6 +147,13 @@ _local_slots: dict[str, dict[str, float]] = {}  # counter -> holder -> expiry (t
 
 def slots_take(counters: list[tuple[str, int]], seconds: float) -> str | None:
     """Hold a slot in every (key, limit) counter for at most `seconds`, or in none (module docstring)."""
+    holder, _ = slots_try(counters, seconds)
+    return holder
+
+
+def slots_try(counters: list[tuple[str, int]], seconds: float) -> tuple[str | None, int | None]:
+    """`slots_take`, saying why nothing is held: (holder, None), (None, index of a full counter) or,
+    when the cache cannot be reached, (None, None)."""
     holder = uuid.uuid4().hex
     now = time.time()
     cache = caches["throttle"]
@@ -139,20 +162,42 @@ def slots_take(counters: list[tuple[str, int]], seconds: float) -> str | None:
             keys = [cache.make_and_validate_key(key) for key, _ in counters]
             client = cache._cache.get_client(keys[0], write=True)  # noqa: SLF001 - Django's redis client
             args = [repr(now), repr(now + seconds), holder, *[limit for _, limit in counters]]
-            return holder if int(client.register_script(SLOTS_TAKE)(keys=keys, args=args)) else None
+            full = int(client.register_script(SLOTS_TAKE)(keys=keys, args=args))
+            return (holder, None) if full == 0 else (None, full - 1)
         with _local_lock:
             held = [_local_slots.setdefault(key, {}) for key, _ in counters]
             for holders in held:
                 for other in [h for h, expiry in holders.items() if expiry <= now]:
                     del holders[other]
-            if any(len(holders) >= limit for holders, (_, limit) in zip(held, counters, strict=True)):
-                return None
+            for index, (holders, (_, limit)) in enumerate(zip(held, counters, strict=True)):
+                if len(holders) >= limit:
+                    return None, index
             for holders in held:
                 holders[holder] = now + seconds
-            return holder
+            return holder, None
     except Exception:  # noqa: BLE001 - see the module docstring
         logger.warning("throttle cache unavailable; no slot of %s taken", [key for key, _ in counters], exc_info=True)
-        return None
+        return None, None
+
+
+def slots_renew(counters: list[tuple[str, int]], holder: str, seconds: float) -> None:
+    """Move the expiry of `holder`'s slots (those it still holds) to `seconds` from now."""
+    expiry = time.time() + seconds
+    cache = caches["throttle"]
+    try:
+        if isinstance(cache, RedisCache):
+            keys = [cache.make_and_validate_key(key) for key, _ in counters]
+            client = cache._cache.get_client(keys[0], write=True)  # noqa: SLF001 - Django's redis client
+            client.register_script(SLOTS_RENEW)(keys=keys, args=[repr(expiry), holder])
+            return
+        with _local_lock:
+            for key, _ in counters:
+                holders = _local_slots.get(key, {})
+                if holder in holders:
+                    holders[holder] = expiry
+    except Exception:  # noqa: BLE001 - the slot then expires on its own
+        logger.warning("throttle cache unavailable; slots of %s not renewed", [key for key, _ in counters],
+                       exc_info=True)
 
 
 def slots_release(counters: list[tuple[str, int]], holder: str) -> None:
