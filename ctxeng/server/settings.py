@@ -97,10 +97,14 @@ MIDDLEWARE = [
     # Outside everything that may answer early (the control-character refusal, the login lockout),
     # so those HTML pages carry the policy too.
     "ctxeng.server.csp.ContentSecurityPolicyMiddleware",
+    # Before anything reads a body (the control-character check and CSRF read forms): a chunked
+    # body is otherwise read as empty.
+    "ctxeng.server.middleware.ChunkedBodyMiddleware",
+    # Before any body is parsed (and after the chunked one has its length): a large body waits for
+    # a slot or is refused unread (ctxeng.server.large_requests).
+    "ctxeng.server.large_requests.LargeRequestMiddleware",
     # Before WhiteNoise and the views: a NUL in a path reaches os.stat and the database otherwise.
     "ctxeng.server.middleware.RejectControlCharactersMiddleware",
-    # Before anything reads a body (CSRF reads forms): a chunked body is otherwise read as empty.
-    "ctxeng.server.middleware.ChunkedBodyMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -329,6 +333,21 @@ CTXENG_LONGPOLL_MAX_PER_TENANT = envint("CTXENG_LONGPOLL_MAX_PER_TENANT",
 for _name in ("CTXENG_LONGPOLL_MAX_TOTAL", "CTXENG_LONGPOLL_MAX_PER_TENANT"):
     if globals()[_name] < 0:
         raise ImproperlyConfigured(f"{_name}: expected a number of long-polls >= 0, got {globals()[_name]}")
+# Requests with a body over CTXENG_LARGE_BODY_BYTES (0: none is large) in progress at once, over
+# every web process and per tenant (per client address without a token), counted like the
+# long-polls: each holds a sync worker for its parse and store, and six 4 MB submits from one
+# token held all four workers (issue 51, N4). Beyond its tenant's bound a large request is a 429,
+# beyond the total a 503, both with Retry-After, before its body is read (ctxeng.server.large_requests).
+# A slot is a lease its request renews; one a killed worker left ends within the lease.
+CTXENG_LARGE_BODY_BYTES = envint("CTXENG_LARGE_BODY_BYTES", str(1024 * 1024))
+CTXENG_LARGE_REQUESTS_MAX_TOTAL = envint("CTXENG_LARGE_REQUESTS_MAX_TOTAL", "2")
+CTXENG_LARGE_REQUESTS_MAX_PER_TENANT = envint("CTXENG_LARGE_REQUESTS_MAX_PER_TENANT", "1")
+CTXENG_LARGE_REQUEST_LEASE_SECONDS = envfloat("CTXENG_LARGE_REQUEST_LEASE_SECONDS", "10")
+for _name in ("CTXENG_LARGE_BODY_BYTES", "CTXENG_LARGE_REQUESTS_MAX_TOTAL", "CTXENG_LARGE_REQUESTS_MAX_PER_TENANT"):
+    if globals()[_name] < 0:
+        raise ImproperlyConfigured(f"{_name}: expected 0 or more, got {globals()[_name]}")
+if CTXENG_LARGE_REQUEST_LEASE_SECONDS <= 0:
+    raise ImproperlyConfigured("CTXENG_LARGE_REQUEST_LEASE_SECONDS: expected a positive number of seconds")
 CACHES = {
     "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"},
     "throttle": (
