@@ -22,8 +22,8 @@ reads the step. A step whose reference the service no longer has (purged) is ans
 recorder forgets the tenant's references and sends that step again whole. Spooled steps are
 written whole, so a spool never depends on what the service still holds.
 
-When the service is unreachable, slow (no answer within `request_timeout`) or busy (429/503), the
-thread backs off and moves what is queued to the spool: one file per step in `spool_dir`, written
+When the service is unreachable, slow (no answer within `request_timeout`) or busy (429/503, not
+before their `Retry-After`, up to `retry_cap`), the thread backs off and moves what is queued to the spool: one file per step in `spool_dir`, written
 atomically (a temporary name, then a rename), sent oldest first once the service answers, also by
 a new Recorder on the same directory after the agent restarts. Bounds: `max_queue` steps in memory
 (a full queue moves its oldest step to the spool, or, without a spool, drops it), `max_spool`
@@ -161,7 +161,8 @@ class Recorder:
     `batch_delay` (0.5 s) is how long a step may wait in memory for others to share its request;
     `request_timeout` (10 s) is how long a send may take before the service counts as slow;
     `flush_timeout` (10 s) is how long `flush()`, `Session.close()` and interpreter exit wait.
-    Backoff between failed sends: full jitter from `retry_base` (0.5 s) up to `retry_cap` (30 s).
+    Backoff between failed sends: full jitter from `retry_base` (0.5 s) up to `retry_cap` (30 s), and
+    at least the `Retry-After` of a 429 or 503 (up to `retry_cap`).
     """
 
     def __init__(self, url: str, token: str, *, spool_dir: str | os.PathLike[str] | None = None, max_queue: int = 1000,
@@ -521,12 +522,16 @@ class Recorder:
                 self._queue.extend(queued)
                 while len(self._queue) > self.max_queue:
                     self._drop(self._queue.popleft())
-        self._back_off(str(exc))
+        self._back_off(str(exc), getattr(exc, "retry_after", None))
 
-    def _back_off(self, reason: str) -> None:
+    def _back_off(self, reason: str, retry_after: float | None = None) -> None:
+        """Wait before the next send: full jitter, and never less than the service's Retry-After (a
+        429 or 503 says when it can take the batch: a large one waits for its tenant's slot)."""
         with self._cond:
             self._failures += 1
             delay = random.uniform(self.retry_base, min(self.retry_cap, self.retry_base * 2 ** min(self._failures, 16)))
+            if retry_after is not None:
+                delay = max(delay, min(retry_after, self.retry_cap))
             self._retry_at = time.monotonic() + delay
             self._cond.notify_all()
         logger.info("ctxeng recorder: service unavailable (%s); retrying in %.1f s", reason[:200], delay)

@@ -236,3 +236,51 @@ def test_the_spool_keeps_the_newest_steps_by_when_they_were_recorded_not_when_sp
         assert recorder.status["dropped"] == 1
     finally:
         recorder.close(timeout=0)
+
+
+@pytest.fixture
+def busy():
+    """A service that answers every batch 429 with `Retry-After: 20`, as the web tier does when
+    the tenant's large requests are at their bound (ctxeng.server.large_requests)."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args) -> None:
+            pass
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            raw = json.dumps({"errors": ["body: ... (CTXENG_LARGE_REQUESTS_MAX_PER_TENANT); retry in 20 s"]}).encode()
+            self.send_response(429)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Retry-After", "20")
+            self.send_header("Content-Length", str(len(raw)))
+            self.end_headers()
+            self.wfile.write(raw)
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    server.server_close()
+
+
+def test_a_429_is_not_sent_again_before_its_retry_after(busy, caplog):
+    """The recorder's own backoff (0.5 to 1 s after a first failure) gives way to the service's
+    Retry-After: the batch waits 20 s, and is kept, not dropped."""
+    import logging
+    import time
+
+    caplog.set_level(logging.INFO, logger="ctxeng.sdk._recorder")
+    recorder = sdk.Recorder(busy, "t")
+    try:
+        session = sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-busy", record=recorder)
+        _run(session, 1)
+        deadline = time.monotonic() + 60
+        while not any("retrying in" in r.getMessage() for r in caplog.records):
+            assert time.monotonic() < deadline, "the recorder never backed off"
+            time.sleep(0.05)
+        [waited] = [r.getMessage() for r in caplog.records if "retrying in" in r.getMessage()]
+        assert waited.endswith("retrying in 20.0 s") and "RateLimited" not in waited
+        assert recorder.status["pending"] == 1 and recorder.status["dropped"] == 0
+    finally:
+        recorder.close(timeout=0)
