@@ -3,8 +3,8 @@
 All errors share one shape, `{"errors": ["path: message", ...]}` (ctxeng.server.rest), so instead of
 repeating them on each view this hook adds the `Errors` component and, per operation, the
 statuses any authenticated endpoint can give (400 malformed, 401 no/invalid/revoked token,
-403 tenant or role, 404 outside your tenants, 405 method, 413 too large, 429 throttled, 503 database
-outage), 415 on
+403 tenant or role, 404 outside your tenants, 405 method, 413 too large, 429 throttled or a large
+body beyond its tenant's bound, 503 database outage or large bodies beyond the service's bound), 415 on
 operations that take a body, plus 409 where the view declared it. A view's own declaration of a
 status wins.
 
@@ -34,9 +34,11 @@ COMMON = {
     "404": "not found, or outside your tenants",
     "405": "method not allowed",
     "413": "body larger than CTXENG_MAX_REQUEST_BYTES, or a write past a tenant's stored-bytes quota (CTXENG_QUOTA_*)",
-    "429": "throttled (CTXENG_THROTTLE_AGENT) or past a tenant's rate quota (CTXENG_QUOTA_*); retry after the "
-           "Retry-After header",
-    "503": "the database is unavailable; nothing was applied: retry after the Retry-After header",
+    "429": "throttled (CTXENG_THROTTLE_AGENT), past a tenant's rate quota (CTXENG_QUOTA_*), or a body over "
+           "CTXENG_LARGE_BODY_BYTES while the tenant's large requests are at CTXENG_LARGE_REQUESTS_MAX_PER_TENANT "
+           "(refused unread); retry after the Retry-After header",
+    "503": "the database is unavailable, or a body over CTXENG_LARGE_BODY_BYTES while the service's large requests "
+           "are at CTXENG_LARGE_REQUESTS_MAX_TOTAL; nothing was applied: retry after the Retry-After header",
 }
 UNSUPPORTED_MEDIA_TYPE = "a body sent with a Content-Type other than application/json"
 ERROR_RESPONSE = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Errors"}}}}
