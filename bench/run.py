@@ -1,12 +1,13 @@
 """`make bench` (`python -m bench.run [--quick] [--only 1,2]`): the five benchmarks of issue 5,
 issue 14's database growth (6), issue 37's payload figures (8), issue 48's step on real traces (9),
-issue 47's stale reads (10), issue 50's absence classifier (11) and issue 49's recording (12).
+issue 47's stale reads (10), issue 50's absence classifier (11), issue 49's recording (12) and
+issue 51's large submits against /healthz and another tenant (13).
 
 Prints a table of figures and ratios against their targets, writes `bench/results/latest.json`
 (every row with its raw timings) and `bench/results/latest.md` (the table the README carries).
 A section that cannot run here (no redis-server, no service yet) reports `not run: <reason>` and
 the others still run; then the results are written and `make bench` fails (exit 1) naming each
-section and measure not run, so a table with a hole is never mistaken for a complete run. Sized to finish in about 8 minutes on a quiet 2-core machine (15 on a slow one; section 12 has a 60 s outage).
+section and measure not run, so a table with a hole is never mistaken for a complete run. Sized to finish in about 10 minutes on a quiet 2-core machine (17 on a slow one; section 12 has a 60 s outage, section 13 runs gunicorn twice).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ SECTIONS = (
     ("11", "11 absence", "bench.absence"),
     # Recording local steps (issue 49): the agent's overhead, the service's intake and verification, an outage.
     ("12", "12 recording", "bench.recording"),
+    # Six parallel 4 MB submits from one tenant against /healthz and another tenant's API (issue 51, N4).
+    ("13", "13 big submits", "bench.big_submits"),
 )
 
 
@@ -70,7 +73,7 @@ def table(rows: list[Row]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="bench.run")
     parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke run, not figures to quote")
-    parser.add_argument("--only", default="1,2,3,4,5,6,8,9,10,11", help="comma-separated section numbers (7, context quality: make bench-quality)")
+    parser.add_argument("--only", default="1,2,3,4,5,6,8,9,10,11,13", help="comma-separated section numbers (7, context quality: make bench-quality)")
     args = parser.parse_args(argv)
     wanted = set(args.only.split(","))
     started = time.monotonic()
