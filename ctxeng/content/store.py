@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import OperationalError, connection, models, transaction
+from django.utils import timezone
 
 from . import packing
 from .models import Content, ContentEpoch, Location
@@ -161,15 +162,33 @@ def _insert(tenant: Any, blobs: dict[str, bytes], kinds: dict[str, str], epoch: 
     if remote:
         # The object first: a row that says "s3" always has its object.
         store.put_many(namespace(tenant.pk), remote)
+    created_at = connection.ops.adapt_datetimefield_value(timezone.now())
     rows = []
     for digest, data in blobs.items():
         body, encoding = (None, "") if digest in remote else _stored(data, kinds[digest])
-        rows.append(Content(
-            tenant=tenant, digest=digest, kind=kinds[digest], size=len(data), epoch=epoch, encoding=encoding,
-            location=Location.OBJECT_STORE if digest in remote else Location.DATABASE, body=body,
-        ))
-    Content.objects.bulk_create(rows, ignore_conflicts=True, batch_size=100)
+        location = Location.OBJECT_STORE if digest in remote else Location.DATABASE
+        rows.append((tenant.pk, digest, kinds[digest], len(data), str(location), encoding, epoch, created_at, body))
+    _insert_rows(rows)
     return sum(len(data) for data in blobs.values())
+
+
+INSERT_COLUMNS = ("tenant_id", "digest", "kind", "size", "location", "encoding", "epoch", "created_at", "body")
+INSERT_BATCH = 100  # rows per statement: 900 parameters, within SQLite's oldest limit (999)
+
+
+def _insert_rows(rows: list[tuple]) -> None:
+    """INSERT the rows, skipping a digest the tenant has (a concurrent writer's), in plain SQL:
+    Django's bulk_create built a model instance and compiled every value of each row, most of a
+    large submit's time in its view (issue 51, N4: 0.6 s of 1.1 s for a 4 MB request of 5,000
+    candidates)."""
+    one = "(" + ", ".join(["%s"] * len(INSERT_COLUMNS)) + ")"
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), INSERT_BATCH):
+            batch = rows[start:start + INSERT_BATCH]
+            cursor.execute(
+                f"INSERT INTO {Content._meta.db_table} ({', '.join(INSERT_COLUMNS)}) VALUES {', '.join([one] * len(batch))} "
+                "ON CONFLICT (tenant_id, digest) DO NOTHING",
+                [value for row in batch for value in row])
 
 
 def _stored(data: bytes, kind: str) -> tuple[bytes, str]:
@@ -373,7 +392,6 @@ def _delete_orphan_objects(tenant: Any, store: Any) -> int:
     transaction commits, so one that rolled back leaves its objects behind. Only objects older
     than CTXENG_CONTENT_ORPHAN_GRACE_SECONDS go: a younger one may belong to a writer in flight."""
     from django.conf import settings
-    from django.utils import timezone
 
     cutoff = timezone.now() - timedelta(seconds=settings.CTXENG_CONTENT_ORPHAN_GRACE_SECONDS)
     listed = [digest for digest, modified in store.listing(namespace(tenant.pk)) if modified < cutoff]

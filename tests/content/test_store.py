@@ -251,3 +251,37 @@ def test_purge_content_command_reports_the_content_it_dropped(published_policy, 
     assert dropped > 0
     tenant = Tenant.objects.get(slug=first["principal"]["tenant"])
     assert content_fetch(tenant_id=tenant.pk, digests=[_digest(_only_in_first(first, second))]) == {}
+
+
+def test_a_new_blob_is_written_as_one_row_of_its_bytes_at_the_current_epoch_and_a_known_one_left_as_it_is(db):
+    """The rows the store writes (plain SQL since issue 51, N4), read back through the ORM: kind,
+    size, epoch, location, the body in its encoding, a creation time; a digest the tenant already
+    has is skipped, not overwritten."""
+    import zlib
+
+    from django.utils import timezone
+
+    from ctxeng.content import store
+    from ctxeng.content.packing import Packer
+    from ctxeng.content.store import content_save, write_epoch
+
+    tenant = Tenant.objects.create(slug="store-rows")
+    text, small = "the same words again and again " * 20, "short"
+    packer = Packer()
+    packer.skeleton({"a": text, "b": small})
+    before = timezone.now()
+    with transaction.atomic():
+        epoch = write_epoch()
+        added = content_save(tenant=tenant, packer=packer)
+    assert added == sum(len(data) for data in packer.blobs.values())
+    row = Content.objects.get(tenant=tenant, digest=_digest(text))
+    assert (row.kind, row.size, row.epoch, row.location, row.encoding) == ("text", len(text.encode()), epoch, "db", "zlib")
+    assert zlib.decompress(bytes(row.body)) == text.encode() and row.created_at >= before
+    assert Content.objects.filter(tenant=tenant).count() == len(packer.blobs)
+    Content.objects.filter(pk=row.pk).update(size=1)  # a mark only a second insert would overwrite
+    with transaction.atomic():
+        assert content_save(tenant=tenant, packer=packer) == 0
+        # A concurrent writer that read before this one committed inserts the same digest again.
+        store._insert(tenant, {_digest(text): text.encode()}, {_digest(text): "text"}, epoch)  # noqa: SLF001
+    assert Content.objects.get(pk=row.pk).size == 1
+    assert Content.objects.filter(tenant=tenant).count() == len(packer.blobs)
