@@ -182,7 +182,8 @@ def run_step_index(run: Run) -> list[dict[str, Any]]:
                 .values("id", "step_id", "status", "origin", "verification", sealed=F("manifest__id"), usage_input=F("manifest__usage__input_tokens"),
                         usage_cached=F("manifest__usage__cached_tokens"),
                         cache_eligible_tokens=cache_figure_of("cache_eligible_tokens"),
-                        payload_text_tokens=cache_figure_of("payload_text_tokens")))
+                        payload_text_tokens=cache_figure_of("payload_text_tokens"),
+                        cache_compared_with=cache_text_of("previous_cache_from")))
 
 
 def run_timeline(run: Run, ids: list[Any] | None = None) -> list[AssemblyJob]:
@@ -204,6 +205,7 @@ def run_timeline(run: Run, ids: list[Any] | None = None) -> list[AssemblyJob]:
             payload_tokens=payload_tokens_of(),
             cache_eligible_tokens=cache_figure_of("cache_eligible_tokens"),
             payload_text_tokens=cache_figure_of("payload_text_tokens"),
+            cache_compared_with=cache_text_of("previous_cache_from"),
         )
         .order_by("created_at", "id")
     )
@@ -233,13 +235,16 @@ def run_cache_eligible(steps: list[AssemblyJob]) -> dict[str, Any]:
     """The run's cache-eligible share (a percentage): the manifests' `cache.cache_eligible_tokens`
     over their `cache.payload_text_tokens`, summed over the ready steps that record them (weighted
     by tokens, the same figure as each manifest's `cache_eligible_share`, over the run). Only ready
-    steps count: a blocked one sent nothing (its zeros would read "2 of 1 ready step")."""
+    steps count: a blocked one sent nothing (its zeros would read "2 of 1 ready step"). `claimed`:
+    how many of those figures compare with the agent's own record of its previous step (recorded
+    steps, manifests sealed before issue 51), not the service's (`cache.previous_cache_from`)."""
     counted = [job for job in steps if job.status == JobStatus.READY and job.payload_text_tokens is not None
                and job.cache_eligible_tokens is not None]
     eligible = sum(job.cache_eligible_tokens for job in counted)
     total = sum(job.payload_text_tokens for job in counted)
     return {"percent": 100.0 * eligible / total if total else None, "eligible": eligible, "tokens": total,
-            "counted": len(counted), "steps": sum(job.status == JobStatus.READY for job in steps)}
+            "counted": len(counted), "steps": sum(job.status == JobStatus.READY for job in steps),
+            "claimed": sum(job.cache_compared_with != "service" for job in counted)}
 
 
 def policy_ids_in(tenant: Tenant) -> list[str]:
@@ -1672,6 +1677,12 @@ def cache_figure_of(name: str) -> Cast:
     """A number of the sealed `cache` record (`cache_eligible_tokens`, `payload_text_tokens`), read
     in SQL from `Manifest.sections`; None for a blocked step or a manifest sealed before it existed."""
     return Cast(KeyTextTransform(name, KeyTransform("cache", Cast("manifest__sections", JSONField()))), IntegerField())
+
+
+def cache_text_of(name: str) -> KeyTextTransform:
+    """A string of the sealed `cache` record (`previous_cache_from`), read in SQL from
+    `Manifest.sections`; None for a manifest sealed before it existed."""
+    return KeyTextTransform(name, KeyTransform("cache", Cast("manifest__sections", JSONField())))
 
 
 def run_step_facts(steps: list[AssemblyJob], previous: AssemblyJob | None) -> dict[Any, StepFacts]:

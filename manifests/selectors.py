@@ -34,11 +34,21 @@ from ctxeng.engine import (
 from ctxeng.engine.estimators import bounded_calibration, calibrate, estimate_for
 from ctxeng.engine.lifecycle import named_artifact
 from ctxeng.engine.models import Calibration, LifecycleEventRecord, ModelSpec
+from ctxeng.engine.request_models import PreviousCache
 from ctxeng.engine.vocabulary import LifecycleEvent
 from ctxeng.server.errors import NotFound
 from ctxeng.server.rate_limits import slots_release, slots_take
 
-from .models import FINAL_STATUSES, Artifact, AssemblyJob, Manifest, ManifestItem, UsageReport
+from .models import (
+    FINAL_STATUSES,
+    Artifact,
+    AssemblyJob,
+    JobStatus,
+    Manifest,
+    ManifestItem,
+    Origin,
+    UsageReport,
+)
 
 
 def jobs_for(
@@ -330,6 +340,32 @@ def request_as_assembled(*, job: AssemblyJob, request: AssemblyRequest, policy: 
     pinned = request.pinned_to(policy.policy.revision)
     stored = StoredArtifacts(job.tenant, pinned)
     return with_events(pinned, policy, lifecycle_events_for(job=job, request=pinned, stored=stored)), artifact_lookup(job.tenant, stored)
+
+
+def previous_step_cache(*, job: AssemblyJob) -> PreviousCache | None:
+    """The cache record a remote job compares with (issue 51, N10): that of the run's previous
+    step as the service sealed it, never the `previous_cache` its request carries (an agent could
+    send back its own step's hashes and make it 100% cache-eligible). The previous step is the
+    latest `ready` job of the same tenant's same run submitted before this one, under another step
+    id (a blocked step sent nothing, so the provider's cache still holds the step before it: what
+    the SDK sends too); None when there is none (the run's first step). A recorded step's record is
+    the agent's own: its identity and keys are kept, its payload hashes are not (the service
+    stored no payload of it), so nothing is eligible after it (`previous_prefix_hashes_unknown`).
+    Two queries."""
+    earlier = Q(created_at__lt=job.created_at) | Q(created_at=job.created_at, pk__lt=job.pk)
+    previous = (AssemblyJob.objects.filter(earlier, tenant_id=job.tenant_id, run_id=job.run_id,
+                                           status=JobStatus.READY, manifest__isnull=False)
+                .exclude(step_id=job.step_id).order_by("-created_at", "-pk")
+                .values_list("manifest", "origin").first())
+    if previous is None:
+        return None
+    manifest_pk, origin = previous
+    cache = manifest_document(Manifest(pk=manifest_pk), sections=("cache",)).get("cache") or {}
+    return PreviousCache.model_validate({
+        "prefix_identity": cache.get("prefix_identity"),
+        "invalidation_keys": cache.get("invalidation_keys") or {},
+        "payload_prefix_hashes": (cache.get("payload_prefix_hashes") or []) if origin == Origin.REMOTE else [],
+    })
 
 
 # --------------------------------------------------------------------------- token calibration

@@ -73,7 +73,7 @@ from .models import (
     UsageReport,
     Verification,
 )
-from .selectors import job_request, model_calibration, request_as_assembled
+from .selectors import job_request, model_calibration, previous_step_cache, request_as_assembled
 
 logger = logging.getLogger(__name__)
 
@@ -296,6 +296,11 @@ def _recorded_step_store(*, user: AbstractBaseUser, step: dict[str, Any]) -> tup
         validate(ContextAssemblyManifest, document, what="manifest")
     except InvalidInput as exc:
         raise InvalidInput([f"manifest.{e}" for e in exc.errors], what="manifest") from None
+    if (document.get("cache") or {}).get("previous_cache_from") == "service":
+        # The agent's engine compared with the previous_cache its own session kept: a claim.
+        raise InvalidInput(["manifest.cache.previous_cache_from: a recorded step's cache figures compare with the "
+                            "agent's own record of its previous step ('request'); 'service' is the service's jobs'"],
+                           what="manifest")
     tenant = _agent_tenant(user, request.principal.tenant)
     if request.policy.revision is None:
         raise InvalidInput(["request.policy.revision: a recorded step names the revision it was assembled under"],
@@ -624,10 +629,14 @@ def assembly_job_assemble(*, job_id: str | uuid.UUID, attempt: int, traceparent:
         policy = _parsed_policy(job.policy_revision.pk, job.policy_revision.digest)
         submitted = job_request(job, remember=True)
         request, artifacts = request_as_assembled(job=job, request=parse_request(submitted), policy=policy)
+        # The cache status and figure compare with the run's previous step as this service sealed
+        # it, whatever previous_cache the agent sent (issue 51, N10).
+        request = request.model_copy(update={"previous_cache": previous_step_cache(job=job),
+                                             "previous_prefix_identity": None})
         # The encoding follows request.model (the engine picks it); an inexact count gets the margin
         # this tenant's usage reports of the model give it.
         calibration = model_calibration(tenant_id=job.tenant_id, model=request.model, policy=policy)
-        result = assemble(request, policy, artifacts=artifacts, calibration=calibration)
+        result = assemble(request, policy, artifacts=artifacts, calibration=calibration, previous_cache_from="service")
         _crash_point("assembled", job=job, attempt=attempt)
         step = "seal"
         sealed_ns = time.perf_counter_ns()

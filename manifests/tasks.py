@@ -25,6 +25,7 @@ from .services import assembly_job_assemble, assembly_job_claim, assembly_job_he
 @app.task(
     bind=True,
     name="manifests.run_assembly_job",
+    Request=fair_queue.TurnRequest,  # a lost pool process frees its slots at once
     acks_late=True,
     reject_on_worker_lost=True,
     # A turn may run an impact preview instead (fair dispatch): the limits cover either (settings).
@@ -58,6 +59,7 @@ fair_queue.register("assembly", _run, _waiting_tenant)
 @app.task(
     bind=True,
     name="manifests.verify_recorded_step",
+    Request=fair_queue.TurnRequest,  # a lost pool process frees its slots at once
     acks_late=True,
     reject_on_worker_lost=True,
     soft_time_limit=settings.CTXENG_TURN_SOFT_TIME_LIMIT,
@@ -84,9 +86,10 @@ fair_queue.register("verification", lambda job_id, traceparent: recorded_step_ve
 
 def _test_hooks(job_id: str) -> None:
     """Worker-crash test hooks (settings CTXENG_TEST_*); inert unless a test sets them."""
-    if settings.CTXENG_TEST_CRASH_RUN_ID and not settings.CTXENG_JOBS_INLINE:
+    run_id = None
+    if (settings.CTXENG_TEST_CRASH_RUN_ID or settings.CTXENG_TEST_TASK_SLEEP_RUN_ID) and not settings.CTXENG_JOBS_INLINE:
         run_id = AssemblyJob.objects.filter(id=job_id).values_list("run__run_id", flat=True).first()
-        if run_id == settings.CTXENG_TEST_CRASH_RUN_ID:
-            os.kill(os.getpid(), signal.SIGKILL)
-    if settings.CTXENG_TEST_TASK_SLEEP_SECONDS:
+    if settings.CTXENG_TEST_CRASH_RUN_ID and run_id == settings.CTXENG_TEST_CRASH_RUN_ID:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if settings.CTXENG_TEST_TASK_SLEEP_SECONDS and settings.CTXENG_TEST_TASK_SLEEP_RUN_ID in ("", run_id):
         time.sleep(settings.CTXENG_TEST_TASK_SLEEP_SECONDS)

@@ -21,6 +21,7 @@ from .services import impact_preview_run
 @app.task(
     bind=True,
     name="policies.run_impact_preview",
+    Request=fair_queue.TurnRequest,  # a lost pool process frees its slots at once
     acks_late=True,
     # The runner stops starting replays at CTXENG_IMPACT_TIME_LIMIT_SECONDS; one replay of a
     # 20,000-candidate request takes seconds, so these limits only catch a hung replay. A turn may

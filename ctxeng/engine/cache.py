@@ -41,7 +41,11 @@ byte the same. The units this step shares with the previous step's hashes
 a unit carries, except its structural fields: role, type, ids, names, the model) are
 `cache_eligible_tokens`, and `cache_eligible_share` is that over the text tokens of every unit. The
 first step of a run, a step after a blocked one and a previous record without hashes have none
-eligible, and `cache_eligible_basis` says which. This is an observation of the payload, like the
+eligible, and `cache_eligible_basis` says which. `previous_cache_from` says whose record the status
+and the figure compare with: `request` (the caller's `previous_cache`, a claim: an agent could send
+its own step's hashes back and make any step 100% eligible, issue 51 N10), or `service` (a service
+job: it replaces the caller's record with the run's previous step as it sealed it, `assemble`'s
+`previous_cache_from`). This is an observation of the payload, like the
 status: it decides nothing and it is independent of the declared stable prefix, which is a policy
 (seed §5, §10: only the small control policy is pinned; the bytes after it repeat only as far as
 the history does).
@@ -313,6 +317,7 @@ def _eligible(asm: Assembly, payload: dict[str, Any]) -> dict[str, Any]:
         "cache_eligible_share": round(eligible / total, 4) if total else None,
         "cache_eligible_basis": basis,
         "cache_eligible_ends_at": units[same][0] if basis == "previous_step" and same < len(units) else None,
+        "previous_cache_from": asm.previous_cache_from,
     }
 
 
@@ -335,6 +340,7 @@ def cache_record(asm: Assembly, included: list[Candidate], payload: dict[str, An
             identity_fields=list(fields),
             stable_prefix_sources=sources,
             cache_eligible_basis="blocked",
+            previous_cache_from=asm.previous_cache_from,
         )
     prefix = stable_prefix(asm, included)
     identity = prefix_identity(asm, prefix)

@@ -377,6 +377,13 @@ class CacheRecord(Frozen):
     cache_eligible_basis: Literal[
         "previous_step", "no_previous_step", "previous_step_blocked", "previous_prefix_hashes_unknown", "blocked"
     ] = Field(default="no_previous_step", description="what the units were compared with, or why nothing could be")
+    previous_cache_from: Literal["request", "service"] = Field(
+        default="request",
+        description="where the previous step's record that status and cache_eligible_* compare with came from: "
+                    "`request`, the caller's previous_cache, a claim nobody checked (a step assembled by the agent, "
+                    "a recorded step, a manifest sealed before issue 51); `service`, the run's previous ready step "
+                    "as the service itself sealed it (a remote job)",
+    )
     cache_eligible_ends_at: str | None = Field(
         default=None,
         description="the payload path of the first unit not repeated (`messages[12]`, `system`, `tools`); null when every unit was or nothing was compared",

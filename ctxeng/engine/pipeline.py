@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from . import (
     acquisition,
@@ -156,12 +156,16 @@ def assemble(
     created_at: str | None = None,
     artifacts: ArtifactStore | None = None,
     calibration: Calibration | None = None,
+    previous_cache_from: Literal["request", "service"] = "request",
 ) -> AssemblyResult:
     """Assemble one step. `artifacts` looks up stored artifacts for re-injected items (`artifact_ref`)
     by (artifact_id, revision); without it such items cannot be loaded and are rejected.
     `tokenizer`: what counts; by default the encoding `estimators` gives the request's model.
     `calibration`: the margin for a model whose count is not exact, from its usage reports
-    (`estimators.calibrate`); without it the policy's `budget.calibration.default_factor`."""
+    (`estimators.calibrate`); without it the policy's `budget.calibration.default_factor`.
+    `previous_cache_from`: `service` when the caller put its own stored record of the run's
+    previous step in `request.previous_cache` (the service's jobs), recorded in the cache record;
+    `request` (default) when the record is the requester's claim."""
     adapter = get_adapter(_check_compatible(request, policy))
     assert adapter is not None
     if tokenizer is None:
@@ -177,6 +181,7 @@ def assemble(
 
     asm = Assembly(request=request, policy=policy, policy_digest=digest, tokenizer=tok, nonce="", candidate_set_digest="")
     asm.artifact_store = artifacts
+    asm.previous_cache_from = previous_cache_from
     acquisition.inventory(asm)
     asm.candidate_set_digest = acquisition.candidate_set_digest(
         request, [(c.item_id, c.digest) for c in asm.candidates]

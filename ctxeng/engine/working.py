@@ -220,6 +220,9 @@ class Assembly:
     # The canonical JSON of each message (or input item) of the payload, made once by the cache
     # record (cache.payload_units) and read again by the seal's payload hash (cache.payload_sha256).
     payload_unit_json: dict[str, str] = field(default_factory=dict)
+    # Where request.previous_cache came from (CacheRecord.previous_cache_from): the caller's
+    # claim, or the service's own stored record of the run's previous step (pipeline.assemble).
+    previous_cache_from: str = "request"
 
     def alive(self) -> list[Candidate]:
         return [c for c in self.candidates if c.alive]

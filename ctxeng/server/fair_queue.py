@@ -9,7 +9,8 @@ runs, it is a turn on a worker. Beside it, in the broker's Redis:
                  submit order, deduplicated by `pending:<tenant>`;
 - `ring`         the tenants with pending entries, each once, in turn order (`inring` its set);
 - `run:<tenant>` the entries the tenant has on workers, each with a lease (expiry, Redis time in
-                 ms), and `leases` the same leases of every tenant, by expiry.
+                 ms), and `leases` the same leases of every tenant, by expiry;
+- `holders`      `<tenant>|<entry>` -> the process holding that lease (`holder_of`).
 
 Each app's enqueue `push`es the entry (and the tenant on the ring if it was not there), then
 sends the entry's Celery message. `take`, run by whichever message a worker receives, gives the
@@ -32,7 +33,10 @@ Nothing is lost: each push comes with a message, and a message takes an entry wh
 (or, when every waiting tenant is capped, is sent again), so every entry is taken. A lease is renewed while its process runs the entry
 (`holding`); a lease not renewed for CTXENG_FAIR_LEASE_SECONDS (a worker killed after `take`) is
 reaped by the next `take`: its entry goes back to the front of its tenant's queue with a new
-message, and the tenant's slot is free again. The job rows stay the source of truth: the claim
+message, and the tenant's slot is free again. Each lease also names its holder (`holders`: host,
+worker main process, pool process), so when a pool process dies mid-run the worker's main process
+frees its slots at once (`TurnRequest`, `release_lost`), as soon as the pool reports it lost,
+instead of after the lease (issue 51, N9). The job rows stay the source of truth: the claim
 guards every run (a second run of an entry is a no-op), and the stale-job sweep re-sends a queued
 assembly whose entry the broker lost (a Redis restart). A message that finds no entry queues the
 item it was sent for again, if it still waits and is not on a worker, and takes a turn: nothing
@@ -49,12 +53,16 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from billiard.einfo import ExceptionWithTraceback
+from billiard.exceptions import TimeLimitExceeded, WorkerLostError
+from celery.worker.request import Request
 from django.conf import settings
 
 from ctxeng.server.celery import app
@@ -110,11 +118,12 @@ return 1
 """
 
 # ARGV: prefix, lease ms, cap (0: none), most leases reaped per call, previews a tenant may run
-# at once (0: no bound), how far into a tenant's queue to look past its waiting previews.
-# Returns {tenant or false, entry or false, capped 0/1, reaped entries as tenant|entry...}.
+# at once (0: no bound), how far into a tenant's queue to look past its waiting previews, the
+# holder (the taking process, `holder_of`). Returns {tenant or false, entry or false, capped 0/1,
+# reaped entries as tenant|entry...}.
 TAKE = _LUA_PUSH + """
 local p, lease, cap, most = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-local lane, look = tonumber(ARGV[5]), tonumber(ARGV[6])
+local lane, look, holder = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 local function is_preview(entry) return string.sub(entry, 1, 8) == 'preview:' end
 -- The entry a tenant runs next: its oldest; with `lane` of its previews running, its oldest that
 -- is not a preview (false: none within `look`).
@@ -142,6 +151,7 @@ for _, held in ipairs(redis.call('ZRANGEBYSCORE', p .. 'leases', '-inf', now, 'L
   local tenant, entry = string.sub(held, 1, bar - 1), string.sub(held, bar + 1)
   redis.call('ZREM', p .. 'leases', held)
   redis.call('ZREM', p .. 'run:' .. tenant, entry)
+  redis.call('HDEL', p .. 'holders', held)
   push(p, tenant, entry, true)
   table.insert(result, held)
 end
@@ -170,6 +180,7 @@ if best then
   redis.call('SREM', p .. 'pending:' .. best, entry)
   redis.call('ZADD', p .. 'run:' .. best, now + lease, entry)
   redis.call('ZADD', p .. 'leases', now + lease, best .. '|' .. entry)
+  redis.call('HSET', p .. 'holders', best .. '|' .. entry, holder)
   redis.call('LREM', p .. 'ring', 1, best)
   if redis.call('LLEN', queue) > 0 then redis.call('RPUSH', p .. 'ring', best)
   else redis.call('SREM', p .. 'inring', best) end
@@ -197,7 +208,31 @@ return 1
 RELEASE = """
 redis.call('ZREM', ARGV[1] .. 'run:' .. ARGV[2], ARGV[3])
 redis.call('ZREM', ARGV[1] .. 'leases', ARGV[2] .. '|' .. ARGV[3])
+redis.call('HDEL', ARGV[1] .. 'holders', ARGV[2] .. '|' .. ARGV[3])
 return 1
+"""
+
+# ARGV: prefix, holder. The leases `holder` holds, reaped now as an expired one is (its process is
+# gone): the slot freed, the entry back at the front of its tenant's queue. Returns them as
+# tenant|entry. `holders` has one field per lease held, a few per worker process at most.
+RELEASE_HOLDER = _LUA_PUSH + """
+local p, holder = ARGV[1], ARGV[2]
+local released = {}
+local fields = redis.call('HGETALL', p .. 'holders')
+for i = 1, #fields, 2 do
+  local held, by = fields[i], fields[i + 1]
+  if by == holder then
+    local bar = string.find(held, '|', 1, true)
+    local tenant, entry = string.sub(held, 1, bar - 1), string.sub(held, bar + 1)
+    redis.call('HDEL', p .. 'holders', held)
+    if redis.call('ZREM', p .. 'run:' .. tenant, entry) == 1 then
+      redis.call('ZREM', p .. 'leases', held)
+      push(p, tenant, entry, true)
+      table.insert(released, held)
+    end
+  end
+end
+return released
 """
 
 REAP_AT_MOST = 100
@@ -258,16 +293,27 @@ class Turn:
     capped: bool
 
 
+def holder_of(pid: int, parent_pid: int) -> str:
+    """Who holds a lease: the process by host, its parent's pid and its own. A pool process and its
+    worker's main process both know this name of it (the main process by the request's
+    worker_pid); the parent's pid tells apart the pools of two workers on one host."""
+    return f"{socket.gethostname()}:{parent_pid}:{pid}"
+
+
+def _send_again(released: list[bytes], why: str) -> None:
+    for held in released:
+        lost_tenant, _, lost = held.decode().partition("|")
+        kind, _, item_id = lost.partition(":")
+        logger.warning("fair dispatch: %s held by tenant %s %s; queued again", lost, lost_tenant, why)
+        app.send_task(TASKS[kind], args=[item_id])
+
+
 def take() -> Turn:
     """The next entry in turn (its lease now held by this process); reaped leases are re-sent."""
     tenant, entry, capped, *reaped = _script(
         TAKE, _lease_ms(), settings.CTXENG_FAIR_TENANT_MAX_RUNNING, REAP_AT_MOST,
-        settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS, LOOK_PAST_PREVIEWS)
-    for held in reaped:
-        lost_tenant, _, lost = held.decode().partition("|")
-        kind, _, item_id = lost.partition(":")
-        logger.warning("fair dispatch: the lease of %s (tenant %s) expired; queued again", lost, lost_tenant)
-        app.send_task(TASKS[kind], args=[item_id])
+        settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS, LOOK_PAST_PREVIEWS, holder_of(os.getpid(), os.getppid()))
+    _send_again(reaped, "expired (its lease was not renewed)")
     if not tenant:
         return Turn(tenant=None, kind=None, item_id=None, capped=bool(capped))
     kind, _, item_id = entry.decode().partition(":")
@@ -326,6 +372,46 @@ def holding(turn: Turn) -> Iterator[None]:
             _script(RELEASE, turn.tenant, entry)
         except Exception:  # noqa: BLE001 - an unreleased lease expires by itself
             logger.warning("fair dispatch: could not release %s; its lease will expire", entry, exc_info=True)
+
+
+def release_lost(*, pid: int) -> list[str]:
+    """Free at once the slots held by the pool process `pid` of this worker, which is gone (killed,
+    or stopped at its hard time limit), and queue their entries again, first in their tenants'
+    queues: as an expired lease is, without waiting CTXENG_FAIR_LEASE_SECONDS for it. Called by
+    the worker's main process (TurnRequest). Returns the released entries as tenant|entry."""
+    released = _script(RELEASE_HOLDER, holder_of(pid, os.getpid()))
+    _send_again(released, f"was on pool process {pid}, which is gone")
+    return [held.decode() for held in released]
+
+
+class TurnRequest(Request):
+    """The request class of every fair-dispatch task, in the worker's main process: when the pool
+    process running a turn dies (SIGKILL, the OOM killer, the hard time limit), the main process
+    learns it from the pool (WorkerLostError, or the hard timeout) and frees the slots that process
+    held before the message is requeued or acknowledged (issue 51, N9: a tenant's slot stayed held
+    39 s, until its lease expired). A lease stays the guard for what the main process cannot see:
+    a whole worker killed, or a host lost."""
+
+    def on_failure(self, exc_info: Any, send_failed_event: bool = True, return_ok: bool = False) -> Any:
+        exc = exc_info.exception
+        exc = exc.exc if isinstance(exc, ExceptionWithTraceback) else exc
+        if isinstance(exc, WorkerLostError | TimeLimitExceeded):
+            self._release_lost()
+        return super().on_failure(exc_info, send_failed_event=send_failed_event, return_ok=return_ok)
+
+    def on_timeout(self, soft: bool, timeout: float) -> Any:
+        if not soft:  # the pool kills the process at its hard time limit
+            self._release_lost()
+        return super().on_timeout(soft, timeout)
+
+    def _release_lost(self) -> None:
+        if not self.worker_pid or not enabled():
+            return
+        try:
+            release_lost(pid=self.worker_pid)
+        except Exception:  # noqa: BLE001 - the leases still expire by themselves
+            logger.warning("fair dispatch: could not release the slots of pool process %s; their leases will "
+                           "expire", self.worker_pid, exc_info=True)
 
 
 def run_turn(*, kind: str, item_id: str, traceparent: str | None, requeue: Callable[[float], Any]) -> Any:

@@ -449,6 +449,8 @@ CTXENG_TURN_TIME_LIMIT = max(CTXENG_JOB_TIME_LIMIT, round(CTXENG_IMPACT_TIME_LIM
 # impact preview, or SIGKILL the worker process for jobs of one run id. They make worker-crash
 # and fairness tests deterministic.
 CTXENG_TEST_TASK_SLEEP_SECONDS = envfloat("CTXENG_TEST_TASK_SLEEP_SECONDS", "0")
+# When set, only jobs of this run id sleep CTXENG_TEST_TASK_SLEEP_SECONDS (the others run at once).
+CTXENG_TEST_TASK_SLEEP_RUN_ID = os.environ.get("CTXENG_TEST_TASK_SLEEP_RUN_ID", "")
 CTXENG_TEST_PREVIEW_SLEEP_SECONDS = envfloat("CTXENG_TEST_PREVIEW_SLEEP_SECONDS", "0")
 CTXENG_TEST_CRASH_RUN_ID = os.environ.get("CTXENG_TEST_CRASH_RUN_ID", "")
 # Comma-separated points of manifests.services.CRASH_POINTS: the first attempt of a job of run

@@ -10,6 +10,7 @@ from manifests.dashboard_selectors import run_cache_eligible, run_cache_hits
 
 def _step(status: str, **figures) -> SimpleNamespace:
     return SimpleNamespace(status=status, **{"payload_text_tokens": None, "cache_eligible_tokens": None,
+                                             "cache_compared_with": "service",
                                              "usage_input": None, "usage_cached": None, **figures})
 
 

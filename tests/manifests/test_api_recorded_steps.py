@@ -146,6 +146,19 @@ def test_a_manifest_of_another_step_is_refused(agent_api, record):
     assert result["errors"] == ["steps[0].manifest.assembly.step_id: 'step-2' is not the request's 'step-1'"]
 
 
+def test_a_recorded_steps_cache_figure_is_the_agents_claim_and_cannot_say_otherwise(agent_api, record):
+    """Issue 51, N10: the agent's engine compared with the previous_cache its session kept, so a
+    recorded step's figure is labelled `request`; one saying the service computed it is refused."""
+    honest, forged = local_steps(2)
+    assert honest["manifest"]["cache"]["previous_cache_from"] == "request"
+    forged["manifest"]["cache"]["previous_cache_from"] = "service"
+    results = record(agent_api, [honest, forged]).json()["results"]
+    assert [(r["outcome"], r["status"]) for r in results] == [("stored", 201), ("refused", 400)]
+    assert results[1]["errors"][0].startswith("steps[1].manifest.cache.previous_cache_from: ")
+    served = agent_api.get(f"/api/v1/assemblies/{results[0]['id']}/manifest/").json()
+    assert served["cache"]["previous_cache_from"] == "request"
+
+
 def test_one_refused_step_refuses_only_itself(agent_api, record):
     good, bad = local_steps(2)
     bad["request"]["candidates"][0]["item_id"] = ""

@@ -37,7 +37,11 @@ def token(live_server, inline_jobs, chat_policy_on_server, agent_user) -> str:
 
 
 def _without_identity(manifest: dict) -> dict:
+    """The manifest without what differs by where it was sealed: the assembly's id and time, and
+    whose record of the previous step its cache figures compare with (the service's own, remote;
+    the session's, local: `cache.previous_cache_from`)."""
     out = {**manifest, "assembly": {k: v for k, v in manifest["assembly"].items() if k not in ("id", "created_at")}}
+    out["cache"] = {k: v for k, v in manifest["cache"].items() if k != "previous_cache_from"}
     return out
 
 
@@ -51,6 +55,8 @@ def test_a_remote_step_seals_the_same_decisions_and_payload_as_a_local_one(live_
     assert there.kwargs == here.kwargs
     assert sha256_json(there.kwargs) == there.manifest["assembly"]["serialized_model_input_hash"]
     assert _without_identity(there.manifest) == _without_identity(here.manifest)
+    assert (there.manifest["cache"]["previous_cache_from"], here.manifest["cache"]["previous_cache_from"]) == (
+        "service", "request")
     assert there.messages == here.messages and "call.2/weird" in str(there.messages)
     assert there.dashboard_url.startswith(live_server.url) and there.assembly_id in there.dashboard_url
 

@@ -128,6 +128,48 @@ def test_an_expired_lease_frees_the_slot_and_queues_its_entry_again_first(fair_r
     assert len(sent) == 1
 
 
+def take_as(holder: str):
+    """`take`, as the process named `holder` (fair_queue.holder_of) would: (tenant, entry)."""
+    from django.conf import settings
+
+    from ctxeng.server import fair_queue
+
+    tenant, entry, _capped, *_ = fair_queue._script(
+        fair_queue.TAKE, fair_queue._lease_ms(), settings.CTXENG_FAIR_TENANT_MAX_RUNNING, fair_queue.REAP_AT_MOST,
+        settings.CTXENG_FAIR_TENANT_MAX_PREVIEWS, fair_queue.LOOK_PAST_PREVIEWS, holder)
+    return tenant.decode(), entry.decode()
+
+
+def test_the_slots_of_a_lost_process_are_freed_at_once_and_only_its_own(fair_redis, settings):
+    """Issue 51, N9: a pool process holding tenant 1's slot is gone; its worker releases what it
+    held (RELEASE_HOLDER, run by TurnRequest in the worker's main process) long before its lease
+    would expire: the entry is first in tenant 1's queue again, with a message, and the slot free.
+    The lease of another process (tenant 2's) is left as it is."""
+    from ctxeng.server import fair_queue
+
+    settings.CTXENG_FAIR_TENANT_MAX_RUNNING = 1
+    settings.CTXENG_FAIR_LEASE_SECONDS = 3600  # no lease expires in this test
+    a, b = ids(2), ids(1)
+    for item in a:
+        fair_queue.push(kind="assembly", item_id=item, tenant_id="1")
+    fair_queue.push(kind="assembly", item_id=b[0], tenant_id="2")
+    lost, alive = fair_queue.holder_of(101, 100), fair_queue.holder_of(102, 100)
+    assert take_as(lost) == ("1", f"assembly:{a[0]}")
+    assert take_as(alive) == ("2", f"assembly:{b[0]}")
+    assert fair_queue.take().capped  # tenant 1 is at its cap, tenant 2 has nothing waiting
+
+    released = fair_queue._script(fair_queue.RELEASE_HOLDER, lost)
+    assert released == [f"1|assembly:{a[0]}".encode()]
+    assert fair_redis.zrange("ctxeng:fair:run:1", 0, -1) == []
+    assert fair_redis.zrange("ctxeng:fair:run:2", 0, -1) == [f"assembly:{b[0]}".encode()]
+    assert fair_redis.lrange("ctxeng:fair:q:1", 0, -1) == [f"assembly:{a[0]}".encode(), f"assembly:{a[1]}".encode()]
+    assert fair_redis.hgetall("ctxeng:fair:holders") == {f"2|assembly:{b[0]}".encode(): alive.encode()}
+    assert fair_queue._script(fair_queue.RELEASE_HOLDER, lost) == []  # a second release frees nothing
+    with fair_queue.holding(fair_queue.Turn(tenant="2", kind="assembly", item_id=b[0], capped=False)):
+        pass
+    assert fair_redis.hgetall("ctxeng:fair:holders") == {}  # a release forgets the holder too
+
+
 def test_a_tenants_previews_beyond_the_lane_wait_while_its_jobs_and_others_run(fair_redis, settings):
     """Issue 51, N3: tenant 1 queues two previews, then a job; with one preview of it running
     (the default lane, CTXENG_FAIR_TENANT_MAX_PREVIEWS=1) its turn goes to the job behind the
@@ -366,7 +408,70 @@ def test_the_slot_of_a_killed_worker_is_freed_when_its_lease_expires(
                           **quick)
     wait_all_final([first, second], [worker])
     assert AssemblyJob.objects.get(id=first).attempts == 2
-    assert "expired; queued again" in worker.log()
+    assert "expired (its lease was not renewed); queued again" in worker.log()
+
+
+def lease_counts(fair_redis, tenant_id: int, seen: list[int]) -> list[bytes]:
+    """The entries the tenant has on workers now, their count added to `seen`."""
+    held = fair_redis.zrange(f"ctxeng:fair:run:{tenant_id}", 0, -1)
+    seen.append(len(held))
+    return held
+
+
+@pytest.mark.slow
+def test_a_killed_pool_process_frees_its_slot_at_once_and_the_tenants_next_job_runs(
+    fair_redis, two_tenants, example_request, start_worker
+):
+    """Issue 51, N9: tenant A capped at one, one worker of two processes; A's first job hangs
+    (a test hook for its run), A's second waits at the cap. The pool process running the first
+    is SIGKILLed (the process named by its lease's holder; the worker's main process lives on).
+    The main process frees the slot when the pool reports the process lost, so A's second job
+    runs, on the worker's other process, while every lease is still far from expiring (600 s,
+    beyond the test's deadline): without the release the slot stays held and the test fails.
+    Every count of A's entries on workers seen along the way is at most the cap."""
+    import os
+    import signal
+
+    from ctxeng.accounts.models import Tenant
+    from manifests.models import AssemblyJob
+
+    tenant_a = Tenant.objects.get(slug=TENANT_A).id
+    worker = start_worker(concurrency=2, CTXENG_FAIR_TENANT_MAX_RUNNING="1", CTXENG_FAIR_LEASE_SECONDS="600",
+                          CTXENG_FAIR_REQUEUE_SECONDS="0.2", CTXENG_TEST_TASK_SLEEP_SECONDS="600",
+                          CTXENG_TEST_TASK_SLEEP_RUN_ID="a-hangs")
+    seen: list[int] = []
+    first = submit(two_tenants, example_request, TENANT_A, "a-hangs")
+    deadline = time.monotonic() + GENEROUS
+    while AssemblyJob.objects.get(id=first).status != "running":
+        lease_counts(fair_redis, tenant_a, seen)
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.1)
+    second = submit(two_tenants, example_request, TENANT_A, "a-next")
+    while "turn requeued" not in worker.log():  # the second job's turn found A at its cap
+        lease_counts(fair_redis, tenant_a, seen)
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.1)
+    assert AssemblyJob.objects.get(id=second).status == "queued"
+
+    holder = fair_redis.hget("ctxeng:fair:holders", f"{tenant_a}|assembly:{first}".encode()).decode()
+    pool_pid = int(holder.rsplit(":", 1)[1])
+    assert pool_pid != worker.process.pid
+    os.kill(pool_pid, signal.SIGKILL)
+    killed = time.monotonic()
+
+    freed = None
+    while AssemblyJob.objects.get(id=second).status != "ready":
+        held = lease_counts(fair_redis, tenant_a, seen)
+        if freed is None and f"assembly:{first}".encode() not in held:
+            freed = time.monotonic()
+        assert time.monotonic() < deadline, worker.log()[-3000:]
+        time.sleep(0.05)
+    assert freed is not None
+    assert max(seen) <= 1, seen
+    assert worker.process.poll() is None  # the worker lived on; only its pool process died
+    assert f"was on pool process {pool_pid}, which is gone" in worker.log()
+    print(f"\nslot freed {freed - killed:.2f} s after the SIGKILL; A's next job ready "
+          f"{time.monotonic() - killed:.2f} s after it")
 
 
 PREVIEW_SLEEP = "15"  # each preview holds its worker process this long (a test hook) before it runs
