@@ -61,8 +61,8 @@ test: check-system install
 # cases per operation and mode and 8 stateful chains per role): the same checks over FUZZ_EXAMPLES
 # cases, each sent with every role's token, and FUZZ_STATEFUL chains. The operation x role table
 # of the statuses answered is written to .fuzz/openapi-fuzz-coverage.md (docs/testing.md).
-FUZZ_EXAMPLES ?= 150
-FUZZ_STATEFUL ?= 40
+FUZZ_EXAMPLES ?= 100
+FUZZ_STATEFUL ?= 30
 fuzz: check-system install
 	CTXENG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CTXENG_FUZZ_STATEFUL_EXAMPLES=$(FUZZ_STATEFUL) PYTHONDONTWRITEBYTECODE= \
 		$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --basetemp=.fuzz tests/service/test_openapi_fuzz.py
