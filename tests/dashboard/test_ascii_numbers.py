@@ -16,6 +16,7 @@ from urllib.parse import quote
 
 import pytest
 
+from manifests.examples import example_json
 from policies.models import ImpactPreview
 
 ODD_DIGITS = ["²", "٣", "１"]  # SUPERSCRIPT TWO, ARABIC-INDIC DIGIT THREE, FULLWIDTH DIGIT ONE
@@ -148,6 +149,23 @@ def test_the_same_api_parameter_in_ascii_digits_is_read(owner_api, example, temp
 @pytest.mark.parametrize("value", ODD_DIGITS + ["99999999999999999999999"])
 def test_an_api_revision_number_in_a_path_in_other_digits_or_too_large_is_not_found(owner_api, example, value):
     assert owner_api.get(f"/api/v1/policies/source-research/revisions/{quote(value)}/").status_code == 404
+
+
+@pytest.mark.parametrize("value", ODD_DIGITS)
+def test_a_number_in_a_json_body_written_in_other_digits_is_a_400_naming_its_field(owner_api, example, value):
+    """A body's numbers are JSON numbers: the same digits as a string are refused, never read as a
+    number. (An artifact's `revision` is a number or a label by design: `"²"` is a label.)"""
+    usage = f"/api/v1/assemblies/{example['ready'].id}/usage/"
+    for field in ("input_tokens", "cached_tokens", "output_tokens"):
+        body = {"input_tokens": 10, "cached_tokens": 0, "output_tokens": 1, field: value}
+        response = owner_api.post(usage, body, format="json")
+        assert response.status_code == 400 and response.json()["errors"][0].startswith(f"{field}: "), field
+    request = example_json("request.json")
+    request["model"]["context_limit"] = value
+    response = owner_api.post("/api/v1/assemblies/", request, format="json")
+    assert response.status_code == 400 and response.json()["errors"][0].startswith("model.context_limit: ")
+    # The anomaly check: the same report in numbers is taken, so the 400s came from the digits.
+    assert owner_api.post(usage, {"input_tokens": 10, "cached_tokens": 0, "output_tokens": 1}, format="json").status_code < 300
 
 
 # --------------------------------------------------------------------------- the run page, a preview's rows
