@@ -3,7 +3,7 @@ the stateful chains the schema's links describe.
 
 The app runs in-process over WSGI on the test database, seeded with the worked example (a
 published policy, a ready and a blocked assembly, an artifact). Every generated request — valid
-and invalid bodies, odd path and query values — is sent with a token drawn from every role (agent,
+and invalid bodies, odd path and query values — is sent with the token of each role in turn (agent,
 reviewer, policy_editor, admin, and an outsider of another tenant) and must get an answer that is
 not a 5xx and that the schema documents: its status code, content type, headers and body. The
 stateful test follows the schema's OpenAPI links (a submitted assembly to its job, manifest, input
