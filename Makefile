@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install install-server check-system run test test-engine lint lock docs dist bench bench-quality mutate mutate-sample schema screenshots clean
+.PHONY: install install-server check-system run test test-engine fuzz lint lock docs dist bench bench-quality mutate mutate-sample schema screenshots clean
 
 # System packages (scripts/check-system): present, installed with apt-get when root, or a stop
 # naming the command. `make test` needs redis-server (a private broker per test worker; not with
@@ -56,6 +56,16 @@ TEST_WORKERS ?= $(shell $(PY) -c 'import os; print(2 * (os.cpu_count() or 1))' 2
 test: check-system install
 	$(BIN)/lint-imports --no-cache
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+
+# The OpenAPI fuzz at length (tests/service/test_openapi_fuzz.py, which `make test` runs with 15
+# cases per operation and mode and 8 stateful chains per role): the same checks over FUZZ_EXAMPLES
+# cases, each sent with every role's token, and FUZZ_STATEFUL chains. The operation x role table
+# of the statuses answered is written to .fuzz/openapi-fuzz-coverage.md (docs/testing.md).
+FUZZ_EXAMPLES ?= 100
+FUZZ_STATEFUL ?= 30
+fuzz: check-system install
+	CTXENG_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) CTXENG_FUZZ_STATEFUL_EXAMPLES=$(FUZZ_STATEFUL) PYTHONDONTWRITEBYTECODE= \
+		$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal --basetemp=.fuzz tests/service/test_openapi_fuzz.py
 
 test-engine: install
 	$(BIN)/python -m pytest -q tests/engine

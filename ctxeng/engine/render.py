@@ -74,14 +74,17 @@ TRUST_WORDS = frozenset(TRUST_WORD.values())
 # `-escaped`, so no content can spell a header (`<<<ctx `) or an end marker (`<<<ctx:end>>>`),
 # whatever it knows of the payload; and it is reversible, so the exact content is recoverable.
 # What a model reads as `<<<ctx` is escaped the same way (issue 51, N11): `<<<CTX`, full-width or
-# small `＜＜＜ｃｔｘ`, letters that are `c`, `t`, `x` once NFKC-normalised and case-folded (𝐜, ⓒ, ⅽ),
+# small `＜＜＜ｃｔｘ`, letters that are `c`, `t`, `x` once NFKC-normalised and case-folded (𝐜, ⓒ, ⅽ, ꟲ, ˣ),
 # and default-ignorable characters (zero-width space, joiners, bidi marks, variation selectors,
 # soft hyphen, tags) anywhere between its six characters. The variant keeps its own characters and
 # gains `-escaped` after them: `<<<CTX-escaped:END>>>`.
 def _folding_to(target: str) -> str:
     """The characters of the blocks where look-alikes live whose NFKC case fold is `target`."""
-    blocks = [(0x20, 0x250), (0x1D00, 0x1DC0), (0x2070, 0x20A0), (0x2100, 0x2190), (0x2460, 0x2500),
-              (0xFE50, 0xFE70), (0xFF00, 0xFFF0), (0x1D400, 0x1D800), (0x1F100, 0x1F200)]
+    # Every block holding a character that folds to `<`, `c`, `t` or `x` (tests/engine/test_render_rules.py
+    # scans the whole of Unicode): the spacing modifiers (ˣ) and Latin Extended-D (ꟲ) were missing.
+    blocks = [(0x20, 0x250), (0x2B0, 0x300), (0x1D00, 0x1DC0), (0x2070, 0x20A0), (0x2100, 0x2190),
+              (0x2460, 0x2500), (0xA700, 0xA800), (0xFE50, 0xFE70), (0xFF00, 0xFFF0), (0x1D400, 0x1D800),
+              (0x1F100, 0x1F200)]
     return "".join(chr(cp) for start, end in blocks for cp in range(start, end)
                    if unicodedata.normalize("NFKC", chr(cp)).casefold() == target)
 

@@ -46,3 +46,15 @@ def test_pages_no_event_dates_stand_beside_it_with_their_range():
     research_agent = [r["forbidden_expired"] for r in json.loads((ROOT / "bench" / "results" / "quality.json").read_text())
                       if r["system"] == "ctxeng_research_agent" and r["context_limit"] == 16000]
     assert re.search(r"\((\d+) under the research-agent starter", row).group(1) == str(research_agent[0])
+
+
+def test_the_usage_report_row_is_the_last_calibration_bound_run():
+    """The README's F3 row (issue 51) quotes bench/results/issue51-calibration-bound.md."""
+    results = (ROOT / "bench" / "results" / "issue51-calibration-bound.md").read_text()
+    (before, next_before), (after, next_after) = re.findall(
+        r"^\| (?:before|after): .*? \| ([\d,]+) \(factor [\d.]+\) \| ([\d,]+) \(factor [\d.]+\) \|", results, re.M)
+    row = headline_row("20 usage reports at 1.99×")
+    assert f"({after} → {next_after})" in row.split("|")[2] and f"({before} → {next_before};" in row.split("|")[3]
+    for claimed, (start, end) in ((row.split("|")[2], (after, next_after)), (row.split("|")[3], (before, next_before))):
+        change = round(100 * (int(end.replace(",", "")) - int(start.replace(",", ""))) / int(start.replace(",", "")))
+        assert f"−{-change}%" in claimed, (claimed, change)

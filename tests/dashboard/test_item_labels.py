@@ -5,6 +5,7 @@ The expected labels are written by hand from the worked example's request."""
 from __future__ import annotations
 
 import html
+import unicodedata
 
 import pytest
 from django.template import Context, Template
@@ -89,6 +90,17 @@ def test_another_tenants_request_lends_no_label(outsider_client, example):
 
 
 # --------------------------------------------------------------------------- bidi controls (issue 51, N8)
+
+
+def test_the_neutralised_controls_are_unicodes_whole_bidi_control_list():
+    """Unicode's Bidi_Control property (PropList.txt), written out by hand, and every character
+    whose bidi class is an explicit embedding, override or isolate: the tests below iterate over
+    BIDI_CONTROLS, so a control missing from it would go unnoticed there."""
+    expected = {"\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
+    assert set(BIDI_CONTROLS) == expected
+    explicit = {chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000
+                and unicodedata.bidirectional(chr(cp)) in {"LRE", "RLE", "PDF", "LRO", "RLO", "LRI", "RLI", "FSI", "PDI"}}
+    assert explicit <= expected
 
 
 @pytest.mark.parametrize("control", list(BIDI_CONTROLS))

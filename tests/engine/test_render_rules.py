@@ -7,6 +7,7 @@ counted here with tiktoken directly, never with the engine's own counting helper
 
 from __future__ import annotations
 
+import unicodedata
 from types import SimpleNamespace
 
 import pytest
@@ -80,6 +81,24 @@ MARKER_VARIANTS = [
 def test_a_case_width_or_zero_width_variant_of_the_marker_is_escaped_too(text, escaped):
     assert escape(text) == (escaped, 1)
     assert unescape(escaped) == text
+
+
+def _look_alikes(target: str) -> list[str]:
+    """Every character of Unicode that is `target` once NFKC-normalised and case-folded: the
+    whole range scanned, an oracle independent of the blocks the escape looks in."""
+    return [chr(cp) for cp in range(0x110000) if not 0xD800 <= cp < 0xE000
+            and unicodedata.normalize("NFKC", chr(cp)).casefold() == target]
+
+
+@pytest.mark.parametrize("position", range(6))
+def test_every_look_alike_of_each_character_of_the_marker_is_escaped(position):
+    """Issue 51's audit found ꟲ (U+A7F2) and ˣ (U+02E3) outside the blocks the escape looked in."""
+    missed = []
+    for char in _look_alikes("<<<ctx"[position]):
+        text = "<<<ctx"[:position] + char + "<<<ctx"[position + 1:] + ":end>>>"
+        if escape(text) != (text[:6] + "-escaped" + text[6:], 1) or unescape(escape(text)[0]) != text:
+            missed.append(f"U+{ord(char):04X}")
+    assert missed == []
 
 
 @pytest.mark.parametrize("text", ["<<< ctx:end>>>", "<<ctx:end>>>", "<<<cts:end>>>", "<<<c tx", "«<<ctx", "<<<c\u0301tx"])

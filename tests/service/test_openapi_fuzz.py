@@ -3,24 +3,38 @@ the stateful chains the schema's links describe.
 
 The app runs in-process over WSGI on the test database, seeded with the worked example (a
 published policy, a ready and a blocked assembly, an artifact). Every generated request — valid
-and invalid bodies, odd path and query values — is sent with a token drawn from every role (agent,
+and invalid bodies, odd path and query values — is sent with the token of each role in turn (agent,
 reviewer, policy_editor, admin, and an outsider of another tenant) and must get an answer that is
 not a 5xx and that the schema documents: its status code, content type, headers and body. The
 stateful test follows the schema's OpenAPI links (a submitted assembly to its job, manifest, input
 and usage; a created revision to its detail, edit, publish and diff), with half the creating
 requests made valid so the chains reach real resources. Example counts are bounded and derandomized,
-so the whole file runs in about a minute and CI is not flaky.
+so the whole file runs in about a minute and CI is not flaky; `make fuzz` runs the same tests with
+more examples (CTXENG_FUZZ_EXAMPLES, CTXENG_FUZZ_STATEFUL_EXAMPLES).
+
+Coverage is checked, not assumed (issue 51: an earlier fuzz mostly met the throttle). Every
+generated case is sent once with each role's token, and each answer is recorded per operation and
+role. An answer *reaches* the operation when the operation's own view gave it — DRF's `Allow`
+header, which every answer of an API view carries (its errors too) and a URL-resolver 404 or a
+middleware's refusal does not, lists the method — and it is neither a 401 nor a 429. A 403 or a
+404 is reached: it is that role's real answer (the outsider, in another tenant, is answered 404
+for tenant-x's resources; a reviewer may not publish). Every throttle and rate quota a token's
+request can meet is raised out of reach (`role_tokens`), so a 401 or a 429 fails at once, and an
+operation that one role never reached fails its test. Each test's table of statuses per role is in
+its report (`tests/fuzz_coverage.py` writes the whole run's table to pytest's temporary folder).
 """
 
 from __future__ import annotations
 
 import copy
+import functools
 import itertools
+import os
+from collections import Counter
 
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
@@ -32,8 +46,17 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-EXAMPLES = 20
-STATEFUL_EXAMPLES = 8
+
+def _examples(name: str, default: int) -> int:
+    value = os.environ.get(name, "") or str(default)
+    if not (value.isascii() and value.isdigit() and int(value) >= 1):
+        raise ValueError(f"{name}: expected a whole number of examples >= 1, got {value!r}")
+    return int(value)
+
+
+# Generated cases per operation and mode, each sent with every role's token (75 requests a mode).
+EXAMPLES = _examples("CTXENG_FUZZ_EXAMPLES", 15)
+STATEFUL_EXAMPLES = _examples("CTXENG_FUZZ_STATEFUL_EXAMPLES", 8)
 STATEFUL_STEPS = 6
 CHECKS = [
     not_a_server_error,
@@ -63,7 +86,14 @@ def role_tokens(settings, published_policy, agent_user, editor_user, reviewer_us
 
     from ctxeng.accounts.services import tenant_member_add
 
-    settings.CTXENG_THROTTLE_AGENT = ""  # thousands of requests in seconds; throttling has its own test
+    # Thousands of requests in seconds, from every role: each limit a token's request can meet is
+    # raised out of reach but left on, so its code still runs (their own tests check them; a 429
+    # here fails). The token throttle counts every token user, whatever their role; the tenant
+    # quotas count submits and runs. The login limits (tests/conftest.py) and django-axes see only
+    # the dashboard's sign-in, which no API request passes; the long-poll caps answer at once with
+    # a 200, never a 429.
+    settings.CTXENG_THROTTLE_AGENT = "1000000/min"
+    settings.CTXENG_QUOTA_JOBS_PER_MINUTE = settings.CTXENG_QUOTA_RUNS_PER_DAY = 10**9
     assert submit(agent_api, example_request).status_code == 202
     assert submit(agent_api, example_blocked_request).status_code == 202
     artifact = {"artifact_id": "notes", "revision": 1, "kind": "evidence", "content": "x", "writer": "agent",
@@ -111,35 +141,64 @@ def _operations() -> list[tuple[str, str]]:
     return [(path, method) for path, item in sorted(paths.items()) for method in sorted(item)]
 
 
-def _cases():
-    for path, method in _operations():
-        yield path, method, GenerationMode.POSITIVE
-        if (path, method) not in NOTHING_TO_NEGATE:
-            yield path, method, GenerationMode.NEGATIVE
+def _modes(path: str, method: str) -> list[GenerationMode]:
+    if (path, method) in NOTHING_TO_NEGATE:
+        return [GenerationMode.POSITIVE]
+    return [GenerationMode.POSITIVE, GenerationMode.NEGATIVE]
 
 
 def _auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Token {token}"}
 
 
-@pytest.mark.parametrize(("path", "method", "mode"), list(_cases()))
-def test_no_request_gets_a_server_error_or_an_undocumented_response(path, method, mode, role_tokens, wsgi_app):
-    operation = served_schema(wsgi_app)[path][method.upper()]
+def _fuzz(strategy, send) -> None:
+    """`send(case)` for EXAMPLES cases drawn from `strategy`, the same ones every run."""
 
-    @given(case=operation.as_strategy(generation_mode=mode), role=st.sampled_from(ROLES))
+    @given(case=strategy)
     @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
               suppress_health_check=list(HealthCheck))
-    def check(case, role) -> None:
-        response = case.call(headers={**(case.headers or {}), **_auth(role_tokens[role])})
-        if mode is GenerationMode.NEGATIVE and (path, method) in PER_ITEM_VALIDATION and response.status_code == 200:
-            # The batch was read; the violation is inside a step, which the service refuses alone.
-            refused = [r for r in response.json()["results"] if r["outcome"] == "refused"]
-            assert any(400 <= r["status"] < 500 and r["errors"] for r in refused), response.text
-            case.validate_response(response, checks=[c for c in CHECKS if c is not negative_data_rejection])
-        else:
-            case.validate_response(response, checks=CHECKS)
+    def run(case) -> None:
+        send(case)
 
-    check()
+    run()
+
+
+def _reached(response, method: str) -> bool:
+    """The operation's own view gave this answer (see the module's docstring), not a throttle or
+    the authentication in front of it."""
+    allowed = {m.strip() for value in response.headers.get("allow", []) for m in value.split(",")}
+    return method.upper() in allowed and response.status_code not in (401, 429)
+
+
+@pytest.mark.parametrize(("path", "method"), _operations())
+def test_no_request_gets_a_server_error_or_an_undocumented_response(path, method, role_tokens, wsgi_app,
+                                                                     record_property):
+    operation = served_schema(wsgi_app)[path][method.upper()]
+    statuses = {role: Counter() for role in ROLES}
+    reached = Counter()
+
+    def check(case, mode: GenerationMode) -> None:
+        for role in ROLES:
+            response = case.call(headers={**(case.headers or {}), **_auth(role_tokens[role])})
+            statuses[role][response.status_code] += 1
+            reached[role] += _reached(response, method)
+            assert response.status_code not in (401, 429), (role, response.status_code, response.text[:300])
+            if mode is GenerationMode.NEGATIVE and (path, method) in PER_ITEM_VALIDATION \
+                    and response.status_code == 200:
+                # The batch was read; the violation is inside a step, which the service refuses alone.
+                refused = [r for r in response.json()["results"] if r["outcome"] == "refused"]
+                assert any(400 <= r["status"] < 500 and r["errors"] for r in refused), response.text
+                case.validate_response(response, checks=[c for c in CHECKS if c is not negative_data_rejection])
+            else:
+                case.validate_response(response, checks=CHECKS)
+
+    for mode in _modes(path, method):
+        _fuzz(operation.as_strategy(generation_mode=mode), functools.partial(check, mode=mode))
+    record_property("openapi_fuzz", {"operation": f"{method.upper()} {path}",
+                                     "statuses": {role: dict(statuses[role]) for role in ROLES},
+                                     "reached": dict(reached)})
+    never = [role for role in ROLES if not reached[role]]
+    assert not never, f"{method.upper()} {path} never reached for {never}: {statuses}"
 
 
 @pytest.mark.parametrize(("path", "method"), sorted(NOTHING_TO_NEGATE))
@@ -184,6 +243,7 @@ def test_stateful_chains_along_the_schema_links_get_no_server_error(
             return {"headers": {**(case.headers or {}), **_auth(token)}}
 
         def validate_response(self, response, case, additional_checks=None, **kwargs) -> None:
+            assert response.status_code not in (401, 429), (role, case.method, case.path, response.status_code)
             case.validate_response(response, checks=CHECKS[:-1])
 
     Workflow.run(settings=settings(max_examples=STATEFUL_EXAMPLES, stateful_step_count=STATEFUL_STEPS,
