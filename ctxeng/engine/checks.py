@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .hashing import sha256_text
+from .hashing import sha256_text_kept
 from .render import (
     DATA_BOUNDARY_NOTICE,
     SYSTEM_SEPARATOR,
@@ -105,7 +105,7 @@ def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: d
         return P if one_each and all(ok(c) for c in data_items) else F
 
     def same_content(c: Candidate, found: dict[str, Any]) -> bool:  # the text sent is the item's, by its declared hash
-        return sha256_text(found["body"]) == c.item.content_hash
+        return sha256_text_kept(found["body"]) == c.item.content_hash
 
     def role_of_turn(c: Candidate, found: dict[str, Any]) -> bool:
         return _SPEAKER_ROLE.get(found["speaker"]) == c.role and c.item.turn is not None and c.item.turn.speaker == found["speaker"]
