@@ -749,6 +749,8 @@ def _candidate_inputs(cand: Candidate, by_id: dict) -> list[tuple[str, Candidate
     assembly: named in `input_item_ids` or as a `source_lineage` node, or holding the content a
     lineage node's `digest` names — whatever the node is called (a renamed root cannot launder a
     stale or excluded read)."""
+    if not cand.item.input_item_ids and not cand.item.source_lineage:  # nothing declared (every message of a history)
+        return []
     out = [(i, c) for i in declared_inputs(cand.item) if (c := by_id.get(i)) is not None and c is not cand]
     for digest in declared_digests(cand.item):
         for c in by_id.get(("digest", digest), ()):
