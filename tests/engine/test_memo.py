@@ -154,3 +154,23 @@ def test_off_computes_as_without_memos_and_gives_the_kept_entries_back():
         assert all(len(m) == 0 for m in memo._ALL)  # nothing kept
     assert any(memo.freeze({"kept": 1}) in m._entries for m in memo._ALL)
     assert not any(memo.freeze({"inside": 1}) in m._entries for m in memo._ALL)
+
+
+def _nesting(value) -> int:
+    """The oracle: a JSON value's nesting, recursively (a scalar 0, `{}` and `[]` 1)."""
+    if isinstance(value, dict):
+        return 1 + max((_nesting(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_nesting(v) for v in value), default=0)
+    return 0
+
+
+@settings(max_examples=200, derandomize=True, deadline=None)
+@given(value=JSON)
+@example(value={"a": 1, "b": "x"})
+@example(value={"a": 1, "b": [{}]})
+def test_json_depth_answers_a_flat_object_at_once_and_any_other_value_by_its_nesting(value):
+    # Not a memo: the fast path for the flat source refs every step validates twice per item.
+    from ctxeng.engine.limits import json_depth
+
+    assert json_depth(value) == _nesting(value)
