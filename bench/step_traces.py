@@ -242,11 +242,11 @@ def fresh_process_rows(rounds: int) -> list[Row]:
 def scan_rows(traces) -> list[Row]:
     """Secret scans made over one replay of every run, against the distinct texts scanned."""
     from ctxeng import sdk
-    from ctxeng.engine import secrets
+    from ctxeng.engine import memo, secrets
 
     scanned: list[str] = []
     original = secrets._scan
-    secrets._by_digest.clear()  # the replays before this one scanned every text already
+    memo.clear_all()  # the replays before this one scanned every text already (findings, and answers built on them)
 
     def counting(text: str):
         scanned.append(text)

@@ -15,7 +15,7 @@ import weakref
 
 from .bounds import bounds_tokens, prefetch_runs
 from .budget import partition_of_kind
-from .hashing import sha256_json, sha256_text
+from .hashing import sha256_json, sha256_text_kept
 from .render import block_floor, block_tokens, count_key, count_offset, count_text, header_text, is_plain
 from .structure import expected_completeness_labels, expected_result_headers
 from .transforms import checkpoint_item
@@ -39,7 +39,7 @@ def inventory(asm: Assembly) -> None:
                 order=n,
                 content=content,
                 trust=item.trust or defaults.get(item.source_type),
-                digest=sha256_text(content),
+                digest=sha256_text_kept(content),
                 stored_artifact=stored,
             )
         )

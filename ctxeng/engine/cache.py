@@ -53,12 +53,11 @@ the history does).
 
 from __future__ import annotations
 
-import hashlib
 import weakref
 from collections import OrderedDict
 from typing import Any
 
-from .hashing import canonical_json, sha256_json, sha256_text
+from .hashing import canonical_json, canonical_json_kept, sha256_chain, sha256_json, sha256_text
 from .models import CacheRecord, ProviderCacheMarker
 from .render import SYSTEM_SEPARATOR, control_items
 from .vocabulary import CacheIdentityField, CacheStatus, InvalidationCause, Zone
@@ -247,13 +246,8 @@ def payload_prefix_hashes(units: list[tuple[str, Any]]) -> list[str]:
 
 def _hashed(units: list[tuple[str, Any]]) -> tuple[list[str], list[str]]:
     """(prefix hashes, each unit's canonical JSON)."""
-    running = hashlib.sha256()
-    hashes, texts = [], []
-    for _, value in units:
-        text = canonical_json(value)
-        running.update((text + "\n").encode("utf-8"))
-        hashes.append("sha256:" + running.hexdigest())
-        texts.append(text)
+    texts = [canonical_json_kept(value) for _, value in units]
+    hashes, _ = sha256_chain(texts, terminator="\n")
     return hashes, texts
 
 
@@ -263,16 +257,25 @@ def payload_sha256(payload: dict[str, Any], unit_json: dict[str, str]) -> str:
     again: canonical JSON is compact and key-sorted, so a list's text is its items' texts joined by
     commas in brackets and an object's is its sorted `"key":value` pairs; the text is the same, so
     the hash is (a test compares it with `sha256_json` on every adapter's payloads)."""
-    parts = []
+    head: list[str] = []
+    tail: list[str] = []
+    listed: list[str] | None = None
     for key in sorted(payload):
         value = payload[key]
-        text = None
-        if key in ("messages", "input") and isinstance(value, list):
+        if listed is None and key in ("messages", "input") and isinstance(value, list):
             found = [unit_json.get(f"{key}[{i}]") for i in range(len(value))]
             if None not in found:
-                text = "[" + ",".join(found) + "]"  # type: ignore[arg-type]
-        parts.append(canonical_json(key) + ":" + (text if text is not None else canonical_json(value)))
-    return sha256_text("{" + ",".join(parts) + "}")
+                listed = found  # type: ignore[assignment]
+                head.append(canonical_json(key) + ":[")
+                continue
+        (head if listed is None else tail).append(canonical_json(key) + ":" + canonical_json_kept(value))
+    if listed is None:
+        return sha256_text("{" + ",".join(head) + "}")
+    # The list's texts through the kept sha256 states: a history that grew hashes only its new messages.
+    start = "{" + ",".join(head[:-1]) + ("," if len(head) > 1 else "") + head[-1]
+    _, running = sha256_chain(listed, start=start, separator=",")
+    running.update(("]" + "".join("," + part for part in tail) + "}").encode("utf-8"))
+    return "sha256:" + running.hexdigest()
 
 
 def _unit_tokens(asm: Assembly, value: Any, text: str) -> int:

@@ -37,7 +37,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from .hashing import sha256_text
+from .hashing import sha256_text_kept
+from .memo import Memo
 from .render import (
     DATA_BOUNDARY_NOTICE,
     SYSTEM_SEPARATOR,
@@ -64,6 +65,18 @@ def _read_back(entry: dict[str, Any], speaker: str | None) -> dict[str, Any] | N
     text = entry["text"]
     if entry.get("native"):
         return {"native": True, "speaker": speaker, "body": text}
+    kept = _READ_FENCED.get(text)
+    if kept is None:
+        kept = _READ_FENCED.put(text, (_read_fenced(text),))
+    return None if kept[0] is None else dict(kept[0])
+
+
+# What a reader finds in a fenced text, by the text (a pure function of it): an agent's next step
+# sends every earlier block again, byte for byte (issue 48). At most 16,384 texts of 32 M characters.
+_READ_FENCED: Memo[tuple[dict[str, Any] | None]] = Memo(16_384, max_chars=32_000_000)
+
+
+def _read_fenced(text: str) -> dict[str, Any] | None:
     segments = split_fences(text)
     if len(segments) != 1 or segments[0][1] is None:
         return None
@@ -105,7 +118,7 @@ def structure_checks(asm: Assembly, included: list[Candidate], assembly_input: d
         return P if one_each and all(ok(c) for c in data_items) else F
 
     def same_content(c: Candidate, found: dict[str, Any]) -> bool:  # the text sent is the item's, by its declared hash
-        return sha256_text(found["body"]) == c.item.content_hash
+        return sha256_text_kept(found["body"]) == c.item.content_hash
 
     def role_of_turn(c: Candidate, found: dict[str, Any]) -> bool:
         return _SPEAKER_ROLE.get(found["speaker"]) == c.role and c.item.turn is not None and c.item.turn.speaker == found["speaker"]

@@ -35,6 +35,7 @@ from . import versions
 from .hashing import sha256_json, sha256_text
 from .lifecycle import named_artifact
 from .limits import is_blank
+from .memo import Memo, Unfreezable, freeze
 from .models import LifecycleEventRecord, LineageNode, TransformRecord
 from .ranking import is_pinned
 from .render import block_tokens
@@ -575,7 +576,22 @@ def _ref_secrets(ref: object, path: str = "source_ref") -> list[tuple[str, tuple
     """Every string of a source_ref (a URL with userinfo or a token in its query, a header) that
     carries credential-like material: (its field path, its key path, the findings). The ref is
     written into the block's header, so it reaches the payload as the content does. Each string is
-    scanned alone (cached by digest: an agent sends the same refs at every step)."""
+    scanned alone (cached by digest: an agent sends the same refs at every step), and the answer is
+    kept by the ref's frozen JSON and path (`memo`)."""
+    try:
+        key = (freeze(ref), path)
+    except Unfreezable:
+        return _scanned_ref(ref, path)
+    kept = _REF_SECRETS.get(key)
+    if kept is None:
+        kept = _REF_SECRETS.put(key, tuple((where, keys, tuple(found)) for where, keys, found in _scanned_ref(ref, path)))
+    return [(where, keys, list(found)) for where, keys, found in kept]
+
+
+_REF_SECRETS: Memo[tuple] = Memo(32_768)
+
+
+def _scanned_ref(ref: object, path: str) -> list[tuple[str, tuple, list[Finding]]]:
     return [(where, keys, found) for where, keys, text in json_strings(ref, path) if (found := find_secrets(text))]
 
 
@@ -733,6 +749,8 @@ def _candidate_inputs(cand: Candidate, by_id: dict) -> list[tuple[str, Candidate
     assembly: named in `input_item_ids` or as a `source_lineage` node, or holding the content a
     lineage node's `digest` names — whatever the node is called (a renamed root cannot launder a
     stale or excluded read)."""
+    if not cand.item.input_item_ids and not cand.item.source_lineage:  # nothing declared (every message of a history)
+        return []
     out = [(i, c) for i in declared_inputs(cand.item) if (c := by_id.get(i)) is not None and c is not cand]
     for digest in declared_digests(cand.item):
         for c in by_id.get(("digest", digest), ()):

@@ -93,7 +93,15 @@ def json_depth(value: Any) -> int:
     """Nesting depth of a parsed JSON value: a scalar is 0, `{}` and `[]` are 1.
 
     Level by level, keeping only the containers: every request validates each candidate's
-    source_ref and each call's arguments at every step, and nearly all of them are flat."""
+    source_ref and each call's arguments at every step, and nearly all of them are flat: an object
+    holding no object or list is answered at once (the request's models and the manifest's records
+    ask it of every item's source_ref, twice per item and step)."""
+    if isinstance(value, dict):
+        for v in value.values():
+            if isinstance(v, (dict, list)):
+                break
+        else:
+            return 1
     depth, level = 0, [value] if isinstance(value, (dict, list)) else []
     while level:
         depth += 1

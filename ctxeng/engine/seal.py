@@ -19,7 +19,14 @@ from typing import Any
 from .budget import Allocation, borrowed_by_partition, final_usage
 from .cache import payload_sha256
 from .gates import current_draft
-from .hashing import sha256_json
+from .hashing import (
+    canonical_json,
+    canonical_json_composed,
+    canonical_json_kept,
+    sha256_chain,
+    sha256_json,
+    sha256_text,
+)
 from .models import (
     NOT_APPROVAL_TRUST,
     AdapterIdentity,
@@ -279,6 +286,22 @@ def _artifact_refs(included: list[Candidate]) -> list[ArtifactRefRecord]:
     return refs
 
 
+def assembly_input_hash(assembly_input: dict[str, Any]) -> str:
+    """`sha256_json(assembly_input)`, its text composed from each block's, pair's and turn's kept
+    text (`hashing.canonical_json_composed`), the conversation's turns (its last key, and the part
+    that grows) hashed through the kept sha256 states (`hashing.sha256_chain`): the same bytes, so
+    the same hash."""
+    keys = sorted(assembly_input)
+    turns = assembly_input.get("transcript")
+    if not keys or keys[-1] != "transcript" or type(turns) is not list or not all(type(k) is str for k in keys):
+        return sha256_text(canonical_json_composed(assembly_input, 2))
+    head = ",".join(canonical_json(k) + ":" + canonical_json_composed(assembly_input[k], 1) for k in keys[:-1])
+    _, running = sha256_chain([canonical_json_kept(t) for t in turns], start="{" + head + ("," if head else "") + '"transcript":[',
+                              separator=",")
+    running.update(b"]}")
+    return "sha256:" + running.hexdigest()
+
+
 def seal(
     asm: Assembly,
     *,
@@ -321,7 +344,7 @@ def seal(
         stage=req.stage,
         estimator=estimator,
         candidate_set_digest=asm.candidate_set_digest,
-        assembly_input_hash=None if blocked or assembly_input is None else sha256_json(assembly_input),
+        assembly_input_hash=None if blocked or assembly_input is None else assembly_input_hash(assembly_input),
         serialized_model_input_hash=None if blocked or serialized is None else payload_sha256(serialized, asm.payload_unit_json),
         data_fence_nonce=asm.nonce,
         structure_checks=structure_checks or {},

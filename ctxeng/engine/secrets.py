@@ -63,13 +63,12 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import cache
 
-from .hashing import sha256_text
+from .hashing import sha256_text_kept
+from .memo import Memo, Unfreezable, freeze
 
 WINDOW = 4096
 OVERLAP = 512
@@ -239,8 +238,7 @@ def _whole_key(text: str, f: Finding) -> Finding:
 # An agent sends most of its history again at every step: findings are kept by the content's
 # digest (a pure function of the text, so the cache changes no decision), the newest CACHE_SIZE.
 CACHE_SIZE = 16_384
-_by_digest: OrderedDict[str, list[Finding]] = OrderedDict()
-_lock = threading.Lock()
+_by_digest: Memo[tuple[Finding, ...]] = Memo(CACHE_SIZE)
 
 
 def find_secrets(text: str, digest: str | None = None) -> list[Finding]:
@@ -249,18 +247,11 @@ def find_secrets(text: str, digest: str | None = None) -> list[Finding]:
     when the caller has it; otherwise it is computed here. Either way a text scanned before (at an
     earlier step: a message's content, the strings of its source_ref) is not scanned again."""
     if digest is None:
-        digest = sha256_text(text)
-    with _lock:
-        hit = _by_digest.get(digest)
-        if hit is not None:
-            _by_digest.move_to_end(digest)
-            return hit
-    found = _scan(text)
-    with _lock:
-        _by_digest[digest] = found
-        while len(_by_digest) > CACHE_SIZE:
-            _by_digest.popitem(last=False)
-    return found
+        digest = sha256_text_kept(text)
+    kept = _by_digest.get(digest)
+    if kept is None:
+        kept = _by_digest.put(digest, tuple(_scan(text)))
+    return list(kept)
 
 
 def _scan(text: str) -> list[Finding]:
@@ -530,6 +521,22 @@ def find_in_json(value: object, path: str) -> list[tuple[str, tuple, list[Findin
     is scanned as the line `key: value`, so the key names it as it would in YAML or a header
     (`{"api_key": "…"}`, `{"Authorization": "Bearer …"}`); a finding inside the key alone does not
     count, and one that starts in it is cut to the value. Keys themselves are not scanned."""
+    try:
+        key = (freeze(value), path)
+    except Unfreezable:
+        return _in_json(value, path)
+    kept = _FOUND_IN_JSON.get(key)
+    if kept is None:
+        kept = _FOUND_IN_JSON.put(key, tuple((where, keys, tuple(found)) for where, keys, found in _in_json(value, path)))
+    return [(where, keys, list(found)) for where, keys, found in kept]
+
+
+# find_in_json's answers by the value's frozen JSON and its path (the memo module's rules): an
+# agent's calls are read again at every step.
+_FOUND_IN_JSON: Memo[tuple] = Memo(16_384)
+
+
+def _in_json(value: object, path: str) -> list[tuple[str, tuple, list[Finding]]]:
     out: list[tuple[str, tuple, list[Finding]]] = []
     for where, keys, node in json_strings(value, path):
         key = keys[-1] if keys and isinstance(keys[-1], str) else None

@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import re
 
-from .hashing import fence_safe_json, sha256_json
+from .hashing import fence_safe_json, sha256_json_kept
+from .memo import Memo, Unfreezable, freeze
 from .render import escape_strings
 from .vocabulary import ROLE_ZONE, EvidenceUse, UnresolvedCallHandling
 from .working import Assembly, ToolPair
@@ -32,7 +33,24 @@ def serialized_call_id(call_id: str) -> str:
 
 
 def canonical_argument_hash(tool_name: str, arguments: dict) -> str:
-    return sha256_json({"tool_name": tool_name, "arguments": arguments})
+    return sha256_json_kept({"tool_name": tool_name, "arguments": arguments})
+
+
+# The payload's text of each call's arguments, by the arguments' frozen JSON: an agent repeats its
+# earlier calls at every step (issue 48).
+_ARGUMENTS_JSON: Memo[str] = Memo(16_384, max_chars=16_000_000)
+
+
+def arguments_json(arguments: dict) -> str:
+    """The arguments as the payload carries them: every string escaped, then fence-safe JSON."""
+    try:
+        key = freeze(arguments)
+    except Unfreezable:
+        return fence_safe_json(escape_strings(arguments))
+    text = _ARGUMENTS_JSON.get(key)
+    if text is None:
+        text = _ARGUMENTS_JSON.put(key, fence_safe_json(escape_strings(arguments)))
+    return text
 
 
 def synthetic_result_text(call_id: str, reason: str) -> str:
@@ -93,18 +111,18 @@ def pair_tool_calls(asm: Assembly) -> None:
         used_ids[sid] = call.call_id
         result = by_id.get(call.result_item_id) if call.result_item_id else None
         use = evidence_use_for(call, result is not None, allowed)
-        arguments_json = fence_safe_json(escape_strings(call.arguments))
+        args_json = arguments_json(call.arguments)
         pair = ToolPair(
             call=call,
             source_order=order,
             canonical_argument_hash=canonical_argument_hash(call.tool_name, call.arguments),
             serialized_call_id=sid,
-            arguments_json=arguments_json,
+            arguments_json=args_json,
             result=result,
             evidence_use=use,
         )
         count = asm.tokenizer.count
-        pair.call_base_tokens = count(call.tool_name) + count(arguments_json) + 2 * count(sid)
+        pair.call_base_tokens = count(call.tool_name) + count(args_json) + 2 * count(sid)
         if result is not None:
             result.evidence_use = use
         asm.pairs.append(pair)

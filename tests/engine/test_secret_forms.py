@@ -180,13 +180,14 @@ def test_a_token_in_a_source_ref_query_is_refused_under_deny():
 def test_a_source_refs_strings_are_scanned_once_across_steps_as_content_is(monkeypatch):
     # An agent sends the same refs again at every step: the second assembly of the same request
     # finds the ref's secret again without scanning its text again (bench section 9's goal).
-    from ctxeng.engine import secrets
+    from ctxeng.engine import memo, secrets
 
     url = f"https://{URL_SECRET}@github.com/acme/deploy?ref=main"
     scanned: list[str] = []
     real = secrets._scan
     monkeypatch.setattr(secrets, "_scan", lambda text: scanned.append(text) or real(text))
     secrets._by_digest.clear()
+    memo.clear_all()  # and the per-content answers built on the scans (a ref's findings)
     for _ in range(2):
         result = run(_with_url(url))
         assert URL_SECRET not in json.dumps(result.serialized_input)

@@ -11,7 +11,7 @@ import json
 import pytest
 
 from ctxeng import sdk, starters
-from ctxeng.engine import assemble, parse_request
+from ctxeng.engine import assemble, memo, parse_request
 
 READ_FILE = {"type": "function", "function": {"name": "read_file", "description": "Read a file",
              "parameters": {"type": "object", "properties": {"path": {"type": "string"}}}}}
@@ -52,7 +52,8 @@ def test_each_steps_manifest_and_payload_are_a_fresh_engines_for_the_same_reques
     for end in ends:
         request, _ = session.request(full[:end], tools=[READ_FILE], max_tokens=512)
         step = session.step(full[:end], tools=[READ_FILE], max_tokens=512)
-        fresh = assemble(parse_request(json.loads(json.dumps(request))), starters.load("coding-agent"))
+        with memo.off():
+            fresh = assemble(parse_request(json.loads(json.dumps(request))), starters.load("coding-agent"))
         assert fresh.status == step.status == "ready"
         assert step.payload == fresh.serialized_input
         assert without_seal_facts(step.manifest) == without_seal_facts(fresh.manifest_dict())
@@ -120,3 +121,37 @@ def test_a_step_holding_a_value_pickle_refuses_is_kept_as_it_is():
     session.step(history[:5], tools=[READ_FILE])
     assert first.payload["hook"] is hook and first.status == "ready"
     assert first.manifest["assembly"]["step_id"] == "step-1"
+
+
+def test_sessions_sharing_a_process_never_reuse_each_others_outcomes():
+    # The memos are per process (issue 48): two sessions over the same history, whose facts differ
+    # (policy, scope, model size, reply size: each changes the payload's bytes or a decision),
+    # stepped in turn, each step equal to a fresh engine's with every memo empty.
+    key = "ghp_" + "A1b2C3d4E5f6G7h8I9j0" * 2
+    history = coding_history(6)
+    history[4]["tool_calls"][0]["function"]["arguments"] = {"path": "src/module_1.py", "token": key}
+    history[5]["content"] += f"TOKEN = {key!r}\n"
+    strict = starters.load("coding-agent")
+    strict = strict.model_copy(update={"security": strict.security.model_copy(update={"secret_material": "deny"})})
+    sessions = [
+        (sdk.Session("coding-agent", model="gpt-4o", run_id="run-a"), starters.load("coding-agent"), {"max_tokens": 512}),
+        (sdk.Session(strict, model={"name": "gpt-4o", "provider": "openai", "context_limit": 8000}, run_id="run-b",
+                     scope="local/default/elsewhere"), strict, {"max_tokens": 700}),
+    ]
+    statuses = set()
+    for end in range(3, len(history) + 1):
+        if history[end - 1]["role"] not in ("user", "tool"):
+            continue
+        for session, policy, params in sessions:
+            request, _ = session.request(history[:end], tools=[READ_FILE], **params)
+            step = session.step(history[:end], tools=[READ_FILE], **params)
+            with memo.off():
+                fresh = assemble(parse_request(json.loads(json.dumps(request))), policy)
+            assert step.status == fresh.status
+            assert step.payload == fresh.serialized_input
+            assert without_seal_facts(step.manifest) == without_seal_facts(fresh.manifest_dict())
+            statuses.add(step.status)
+            excluded = {e["item_id"]: e["reason"] for e in step.manifest["excluded"]}
+            if policy is strict and end >= 6:  # the result holding the key is denied here, redacted in the other session
+                assert "security_rejected" in excluded.values()
+    assert "ready" in statuses

@@ -1,8 +1,9 @@
 """What a session and the process keep between steps (digests, token counts, secret findings,
 unit counts, the per-machine rank table) changes no decision on real histories or on generated
 ones (issue 48): every compared step's sealed manifest and payload are those of a fresh engine
-given the same request, with a tokenizer of its own (an empty count cache) and the secret
-findings cache emptied first. Real histories are the shared traces (`$CTXENG_TRACES`, default
+given the same request, with a tokenizer of its own (an empty count cache) and every per-content
+memo of the process empty (`memo.fresh`: secret findings, canonical JSON texts, digests, sha256
+states, argument texts), the session's own given back for its next step. Real histories are the shared traces (`$CTXENG_TRACES`, default
 `/work/shared/traces`; skipped where absent), at 128k and under the pressure of 32k; generated
 ones come from hypothesis (derandomized). Outputs are compared, never timings."""
 
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from bench.step_traces import TRACES, load_traces, steps_of
 from ctxeng import sdk, starters
-from ctxeng.engine import assemble, parse_request, secrets
+from ctxeng.engine import assemble, memo, parse_request
 from ctxeng.engine.tokens import TiktokenTokenizer
 
 from .test_incremental_step import without_seal_facts
@@ -26,9 +27,9 @@ EVERY = 7  # real traces: every 7th step and the last are compared (each fresh a
 
 
 def _fresh(request: dict):
-    secrets._by_digest.clear()
-    return assemble(parse_request(json.loads(json.dumps(request))), starters.load("coding-agent"),
-                    tokenizer=TiktokenTokenizer("o200k_base"))
+    with memo.off():  # computed as without any per-content memo (findings, JSON texts, digests); the session's kept
+        return assemble(parse_request(json.loads(json.dumps(request))), starters.load("coding-agent"),
+                        tokenizer=TiktokenTokenizer("o200k_base"))
 
 
 def _replay_and_compare(session: sdk.Session, messages: list[dict], tools: list[dict], ends: list[int], compare) -> int:
