@@ -41,14 +41,14 @@ def sha256_json(value: Any) -> str:
 
 
 # Texts and digests kept by the value's frozen JSON: at most 16,384 of each, and the texts at most
-# 64 M characters in all (a kept text is about as long as the value it was made from).
-_TEXTS: Memo[str] = Memo(16_384, max_chars=64_000_000)
+# 16 M characters in all (a kept text is about as long as the value it was made from).
+_TEXTS: Memo[str] = Memo(16_384, max_chars=16_000_000)
 _DIGESTS: Memo[str] = Memo(16_384)
 
 
 # Digests of texts, by the text itself (an agent's history holds the same message strings from step
-# to step, whose Python hash is kept on the string): at most 32,768, holding 64 M characters.
-_TEXT_DIGESTS: Memo[str] = Memo(32_768, max_chars=64_000_000)
+# to step, whose Python hash is kept on the string): at most 32,768, holding 16 M characters.
+_TEXT_DIGESTS: Memo[str] = Memo(32_768, max_chars=16_000_000)
 
 
 def sha256_text_kept(text: str) -> str:
