@@ -122,7 +122,7 @@ MUTANTS ?=
 TARGET ?= engine
 MUTATE_SAMPLE ?= 20
 MUTATE_SEED ?=
-MUTATE_TARGETS := engine sdk adapters services selectors dashboard api accounts policies content
+MUTATE_TARGETS := engine sdk adapters services selectors dashboard api accounts policies content views server jobs client templates
 mutate: install
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,mutate]'
 	$(BIN)/python -m tests.mutation.targets run $(TARGET) $(MUTANTS) --max-children $(MUTATE_CHILDREN)
