@@ -693,7 +693,7 @@ def main(argv: list[str]) -> int:
     s.add_argument("--sample", type=int)
     s.add_argument("--seed", type=int, help="the seed of the sample (required with --sample)")
     m = sub.add_parser("sample", help="judge one freshly seeded sample over the targets and record it")
-    m.add_argument("targets", nargs="*", choices=choices, metavar="TARGET", help="default: the whole product")
+    m.add_argument("targets", nargs="*", metavar="TARGET", help=f"default: the whole product ({', '.join(SAMPLED)})")
     m.add_argument("--size", type=int, default=None, help=f"default: {sample_size()} (±5 points at 90%%)")
     m.add_argument("--seed", type=int, help="default: a fresh one, printed")
     m.add_argument("--max-children", type=int, default=1)
@@ -708,6 +708,9 @@ def main(argv: list[str]) -> int:
         return run(args.target, children=args.max_children, sample=args.sample, seed=args.seed, names=args.names,
                    smoke_tests=tuple(args.smoke_tests))
     if args.cmd == "sample":
+        unknown = [t for t in args.targets if t not in choices]
+        if unknown:
+            p.error(f"unknown targets {unknown}; choose from {choices}")
         return sample(args.targets or list(SAMPLED), size=args.size or sample_size(), seed=args.seed,
                       children=args.max_children, judge=not args.draw_only)
     if args.sample is not None and args.seed is None:

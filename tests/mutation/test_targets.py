@@ -319,3 +319,18 @@ def test_the_template_compile_check_can_fail():
 
     with pytest.raises(TemplateSyntaxError):
         engines["django"].from_string("{% if not not %}{% endif %}")
+
+
+def test_an_equivalent_whose_diff_is_gone_from_its_function_is_reported_stale(monkeypatch):
+    from tests.mutation.mutants import diff_key
+
+    now = {"manifests.api.x_f__mutmut_1": "--- manifests/api.py\n+++ manifests/api.py\n-    a = 1\n+    a = 2"}
+    kept, gone = diff_key(now["manifests.api.x_f__mutmut_1"]), diff_key("--- manifests/api.py\n-    b\n+    c")
+    monkeypatch.setattr(targets, "equivalents", lambda: {
+        kept: ("manifests.api.x_f__mutmut_7", "renumbered, same diff"),
+        gone: ("manifests.api.x_f__mutmut_1", "its line changed"),
+    })
+    monkeypatch.setattr(targets, "population", lambda name: list(now))
+    monkeypatch.setattr(targets, "diffs", lambda name, names=None: {n: now[n] for n in (names or now)})
+    assert targets.stale_equivalents(["api"]) == [f"{gone}  manifests.api.x_f__mutmut_1"]
+    assert targets.stale_equivalents(["engine"]) == []  # not a module of the targets drawn
