@@ -1,29 +1,34 @@
-"""Mutation testing per module of the product: the target table and the driver that runs mutmut on one.
+"""Mutation testing of the whole product: the target table and the driver that runs mutmut on it.
 
 mutmut 3 reads its configuration only from `pyproject.toml` in the directory it runs in, and keeps
 its mutants and results in `./mutants/`. So each target gets a workspace of its own,
-`.mutate/<target>/` (git-ignored): symbolic links to every top-level entry of the project, and a
-`pyproject.toml` that is the project's with a `[tool.mutmut]` section written from the table
-below. `mutmut run` there mutates only that target's files and judges each mutant with that
-target's tests; its results stay cached in `.mutate/<target>/mutants/`, so a second run of the
-whole target re-judges only what changed (names given on the command line are always re-judged).
+`.mutate/<target>/` (git-ignored): symbolic links to the project's top-level entries, a copy of
+the sources with module-level decorators rewritten (tests/mutation/mutants.py: mutmut skips
+decorated functions), and a `pyproject.toml` that is the project's with a `[tool.mutmut]` section
+written from the table below. `mutmut run` there mutates only that target's files and judges each
+mutant with the tests; its results stay cached in `.mutate/<target>/mutants/`, so a second run of
+the whole target re-judges only what changed (names given on the command line are always
+re-judged). Every product module with a function is in exactly one target, and every target is
+judged by every test that runs in the test process (tests/mutation/test_targets.py checks both).
 
     python -m tests.mutation.targets run content                 # every mutant of the target
     python -m tests.mutation.targets run content --sample 50 --seed 3101
     python -m tests.mutation.targets report content --sample 50 --seed 3101
     python -m tests.mutation.targets list
-    python -m tests.mutation.targets sample --size 20 sdk api    # `make mutate-sample`: a new seed
+    python -m tests.mutation.targets sample                      # `make mutate-sample`: the whole product
 
-`sample` draws a new seed unless given one (printed first and with its closing table), judges a
-sample of each target named and appends the seed and the scores to `.mutate/scores.jsonl`;
-survivors listed in tests/mutation/equivalents.txt are left out of the score and named.
-`--sample N --seed S` judges a uniform random sample of N of the target's mutants (drawn with
-tests/mutation/sample.py's population: every mutant of the target's files, files in name order,
-names sorted) and writes the names to `.mutate/<target>/sample-<seed>-<N>.txt`; `report` prints
-the sample's counts, Wilson interval and survivors. mutmut puts `mutants/` first on `sys.path`
-and removes the workspace directory from it, so the tests import the mutated copy, not the
-editable install (tests/mutation/test_targets.py checks the table; docs/mutation.md says how a
-planted mutant was seen killed).
+`sample` draws a new seed unless given one and one stratified sample over the targets (139 by
+default: ±5 points at 90%), each target's share in proportion to its mutant count; mutmut's
+targets are judged together in `.mutate/product/`, the templates by tests/mutation/templates.py.
+Each drawn mutant's name, key, verdict and diff go to tests/mutation/samples/seed-<seed>/ (to
+commit), the scores also to `.mutate/scores.jsonl`. A mutant no test reaches is a survivor;
+survivors whose diff key is in tests/mutation/equivalents.txt are left out of the score and named,
+and an equivalent whose diff no longer exists is reported stale. (Until 2026-12-07 `--size N` meant
+N of each target, uniformly; the populations and the draw changed since, so earlier seeds do not
+draw their samples again.) `--sample N --seed S` judges a uniform random sample of one target and
+writes the names to `.mutate/<target>/sample-<seed>-<N>.txt`; `report` prints its counts, Wilson
+interval and survivors. mutmut puts `mutants/` first on `sys.path` and removes the workspace
+directory from it, so the tests import the mutated copy, not the editable install.
 """
 
 from __future__ import annotations
