@@ -78,41 +78,47 @@ def in_workspace(ws: Path):
         os.chdir(before)
 
 
-def generate(ws: Path, path: str) -> tuple[list[str], str]:
-    """Every mutant of one file of the workspace (its rewritten copy): the names, and the mutated
-    module mutmut writes to `mutants/` (every mutant a function of it). Must run inside
+def generate(ws: Path, path: str) -> tuple[list[str], str, dict[str, list[int]]]:
+    """Every mutant of one file of the workspace (its rewritten copy): the names, the mutated module
+    mutmut writes to `mutants/` (every mutant a function of it), and the lines each generated
+    function occupies there (mutmut's own index, 1-based, inclusive). Must run inside
     `in_workspace(ws)`."""
     from mutmut.mutation.file_mutation import mutate_file_contents
     from mutmut.utils.format_utils import get_mutant_name
 
     mutated = mutate_file_contents(path, (ws / path).read_text())
-    return [get_mutant_name(Path(path), generated) for generated in mutated.mutant_names], mutated.code
+    names = [get_mutant_name(Path(path), generated) for generated in mutated.mutant_names]
+    spans = {name: [span.start, span.end] for name, span in mutated.line_span_by_function_name.items()}
+    return names, mutated.code, spans
 
 
-def diffs(path: str, code: str, names: list[str]) -> dict[str, str]:
-    """The unified diff of each named mutant of a mutated module, the text `mutmut show NAME` prints
-    (mutmut's own reader parses the module once per mutant; this parses it once)."""
+def diffs(path: str, code: str, spans: dict[str, list[int]], names: list[str]) -> dict[str, str]:
+    """The unified diff of each named mutant of a mutated module, the text `mutmut show NAME` prints.
+    Only the two functions of each mutant are parsed (the whole module of a large file holds
+    hundreds of thousands of lines)."""
     from difflib import unified_diff
 
-    from mutmut.mutation.diff_apply import read_mutant_function, read_original_function
+    from mutmut.mutation.diff_apply import parse_generated_function
+    from mutmut.utils.format_utils import orig_function_and_class_names_from_key
 
-    module = cst.parse_module(code)
-    functions = {}
-    for child in module.body:
-        if isinstance(child, cst.FunctionDef):
-            functions[child.name.value] = child
-        elif isinstance(child, cst.ClassDef) and isinstance(child.body, cst.IndentedBlock):
-            functions.update((m.name.value, m) for m in child.body.body if isinstance(m, cst.FunctionDef))
-    lookup = cst.Module(body=[])
+    lines = code.split("\n")
+
+    def function(generated: str, name: str) -> str:
+        start, end = spans[generated]
+        _orig, class_name = orig_function_and_class_names_from_key(name)
+        parsed = parse_generated_function("\n".join(lines[start - 1:end]) + "\n", name=generated,
+                                          is_method=class_name is not None)
+        plain = orig_function_and_class_names_from_key(name)[0].rpartition(".")[2]
+        return cst.Module([parsed.with_changes(name=cst.Name(plain))]).code.strip()
+
     out, originals = {}, {}
     for name in names:
-        function = name.rpartition("__mutmut_")[0]
         generated = name.rpartition(".")[2]
-        if function not in originals:
-            orig = generated.rpartition("__mutmut_")[0] + "__mutmut_orig"
-            originals[function] = cst.Module([read_original_function(lookup.with_changes(body=[functions[orig]]), name)]).code.strip()
-        mutant = cst.Module([read_mutant_function(lookup.with_changes(body=[functions[generated]]), name)]).code.strip()
-        out[name] = "\n".join(unified_diff(originals[function].split("\n"), mutant.split("\n"),
+        orig = generated.rpartition("__mutmut_")[0] + "__mutmut_orig"
+        if orig not in originals:
+            originals[orig] = function(orig, name)
+        mutant = function(generated, name)
+        out[name] = "\n".join(unified_diff(originals[orig].split("\n"), mutant.split("\n"),
                                            fromfile=path, tofile=path, lineterm=""))
     return out
 

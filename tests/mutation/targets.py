@@ -305,8 +305,9 @@ def mutated_files(name: str) -> list[str]:
 
 def generated(name: str) -> dict[str, tuple[list[str], Path]]:
     """Each mutated file's mutants, generated here with mutmut's generator and cached per file by
-    its text in `.mutate/<target>/generated/` (names, and the mutated module), so a sample can be
-    drawn before mutmut ran in the workspace: path -> (names sorted, the mutated module's file)."""
+    its text in `.mutate/<target>/generated/` (names; the mutated module and mutmut's index of its
+    functions' lines), so a sample can be drawn before mutmut ran in the workspace: path -> (names
+    sorted, the cache's stem)."""
     import hashlib
 
     from tests.mutation import mutants
@@ -316,16 +317,17 @@ def generated(name: str) -> dict[str, tuple[list[str], Path]]:
     found: dict[str, tuple[list[str], Path]] = {}
     with mutants.in_workspace(ws):
         for path in mutated_files(name):
-            stem = path.replace("/", ".") + "." + hashlib.sha256((ws / path).read_bytes()).hexdigest()[:16]
-            names_file, code_file = cache / f"{stem}.names", cache / f"{stem}.py.txt"
-            if not names_file.exists():
-                names, code = mutants.generate(ws, path)
+            stem = cache / (path.replace("/", ".") + "." + hashlib.sha256((ws / path).read_bytes()).hexdigest()[:16])
+            names_file = stem.with_name(stem.name + ".names")
+            if not names_file.exists() or not stem.with_name(stem.name + ".spans.json").exists():
+                names, code, spans = mutants.generate(ws, path)
                 cache.mkdir(parents=True, exist_ok=True)
                 for old in cache.glob(path.replace("/", ".") + ".*"):
                     old.unlink()
-                code_file.write_text(code)
-                names_file.write_text("\n".join(sorted(names)) + "\n")
-            found[path] = (names_file.read_text().split(), code_file)
+                stem.with_name(stem.name + ".py.txt").write_text(code)
+                stem.with_name(stem.name + ".spans.json").write_text(json.dumps(spans))
+                names_file.write_text("".join(n + "\n" for n in sorted(names)))
+            found[path] = (names_file.read_text().split(), stem)
     return found
 
 
@@ -335,7 +337,7 @@ def population(name: str) -> list[str]:
         from tests.mutation import templates
 
         return list(templates.generate())
-    return [n for names, _code in generated(name).values() for n in names]
+    return [n for names, _stem in generated(name).values() for n in names]
 
 
 def diffs(name: str, names: list[str] | None = None) -> dict[str, str]:
@@ -349,10 +351,12 @@ def diffs(name: str, names: list[str] | None = None) -> dict[str, str]:
 
     wanted = None if names is None else set(names)
     out: dict[str, str] = {}
-    for path, (file_names, code_file) in generated(name).items():
+    for path, (file_names, stem) in generated(name).items():
         chosen = file_names if wanted is None else [n for n in file_names if n in wanted]
         if chosen:
-            out.update(mutants.diffs(path, code_file.read_text(), chosen))
+            code = stem.with_name(stem.name + ".py.txt").read_text()
+            spans = json.loads(stem.with_name(stem.name + ".spans.json").read_text())
+            out.update(mutants.diffs(path, code, spans, chosen))
     return out
 
 
