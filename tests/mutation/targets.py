@@ -662,15 +662,18 @@ def summary_table(record: dict) -> str:
     ]
     for r in record["targets"]:
         score = "-" if r["score"] is None else f"{r['score']}% ({r['killed']}/{r['killed'] + r['survived']})"
+        interval = "-" if r["score"] is None else f"{r['interval'][0]}-{r['interval'][1]}%"
         lines.append(f"| `{r['target']}` | {r['mutants']:,} | {r['sampled']} | {r['killed']} | {r['survived']} "
-                     f"({r['not_reached']}) | {len(r['equivalent'])} | {r['other']} | {score} | "
-                     f"{r['interval'][0]}-{r['interval'][1]}% |")
+                     f"({r['not_reached']}) | {len(r['equivalent'])} | {r['other']} | {score} | {interval} |")
     if record["stratified"]:
         lines.append("")
         lines.append(f"whole product, seed {record['seed']}: {record['stratified'][0]}% ± {record['stratified'][1]} "
                      f"(stratified; pooled {record['score']}%, {record['killed']}/{record['judged']})")
-    lines.append(f"judging took {record['judging_seconds']} s (mutmut's strata together, their statistics "
-                 "run included; the templates by their runner)")
+    if record["judging_seconds"]:
+        lines.append(f"judging took {record['judging_seconds']} s (mutmut's strata together, their statistics "
+                     "run included; the templates by their runner)")
+    else:
+        lines.append("drawn only (--draw-only): nothing judged")
     for line in record["stale_equivalents"]:
         lines.append(f"stale equivalent: {line}")
     return "\n".join(lines) + "\n"
