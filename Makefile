@@ -119,20 +119,21 @@ bench-quality: install
 	$(BIN)/python -m bench.quality.run
 
 # Mutation testing per module (docs/mutation.md: targets, scores, run times, equivalent mutants).
-# TARGET is one of tests/mutation/targets.py's table (engine, sdk, adapters, content, services,
-# selectors, accounts, api, policies, dashboard; `python -m tests.mutation.targets list` shows
-# each one's files and tests); each runs mutmut in its own workspace .mutate/TARGET/
-# (git-ignored), where results stay cached. MUTANTS="ctxeng.engine.budget*" limits a run to those
-# names; MUTATE_CHILDREN=1 keeps it to one core on a shared machine. `make mutate-sample` judges a
-# random sample of MUTATE_SAMPLE mutants of each of MUTATE_TARGETS, drawn with a seed that is new
-# every run (printed first and in the table at the end, and recorded with the scores in
-# .mutate/scores.jsonl) unless MUTATE_SEED is given; a whole target takes hours on a 2-core machine.
+# TARGET is one of tests/mutation/targets.py's table (every product module is in one; `python -m
+# tests.mutation.targets list` shows each one's files and tests); each runs mutmut in its own
+# workspace .mutate/TARGET/ (git-ignored), where results stay cached. MUTANTS="ctxeng.engine.budget*"
+# limits a run to those names; MUTATE_CHILDREN=1 keeps it to one core on a shared machine.
+# `make mutate-sample` judges one stratified random sample of MUTATE_SAMPLE mutants over
+# MUTATE_TARGETS (the whole product and its templates; 139 gives ±5 points at 90%), drawn with a
+# seed that is new every run unless MUTATE_SEED is given, and writes each drawn mutant's name, diff
+# and verdict to tests/mutation/samples/seed-SEED/ (the scores also to .mutate/scores.jsonl); it
+# takes hours on a 2-core machine.
 MUTATE_CHILDREN ?= 1
 MUTANTS ?=
 TARGET ?= engine
-MUTATE_SAMPLE ?= 20
+MUTATE_SAMPLE ?= 139
 MUTATE_SEED ?=
-MUTATE_TARGETS := engine sdk adapters services selectors dashboard api accounts policies content
+MUTATE_TARGETS := engine sdk adapters services selectors dashboard api accounts policies content views server jobs client templates
 mutate: install
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,mutate]'
 	$(BIN)/python -m tests.mutation.targets run $(TARGET) $(MUTANTS) --max-children $(MUTATE_CHILDREN)
