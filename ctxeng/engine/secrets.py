@@ -64,8 +64,10 @@ import base64
 import binascii
 import re
 import threading
+import types
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -120,10 +122,51 @@ _ANCHORS: dict[str, tuple[tuple[str, ...], bool]] = {  # class name -> (literals
 }
 
 
+@contextmanager
+def _requests_deferred():
+    """While detect-secrets loads, `requests` (which its plugin base imports only to verify a
+    secret over the network, never asked here) is a stand-in module that imports the real package
+    on first use of any of its names: importing it runs urllib3, charset_normalizer,
+    http.cookiejar and ssl, ~75 ms of CPU at the first step of every process. After, the stand-in
+    is taken back out of `sys.modules`, so a later `import requests` anywhere in the process
+    imports the real package as it would have; detect-secrets keeps the stand-in, which would
+    import the package if a verification ever ran. A process that imported requests before is
+    left as it is. (`importlib.util.LazyLoader` cannot do this on Python 3.11: the import
+    statement itself reads the module's `__spec__`, which loads it.)"""
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    if "requests" in sys.modules or importlib.util.find_spec("requests") is None:
+        yield
+        return
+    stand_in = types.ModuleType("requests", "requests, imported on first use (ctxeng.engine.secrets)")
+    stand_in.__spec__ = importlib.machinery.ModuleSpec("requests", None)
+
+    def real(name: str):
+        if sys.modules.get("requests") is stand_in:
+            del sys.modules["requests"]
+        return getattr(importlib.import_module("requests"), name)
+
+    stand_in.__getattr__ = real  # type: ignore[method-assign]
+    sys.modules["requests"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("requests") is stand_in:
+            del sys.modules["requests"]
+
+
 @cache
 def _plugins() -> tuple:
     """The detect-secrets plugins, built once (imported on first use: the light install's engine
-    import stays cheap)."""
+    import stays cheap; `requests` deferred, see `_requests_deferred`)."""
+    with _requests_deferred():
+        return _load_plugins()
+
+
+def _load_plugins() -> tuple:
     from detect_secrets.plugins import (
         aws,
         azure_storage_key,
@@ -339,6 +382,7 @@ def _whole_token(text: str, f: Finding) -> Finding:
 def _keywords() -> tuple[str, ...]:
     """detect-secrets' KeywordDetector denylist (`api_?key`, `password`, `secret` ...), with `token`
     and `credentials?`, which it leaves to the known formats."""
+    _plugins()  # detect-secrets loaded with `requests` deferred
     from detect_secrets.plugins.keyword import DENYLIST
 
     return (*DENYLIST, "token", "credentials?", "access_?key")

@@ -122,3 +122,39 @@ def test_a_text_is_scanned_once_whether_or_not_its_digest_is_given(monkeypatch):
     assert [f.text for f in first] == [f.text for f in again] == [f.text for f in by_digest] == ["://deploy:hunter2pass@"]
     assert [f.text for f in other] == [GITHUB]
     assert scanned == [url, f"token: {GITHUB}"]
+
+
+_FRESH_SCAN = """
+import json, sys
+if sys.argv[1] == "requests first":
+    import requests
+from ctxeng.engine.secrets import find_secrets
+found = [f.type for text in json.loads(sys.argv[2]) for f in find_secrets(text)]
+loaded = sorted(m for m in ("requests", "urllib3", "charset_normalizer") if m in sys.modules)
+import detect_secrets.plugins.base as base
+import requests
+print(json.dumps({"found": found, "loaded": loaded, "real": hasattr(requests, "Session") and bool(requests.__file__),
+                  "same": base.requests is requests,
+                  "error": base.requests.exceptions.RequestException is requests.exceptions.RequestException}))
+"""
+
+
+@pytest.mark.parametrize("first", ["ctxeng first", "requests first"])
+def test_detect_secrets_scans_without_importing_requests_and_a_later_import_is_the_real_package(first):
+    # requests is what detect-secrets' plugins would verify a secret with; ctxeng never asks it to.
+    import subprocess
+    import sys
+
+    texts = [f"STRIPE_KEY={STRIPE}", f"aws_access_key_id = {AWS}", f"token: {GITHUB}", f"key:\n{KEY_BLOCK}\n",
+             'secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"']
+    out = subprocess.run([sys.executable, "-c", _FRESH_SCAN, first, json.dumps(texts)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["found"] == ["Stripe Access Key", "AWS Access Key", "GitHub Token", "Private Key", "Base64 High Entropy String"]
+    if first == "ctxeng first":
+        assert result["loaded"] == []
+        assert not result["same"]  # detect-secrets holds the stand-in, which reaches the real package
+    else:
+        assert result["loaded"] == ["charset_normalizer", "requests", "urllib3"]
+        assert result["same"]
+    assert result["real"] and result["error"]
