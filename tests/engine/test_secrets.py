@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ctxeng import sdk
+from ctxeng.engine import secrets
 from ctxeng.engine.secrets import WINDOW, find_secrets
 
 STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
@@ -158,3 +161,54 @@ def test_detect_secrets_scans_without_importing_requests_and_a_later_import_is_t
         assert result["loaded"] == ["charset_normalizer", "requests", "urllib3"]
         assert result["same"]
     assert result["real"] and result["error"]
+
+
+# The scan's fast paths against what they stand for: detect-secrets' own entropy, and each pattern
+# searched over the whole text (issue 48: the CLI scans 2,000 candidates in a fresh process).
+PIECES = ["password", "PassWord", "pwd", "secret", "api_key", "X-Api-Key", "TOKEN", "credentials", "contraseña",
+          "db.pass", "access-key", "AKIA", "akia", "a3t", "client_id", "Client-ID", "user", "login", "username",
+          "://", "http", "@", "=", ":=", "=>", ":", "::", " ", "\t", "\n", "\r", "\\", '"', "'", "`", ",", ";", "&",
+          "[", "]", ".", "-", "_", "/", "+", "0123456789", "wJalrXUtnFEMI", "K7MDENG", "bPxRfiCYz", "Zx9",
+          "ſ", "\u212a", "é", "ı", "\u2028"]
+texts = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+
+
+@given(st.text(max_size=80) | texts)
+@example("")
+@example("aaaa")
+@settings(max_examples=300, deadline=None)
+def test_the_entropy_is_detect_secrets_own_to_the_last_bit(value):
+    plugin = secrets._plugins()[-1][0]
+    assert secrets.entropy(value) == plugin.calculate_shannon_entropy(value)
+
+
+@given(texts)
+@example("abc \\\r\n\tdef")
+@example("a \\ \n b")
+@example("a\\\\\nb")
+@example("a\r\r\nb")
+@settings(max_examples=400, deadline=None)
+def test_line_breaks_inside_tokens_are_the_patterns_own_matches(text):
+    assert secrets._break_spans(text) == [m.span() for m in secrets._BREAK.finditer(text)]
+
+
+@given(texts)
+@example("db_password = 'Zx9wJalrXUtnFEMI'\napi_key: K7MDENGbPxRfiCYz")
+@example("pa\u017fsword=wJalrXUtnFEMIK7MDENG token")  # the long s: matched case-insensitively, not by lower()
+@settings(max_examples=400, deadline=None)
+def test_keyword_values_are_the_keyword_patterns_matches_over_the_whole_text(text):
+    expected = []
+    if any(k in text.lower() for k in secrets._STEMS):
+        expected = [(m.start("value"), m.end("value")) for m in secrets._keyword_pattern().finditer(text)
+                    if secrets.credential_like(m.group("value"))]
+    got = [(f.start, f.end) for f in secrets._keyword_values(text) if f.type == "Keyword Value"]
+    assert got == expected
+
+
+@given(texts)
+@example("username = admin password")
+@example("AKIAwJalrXUtnFEMIK7MD")
+@settings(max_examples=400, deadline=None)
+def test_a_text_said_to_hold_no_half_of_a_pair_has_none(text):
+    if not secrets._may_hold_half(text):
+        assert secrets._HALF.search(text) is None
