@@ -259,7 +259,8 @@ def _raw_findings(text: str, known_only: bool = False) -> list[Finding]:
             entropy = getattr(plugin, "entropy_limit", None)
             if entropy is not None:
                 for value in values:
-                    if _shannon(plugin, value) > entropy:
+                    # n characters carry at most log2(n) bits each: below 2**limit none can pass.
+                    if len(value) >= 2 ** entropy and _shannon(plugin, value) > entropy:
                         found += [Finding(plugin.secret_type, offset + a, offset + b, "") for a, b in _spans_in(piece, value)]
                 continue
             for regex in plugin.denylist:
@@ -427,19 +428,23 @@ def _shannon(plugin, data: str) -> float:
     """`plugin.calculate_shannon_entropy(data)`, the same float: the same terms, added in the same
     order (the plugin's charset), with each character counted in one pass instead of one
     `str.count` per character of the charset (65 passes over every quoted string scanned). A
-    plugin that computes it its own way is asked."""
-    if type(plugin).calculate_shannon_entropy is not _base_shannon():
+    plugin that computes it its own way, or whose charset repeats a character, is asked."""
+    order = _charset_order(plugin.charset)
+    if order is None or type(plugin).calculate_shannon_entropy is not _base_shannon():
         return plugin.calculate_shannon_entropy(data)
     if not data:
         return 0
-    counts = Counter(data)
     entropy = 0.0
-    for x in plugin.charset:
-        n = counts.get(x)
-        if n:
-            p_x = float(n) / len(data)
-            entropy += - p_x * math.log(p_x, 2)
+    for _, n in sorted((order[x], n) for x, n in Counter(data).items() if x in order):
+        p_x = float(n) / len(data)
+        entropy += - p_x * math.log(p_x, 2)
     return entropy
+
+
+@cache
+def _charset_order(charset: str) -> dict[str, int] | None:
+    order = {x: i for i, x in enumerate(charset)}
+    return order if len(order) == len(charset) else None
 
 
 @cache

@@ -212,3 +212,12 @@ def test_keyword_values_are_the_keyword_patterns_matches_over_the_whole_text(tex
 def test_a_text_said_to_hold_no_half_of_a_pair_has_none(text):
     if not secrets._may_hold_half(text):
         assert secrets._HALF.search(text) is None
+
+
+@pytest.mark.parametrize("n", range(18, 28))
+def test_a_quoted_string_is_a_high_entropy_secret_exactly_when_detect_secrets_entropy_says_so(n):
+    # Strings of n distinct characters carry log2(n) bits each: 23 is the shortest above the limit.
+    plugin = secrets._plugins()[-1][0]
+    value = "ABCDEFGHIJKLMNOPQRSTUVWXYZabc"[:n]
+    found = [f.type for f in find_secrets(f'x = "{value}"')]
+    assert ("Base64 High Entropy String" in found) == (plugin.calculate_shannon_entropy(value) > plugin.entropy_limit)
