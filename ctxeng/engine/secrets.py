@@ -512,30 +512,32 @@ def _keyword_values(text: str) -> list[Finding]:
     return out
 
 
-_HALF = re.compile(
-    r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}"  # an AWS access key id
-    r"|\bclient[_-]?id\b"  # an OAuth client id
-    r"|\b[a-z][a-z0-9+.-]*://[^\s:/@]+@"  # a DSN or URL naming a user without a password
-    r"|\b(?:user(?:name)?|login)[ \t]*=[ \t]*\S+[ \t]+(?:\w+=\S+[ \t]+)*?password\b",  # a libpq DSN
-    re.I,
+# One half of a known pair: each alternative of the pattern, and a literal it cannot match without
+# (compared case-insensitively: in the lower-cased text, which on an ASCII text is exact).
+_HALVES = (
+    (r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}",  # an AWS access key id
+     lambda text, lower: any(k in lower for k in ("a3t", "abia", "acca", "akia", "asia"))),
+    (r"\bclient[_-]?id\b", lambda text, lower: "client" in lower),  # an OAuth client id
+    (r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+@", lambda text, lower: "://" in text),  # a DSN or URL naming a user without a password
+    (r"\b(?:user(?:name)?|login)[ \t]*=[ \t]*\S+[ \t]+(?:\w+=\S+[ \t]+)*?password\b",  # a libpq DSN
+     lambda text, lower: ("user" in lower or "login" in lower) and "password" in lower),
 )
+_HALF = re.compile("|".join(pattern for pattern, _ in _HALVES), re.I)  # the definition; `_holds_half` searches it
+_HALF_PARTS = tuple((re.compile(pattern, re.I), literal) for pattern, literal in _HALVES)
 _STANDALONE = re.compile(rf"(?<![A-Za-z0-9/+_-])[A-Za-z0-9/+]{{{PARTNER_MIN},}}={{0,2}}(?![A-Za-z0-9/+=_-])")
 
 
-def _may_hold_half(text: str) -> bool:
-    """False only when `_HALF` cannot match: on an ASCII text, each of its alternatives needs a
-    literal (case-insensitive, so in the lower-cased text) that the text lacks. Searching the
-    pattern itself tries it at every word boundary of the text."""
-    if not text.isascii():
-        return True
-    lower = text.lower()
-    return ("://" in text or "client" in lower or any(k in lower for k in ("a3t", "abia", "acca", "akia", "asia"))
-            or (("user" in lower or "login" in lower) and "password" in lower))
+def _holds_half(text: str) -> bool:
+    """Whether `_HALF` matches in `text`: its alternatives searched one by one, on an ASCII text
+    only those whose literal the text holds (the whole pattern, searched at every word boundary of
+    the text, costs ~20x the substring tests on code that names none)."""
+    lower = text.lower() if text.isascii() else None
+    return any((lower is None or literal(text, lower)) and pattern.search(text) is not None for pattern, literal in _HALF_PARTS)
 
 
 def _partners(text: str, found: list[Finding]) -> list[Finding]:
     """When the item holds one half of a known pair, the credential-shaped runs that may be the other."""
-    if not _may_hold_half(text) or _HALF.search(text) is None:
+    if not _holds_half(text):
         return []
     taken = [(f.start, f.end) for f in found]
     out = []
@@ -622,6 +624,7 @@ def _split_keys(text: str, found: list[Finding]) -> list[Finding]:
 
 
 _B64_RUN = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{ENCODED_MIN},{ENCODED_MAX}}}={{0,2}}(?![A-Za-z0-9+/=_-])")
+_HEX_DIGITS = re.compile(rf"[0-9a-fA-F]{{{ENCODED_MIN}}}")
 _HEX_RUN = re.compile(rf"(?<![0-9A-Za-z])(?:[0-9a-fA-F]{{2}}){{{ENCODED_MIN // 2},{ENCODED_MAX // 2}}}(?![0-9A-Za-z])")
 
 
@@ -643,7 +646,10 @@ def _decoded(run: str) -> str | None:
 def _encoded(text: str) -> list[Finding]:
     out = []
     seen: set[tuple[int, int]] = set()
-    for pattern in (_HEX_RUN, _B64_RUN):
+    # A hex run holds ENCODED_MIN hex digits in a row; the run's own pattern, which opens on a
+    # look-behind, is tried at every character, the bare run only where a hex digit is.
+    patterns = (_HEX_RUN, _B64_RUN) if _HEX_DIGITS.search(text) else (_B64_RUN,)
+    for pattern in patterns:
         for m in pattern.finditer(text):
             if m.span() in seen:
                 continue

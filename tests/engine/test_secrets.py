@@ -209,9 +209,8 @@ def test_keyword_values_are_the_keyword_patterns_matches_over_the_whole_text(tex
 @example("username = admin password")
 @example("AKIAwJalrXUtnFEMIK7MD")
 @settings(max_examples=400, deadline=None)
-def test_a_text_said_to_hold_no_half_of_a_pair_has_none(text):
-    if not secrets._may_hold_half(text):
-        assert secrets._HALF.search(text) is None
+def test_a_text_holds_half_of_a_pair_exactly_where_the_pattern_matches(text):
+    assert secrets._holds_half(text) == (secrets._HALF.search(text) is not None)
 
 
 @pytest.mark.parametrize("n", range(18, 28))
@@ -221,3 +220,16 @@ def test_a_quoted_string_is_a_high_entropy_secret_exactly_when_detect_secrets_en
     value = "ABCDEFGHIJKLMNOPQRSTUVWXYZabc"[:n]
     found = [f.type for f in find_secrets(f'x = "{value}"')]
     assert ("Base64 High Entropy String" in found) == (plugin.calculate_shannon_entropy(value) > plugin.entropy_limit)
+
+
+@given(st.lists(st.sampled_from(["0123456789abcdef", "ABCDEF", "0", "x", " ", "\n", "=", "dGVzdA", "-_"]), max_size=12).map("".join))
+@example("686f6f6b733a2f2f736b5f6c6976655f34654333394871")
+@settings(max_examples=300, deadline=None)
+def test_a_text_without_encoded_hex_digits_in_a_row_has_no_hex_run(text):
+    if secrets._HEX_DIGITS.search(text) is None:
+        assert secrets._HEX_RUN.search(text) is None
+
+
+def test_a_hex_encoded_key_is_found_as_encoded():
+    encoded = STRIPE.encode().hex()
+    assert [f.type for f in find_secrets(f"blob = {encoded}\n")] == ["Encoded Stripe Access Key"]
