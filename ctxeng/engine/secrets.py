@@ -556,6 +556,7 @@ def _partners(text: str, found: list[Finding]) -> list[Finding]:
 
 # A line break inside a token: its definition. `_break_spans` finds its matches (a test compares).
 _BREAK = re.compile(r"(?<=[A-Za-z0-9_-])[ \t]*\\?\r?\n[ \t]*(?=[A-Za-z0-9_-])")
+_BLANKS = re.compile(r"[ \t]*")
 _TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 
 
@@ -569,9 +570,7 @@ def _break_spans(text: str) -> list[tuple[int, int]]:
     n = len(text)
     j = text.find("\n")
     while j >= 0:
-        end = j + 1
-        while end < n and text[end] in " \t":
-            end += 1
+        end = _BLANKS.match(text, j + 1).end()  # type: ignore[union-attr]
         if end < n and text[end] in _TOKEN_CHARS:
             start = j
             if start > 0 and text[start - 1] == "\r":
