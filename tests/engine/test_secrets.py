@@ -192,6 +192,13 @@ def test_line_breaks_inside_tokens_are_the_patterns_own_matches(text):
     assert secrets._break_spans(text) == [m.span() for m in secrets._BREAK.finditer(text)]
 
 
+def test_every_keyword_holds_a_stem_the_scan_looks_for_first():
+    # The scan reads only the lines holding a stem: a keyword of a later detect-secrets without one
+    # would go unread there (its DENYLIST is read at run time).
+    for keyword in secrets._keywords():
+        assert any(stem in keyword.lower() for stem in secrets._STEMS), keyword
+
+
 @given(texts)
 @example("db_password = 'Zx9wJalrXUtnFEMI'\napi_key: K7MDENGbPxRfiCYz")
 @example("pa\u017fsword=wJalrXUtnFEMIK7MDENG token")  # the long s: matched case-insensitively, not by lower()
