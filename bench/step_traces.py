@@ -266,14 +266,22 @@ from bench.payload import TOOLS, coding_run
 from ctxeng import sdk
 from ctxeng.engine import secrets
 from ctxeng.engine.tokens import tokenizer_for
+
+def kb(field):  # this process's own figure: ru_maxrss keeps the parent's peak across fork and exec
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
 calls, every = int(sys.argv[1]), int(sys.argv[2])
 history = coding_run(calls)
 sdk.Session("coding-agent", model="gpt-4o").step(history[:4], tools=TOOLS)  # warmed: the imports, the tokenizer
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = kb("VmRSS")
 session = sdk.Session("coding-agent", model="gpt-4o")
 for n in range(every, calls + 1, every):
     session.step(history[:2 + 2 * n], tools=TOOLS)  # before the model call that follows the n-th result
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = kb("VmHWM")
 retired = sum(len(s._retired or b"") for s in session.steps)
 print(json.dumps({"base_kb": base, "peak_kb": peak, "history_bytes": len(json.dumps(history)), "messages": len(history),
                   "steps": len(session.steps), "retired_bytes": retired, "seen_at": len(session._seen_at),
@@ -284,8 +292,9 @@ print(json.dumps({"base_kb": base, "peak_kb": peak, "history_bytes": len(json.du
 
 def memory_rows(calls: int = 1000, every: int = 10) -> list[Row]:
     """Peak RSS of one process running a generated `calls`-call coding session (bench.payload's
-    coding_run: a call and a ~1 kB file read each) with a step at every `every`-th call, above the
-    same process after one warm step; beside it what the session keeps per item and per step."""
+    coding_run: a call and a ~1 kB file read each) with a step at every `every`-th call, above its
+    RSS after one warm step (Linux: the process's own high-water mark, VmHWM); beside it what the
+    session keeps per item and per step."""
     import json as _json
     import tempfile
 
