@@ -16,9 +16,12 @@ CPU time (bench.timing.cpu_now), each step timed for both, in an order that alte
 step; the figures are medians over the rounds. The bench's own LangChain copies of the histories
 are frozen out of the garbage collector (`gc.freeze`) while a run is timed. Per step: median, p95 and the last step, pooled over
 the runs and per run. Beside them, in fresh interpreters (CPU time measured inside the child, the
-interpreter's own start not counted): the o200k tokenizer's load, and `import ctxeng.engine` plus a
-session's first step on a 40-message history; and, in this process, how many secret scans the
-replay made against the distinct texts it saw (the goal: each text scanned once).
+interpreter's own start not counted; modules read from bytecode a first start wrote, as an installed
+package's are): the o200k tokenizer's load, and `import
+ctxeng.engine` plus a session's first step on a 40-message history; in this process, how many
+secret scans the replay made against the distinct texts it saw (the goal: each text scanned once);
+and, in a child, the peak RSS of a generated 1,000-call coding session (`memory_rows`) with what the
+session and the process caches hold at its end.
 
 Normalization of the SWE-agent run (the SDK refuses both, so the bench rewrites them and says so):
 a tool message's `tool_call_ids` list becomes its one `tool_call_id`, and the call id reused in a
@@ -218,17 +221,35 @@ print(time.process_time() - t)
 """
 
 
-def _child(code: str, *args: str) -> float:
-    out = subprocess.run([python(), "-c", code, *args], cwd=ROOT, env=python_env(), capture_output=True, text=True, timeout=300)
+def _child(code: str, *args: str, bytecode: Path | None = None) -> str:
+    """The last line a fresh interpreter running `code` prints. `bytecode`: a directory where it
+    keeps the modules it compiles (`PYTHONPYCACHEPREFIX`), as an installed package has them;
+    None leaves the environment's own setting (here often PYTHONDONTWRITEBYTECODE=1: every
+    module of the checkout compiled from source at every start)."""
+    env = python_env()
+    if bytecode is not None:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(bytecode)
+    out = subprocess.run([python(), "-c", code, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-600:])
-    return float(out.stdout.strip().splitlines()[-1])
+    return out.stdout.strip().splitlines()[-1]
 
 
 def fresh_process_rows(rounds: int) -> list[Row]:
-    _child(_TOKENIZER_CHILD)  # a first start builds whatever a machine builds once
-    tok = [_child(_TOKENIZER_CHILD) for _ in range(rounds)]
-    first = [_child(_FIRST_STEP_CHILD, "1") for _ in range(rounds)]
+    """The fresh-process goals as an installed package meets them: bytecode written by a first
+    start (pip compiles an installed package's modules; a checkout writes its __pycache__ on
+    first import), kept in a directory of this run, so an environment with
+    PYTHONDONTWRITEBYTECODE=1 and a checkout without __pycache__ does not charge every start the
+    compilation of every module (~110 ms of the first step here)."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ctxeng-bench-pyc-") as pyc:
+        bytecode = Path(pyc)
+        _child(_TOKENIZER_CHILD, bytecode=bytecode)  # a first start builds whatever a machine builds once
+        _child(_FIRST_STEP_CHILD, "1", bytecode=bytecode)
+        tok = [float(_child(_TOKENIZER_CHILD, bytecode=bytecode)) for _ in range(rounds)]
+        first = [float(_child(_FIRST_STEP_CHILD, "1", bytecode=bytecode)) for _ in range(rounds)]
     return [
         Row("9 real traces", f"fresh process: the o200k tokenizer ready (median of {rounds})", ms(median(tok)),
             round(median(tok) / TOKENIZER_GOAL, 3), f"<= {TOKENIZER_GOAL * 1000:.0f} ms", median(tok) <= TOKENIZER_GOAL,
@@ -237,6 +258,58 @@ def fresh_process_rows(rounds: int) -> list[Row]:
             ms(median(first)), round(median(first) / FIRST_STEP_GOAL, 3), f"<= {FIRST_STEP_GOAL * 1000:.0f} ms",
             median(first) <= FIRST_STEP_GOAL, data={"times": first}),
     ]
+
+
+_MEMORY_CHILD = """
+import json, resource, sys
+from bench.payload import TOOLS, coding_run
+from ctxeng import sdk
+from ctxeng.engine import secrets
+from ctxeng.engine.tokens import tokenizer_for
+
+def kb(field):  # this process's own figure: ru_maxrss keeps the parent's peak across fork and exec
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+calls, every = int(sys.argv[1]), int(sys.argv[2])
+history = coding_run(calls)
+sdk.Session("coding-agent", model="gpt-4o").step(history[:4], tools=TOOLS)  # warmed: the imports, the tokenizer
+base = kb("VmRSS")
+session = sdk.Session("coding-agent", model="gpt-4o")
+for n in range(every, calls + 1, every):
+    session.step(history[:2 + 2 * n], tools=TOOLS)  # before the model call that follows the n-th result
+peak = kb("VmHWM")
+retired = sum(len(s._retired or b"") for s in session.steps)
+print(json.dumps({"base_kb": base, "peak_kb": peak, "history_bytes": len(json.dumps(history)), "messages": len(history),
+                  "steps": len(session.steps), "retired_bytes": retired, "seen_at": len(session._seen_at),
+                  "token_counts": len(tokenizer_for("o200k_base")._cache), "findings": len(secrets._by_digest),
+                  "status": session.steps[-1].status}))
+"""
+
+
+def memory_rows(calls: int = 1000, every: int = 10) -> list[Row]:
+    """Peak RSS of one process running a generated `calls`-call coding session (bench.payload's
+    coding_run: a call and a ~1 kB file read each) with a step at every `every`-th call, above its
+    RSS after one warm step (Linux: the process's own high-water mark, VmHWM); beside it what the
+    session keeps per item and per step."""
+    import json as _json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="ctxeng-bench-pyc-") as pyc:
+        r = _json.loads(_child(_MEMORY_CHILD, str(calls), str(every), bytecode=Path(pyc)))
+    above = (r["peak_kb"] - r["base_kb"]) / 1024
+    return [Row("9 real traces", f"peak memory, a generated {calls:,}-call session ({r['steps']} steps, every {every}th call; "
+                f"{r['messages']:,} messages, {r['history_bytes'] / 1e6:.1f} MB of history)",
+                f"{above:.0f} MB above a {r['base_kb'] / 1024:.0f} MB warmed process (peak RSS {r['peak_kb'] / 1024:.0f} MB)",
+                None, "(reported)",
+                note=(f"kept: the steps' retired payloads and manifests {r['retired_bytes'] / 1e6:.1f} MB (one per step, each "
+                      f"the size of its history: grows with steps x history), {r['seen_at']:,} first-seen times (one per "
+                      f"message), {r['token_counts']:,} token counts (bounded: 200,000), {r['findings']:,} scans' findings "
+                      f"(bounded: {16_384:,}); last step {r['status']}"),
+                data=r)]
 
 
 def scan_rows(traces) -> list[Row]:
@@ -274,6 +347,7 @@ def run(*, quick: bool = False) -> list[Row]:
         rows += step_rows(limit, replay(limit, rounds, traces))
     rows += scan_rows(traces)
     rows += fresh_process_rows(3 if quick else 5)
+    rows += memory_rows(every=50 if quick else 10)
     return rows
 
 

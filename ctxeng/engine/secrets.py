@@ -62,8 +62,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 import re
+import types
+from bisect import bisect_right
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cache
 
@@ -119,10 +124,51 @@ _ANCHORS: dict[str, tuple[tuple[str, ...], bool]] = {  # class name -> (literals
 }
 
 
+@contextmanager
+def _requests_deferred():
+    """While detect-secrets loads, `requests` (which its plugin base imports only to verify a
+    secret over the network, never asked here) is a stand-in module that imports the real package
+    on first use of any of its names: importing it runs urllib3, charset_normalizer,
+    http.cookiejar and ssl, ~75 ms of CPU at the first step of every process. After, the stand-in
+    is taken back out of `sys.modules`, so a later `import requests` anywhere in the process
+    imports the real package as it would have; detect-secrets keeps the stand-in, which would
+    import the package if a verification ever ran. A process that imported requests before is
+    left as it is. (`importlib.util.LazyLoader` cannot do this on Python 3.11: the import
+    statement itself reads the module's `__spec__`, which loads it.)"""
+    import importlib
+    import importlib.machinery
+    import importlib.util
+    import sys
+
+    if "requests" in sys.modules or importlib.util.find_spec("requests") is None:
+        yield
+        return
+    stand_in = types.ModuleType("requests", "requests, imported on first use (ctxeng.engine.secrets)")
+    stand_in.__spec__ = importlib.machinery.ModuleSpec("requests", None)
+
+    def real(name: str):
+        if sys.modules.get("requests") is stand_in:
+            del sys.modules["requests"]
+        return getattr(importlib.import_module("requests"), name)
+
+    stand_in.__getattr__ = real  # type: ignore[method-assign]
+    sys.modules["requests"] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get("requests") is stand_in:
+            del sys.modules["requests"]
+
+
 @cache
 def _plugins() -> tuple:
     """The detect-secrets plugins, built once (imported on first use: the light install's engine
-    import stays cheap)."""
+    import stays cheap; `requests` deferred, see `_requests_deferred`)."""
+    with _requests_deferred():
+        return _load_plugins()
+
+
+def _load_plugins() -> tuple:
     from detect_secrets.plugins import (
         aws,
         azure_storage_key,
@@ -213,7 +259,8 @@ def _raw_findings(text: str, known_only: bool = False) -> list[Finding]:
             entropy = getattr(plugin, "entropy_limit", None)
             if entropy is not None:
                 for value in values:
-                    if plugin.calculate_shannon_entropy(value) > entropy:
+                    # n characters carry at most log2(n) bits each: below 2**limit none can pass.
+                    if len(value) >= 2 ** entropy and _shannon(plugin, value) > entropy:
                         found += [Finding(plugin.secret_type, offset + a, offset + b, "") for a, b in _spans_in(piece, value)]
                 continue
             for regex in plugin.denylist:
@@ -330,6 +377,7 @@ def _whole_token(text: str, f: Finding) -> Finding:
 def _keywords() -> tuple[str, ...]:
     """detect-secrets' KeywordDetector denylist (`api_?key`, `password`, `secret` ...), with `token`
     and `credentials?`, which it leaves to the known formats."""
+    _plugins()  # detect-secrets loaded with `requests` deferred
     from detect_secrets.plugins.keyword import DENYLIST
 
     return (*DENYLIST, "token", "credentials?", "access_?key")
@@ -365,7 +413,37 @@ _PLACEHOLDER = re.compile(r"^(?:x+|\*+|\.+|-+|none|null|nil|true|false|undefined
 
 def entropy(value: str) -> float:
     """Shannon entropy in bits per character, as detect-secrets' entropy plugins compute it."""
-    return _plugins()[-1][0].calculate_shannon_entropy(value)
+    return _shannon(_plugins()[-1][0], value)
+
+
+def _shannon(plugin, data: str) -> float:
+    """`plugin.calculate_shannon_entropy(data)`, the same float: the same terms, added in the same
+    order (the plugin's charset), with each character counted in one pass instead of one
+    `str.count` per character of the charset (65 passes over every quoted string scanned). A
+    plugin that computes it its own way, or whose charset repeats a character, is asked."""
+    order = _charset_order(plugin.charset)
+    if order is None or type(plugin).calculate_shannon_entropy is not _base_shannon():
+        return plugin.calculate_shannon_entropy(data)
+    if not data:
+        return 0
+    entropy = 0.0
+    for _, n in sorted((order[x], n) for x, n in Counter(data).items() if x in order):
+        p_x = float(n) / len(data)
+        entropy += - p_x * math.log(p_x, 2)
+    return entropy
+
+
+@cache
+def _charset_order(charset: str) -> dict[str, int] | None:
+    order = {x: i for i, x in enumerate(charset)}
+    return order if len(order) == len(charset) else None
+
+
+@cache
+def _base_shannon():
+    from detect_secrets.plugins.high_entropy_strings import HighEntropyStringsPlugin
+
+    return HighEntropyStringsPlugin.calculate_shannon_entropy
 
 
 def credential_like(value: str) -> bool:
@@ -379,14 +457,42 @@ def credential_like(value: str) -> bool:
     return entropy(value) >= VALUE_ENTROPY
 
 
+_STEMS = ("pass", "pwd", "secret", "key", "token", "credential", "contrase")  # each keyword holds one
+
+
+def _lines_with(text: str, lower: str, stems: tuple[str, ...]) -> list[tuple[int, int]]:
+    """(start, end) of each line of `text` (without its newline) where `lower` holds one of `stems`:
+    on an ASCII text, where a pattern's case-insensitive keyword matches exactly where the
+    lower-cased text holds it, every match of a pattern that never crosses a newline (and whose
+    edges, `\\b` and look-arounds, read a newline as they read the string's ends) lies in one of
+    these lines. Any other text: the whole text, one span."""
+    if not text.isascii():
+        return [(0, len(text))]
+    starts = set()
+    for stem in stems:
+        at = lower.find(stem)
+        while at >= 0:
+            start = lower.rfind("\n", 0, at) + 1
+            starts.add(start)
+            end = lower.find("\n", at)
+            at = lower.find(stem, end) if end >= 0 else -1
+    out = []
+    for start in sorted(starts):
+        end = lower.find("\n", start)
+        out.append((start, len(text) if end < 0 else end))
+    return out
+
+
 def _keyword_values(text: str) -> list[Finding]:
     out: list[Finding] = []
     lower = text.lower()
-    if any(k in lower for k in ("pass", "pwd", "secret", "key", "token", "credential", "contrase")):
-        for m in _keyword_pattern().finditer(text):
-            value = m.group("value")
-            if credential_like(value):
-                out.append(Finding("Keyword Value", m.start("value"), m.end("value"), ""))
+    if any(k in lower for k in _STEMS):
+        pattern = _keyword_pattern()
+        for start, end in _lines_with(text, lower, _STEMS):
+            for m in pattern.finditer(text, start, end):
+                value = m.group("value")
+                if credential_like(value):
+                    out.append(Finding("Keyword Value", m.start("value"), m.end("value"), ""))
     if "authorization" in lower:
         for m in _HEADER.finditer(text):
             if credential_like(m.group("value")):
@@ -398,19 +504,32 @@ def _keyword_values(text: str) -> list[Finding]:
     return out
 
 
-_HALF = re.compile(
-    r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}"  # an AWS access key id
-    r"|\bclient[_-]?id\b"  # an OAuth client id
-    r"|\b[a-z][a-z0-9+.-]*://[^\s:/@]+@"  # a DSN or URL naming a user without a password
-    r"|\b(?:user(?:name)?|login)[ \t]*=[ \t]*\S+[ \t]+(?:\w+=\S+[ \t]+)*?password\b",  # a libpq DSN
-    re.I,
+# One half of a known pair: each alternative of the pattern, and a literal it cannot match without
+# (compared case-insensitively: in the lower-cased text, which on an ASCII text is exact).
+_HALVES = (
+    (r"(?:A3T[A-Z0-9]|ABIA|ACCA|AKIA|ASIA)[0-9A-Z]{16}",  # an AWS access key id
+     lambda text, lower: any(k in lower for k in ("a3t", "abia", "acca", "akia", "asia"))),
+    (r"\bclient[_-]?id\b", lambda text, lower: "client" in lower),  # an OAuth client id
+    (r"\b[a-z][a-z0-9+.-]*://[^\s:/@]+@", lambda text, lower: "://" in text),  # a DSN or URL naming a user without a password
+    (r"\b(?:user(?:name)?|login)[ \t]*=[ \t]*\S+[ \t]+(?:\w+=\S+[ \t]+)*?password\b",  # a libpq DSN
+     lambda text, lower: ("user" in lower or "login" in lower) and "password" in lower),
 )
+_HALF = re.compile("|".join(pattern for pattern, _ in _HALVES), re.I)  # the definition; `_holds_half` searches it
+_HALF_PARTS = tuple((re.compile(pattern, re.I), literal) for pattern, literal in _HALVES)
 _STANDALONE = re.compile(rf"(?<![A-Za-z0-9/+_-])[A-Za-z0-9/+]{{{PARTNER_MIN},}}={{0,2}}(?![A-Za-z0-9/+=_-])")
+
+
+def _holds_half(text: str) -> bool:
+    """Whether `_HALF` matches in `text`: its alternatives searched one by one, on an ASCII text
+    only those whose literal the text holds (the whole pattern, searched at every word boundary of
+    the text, costs ~20x the substring tests on code that names none)."""
+    lower = text.lower() if text.isascii() else None
+    return any((lower is None or literal(text, lower)) and pattern.search(text) is not None for pattern, literal in _HALF_PARTS)
 
 
 def _partners(text: str, found: list[Finding]) -> list[Finding]:
     """When the item holds one half of a known pair, the credential-shaped runs that may be the other."""
-    if _HALF.search(text) is None:
+    if not _holds_half(text):
         return []
     taken = [(f.start, f.end) for f in found]
     out = []
@@ -427,7 +546,35 @@ def _partners(text: str, found: list[Finding]) -> list[Finding]:
     return out
 
 
+# A line break inside a token: its definition. `_break_spans` finds its matches (a test compares).
 _BREAK = re.compile(r"(?<=[A-Za-z0-9_-])[ \t]*\\?\r?\n[ \t]*(?=[A-Za-z0-9_-])")
+_BLANKS = re.compile(r"[ \t]*")
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+def _break_spans(text: str) -> list[tuple[int, int]]:
+    """The spans of `_BREAK`'s matches in `text`, in order, found from each newline outwards (the
+    pattern searched itself is tried at every character of the text). Each match holds exactly
+    one newline, and for a newline there is at most one: its start is fixed by reading back over
+    an optional `\\r`, an optional backslash and spaces or tabs to a token character, its end by
+    reading on over spaces or tabs to one."""
+    out = []
+    n = len(text)
+    j = text.find("\n")
+    while j >= 0:
+        end = _BLANKS.match(text, j + 1).end()  # type: ignore[union-attr]
+        if end < n and text[end] in _TOKEN_CHARS:
+            start = j
+            if start > 0 and text[start - 1] == "\r":
+                start -= 1
+            if start > 0 and text[start - 1] == "\\":
+                start -= 1
+            while start > 0 and text[start - 1] in " \t":
+                start -= 1
+            if start > 0 and text[start - 1] in _TOKEN_CHARS:
+                out.append((start, end))
+        j = text.find("\n", j + 1)
+    return out
 
 
 def _split_keys(text: str, found: list[Finding]) -> list[Finding]:
@@ -437,31 +584,38 @@ def _split_keys(text: str, found: list[Finding]) -> list[Finding]:
     otherwise run on into the next line's words)."""
     if "\n" not in text:
         return []
-    parts: list[str] = []
-    where: list[int] = []  # original offset of each joined character
-    at = 0
-    breaks = []
-    for m in _BREAK.finditer(text):
-        parts.append(text[at:m.start()])
-        where.extend(range(at, m.start()))
-        breaks.append(len(where))
-        at = m.end()
-    if not breaks:
+    spans = _break_spans(text)
+    if not spans:
         return []
+    parts: list[str] = []
+    joined_at = [0]  # where each kept part of the text starts in the joined text ...
+    text_at = [0]  # ... and in the text as written
+    at = 0
+    for start, end in spans:
+        parts.append(text[at:start])
+        joined_at.append(joined_at[-1] + start - at)
+        text_at.append(end)
+        at = end
+    breaks = joined_at[1:]
     parts.append(text[at:])
-    where.extend(range(at, len(text)))
     joined = "".join(parts)
+
+    def where(i: int) -> int:  # the offset in the text as written of the joined text's character i
+        k = bisect_right(joined_at, i) - 1
+        return text_at[k] + i - joined_at[k]
+
     out = []
     for f in _raw_findings(joined, known_only=True):
         # Only a match the break cut counts (a whole key on one line was found there already),
         # and its tail is read in the text as written, not across the next break.
-        start = where[f.start]
+        start = where(f.start)
         if any(f.start < b < f.end for b in breaks) and not any(g.start <= start < g.end for g in found):
-            out.append(_whole_token(text, Finding(f.type, where[f.start], where[f.end - 1] + 1, "")))
+            out.append(_whole_token(text, Finding(f.type, start, where(f.end - 1) + 1, "")))
     return out
 
 
 _B64_RUN = re.compile(rf"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{{{ENCODED_MIN},{ENCODED_MAX}}}={{0,2}}(?![A-Za-z0-9+/=_-])")
+_HEX_DIGITS = re.compile(rf"[0-9a-fA-F]{{{ENCODED_MIN}}}")
 _HEX_RUN = re.compile(rf"(?<![0-9A-Za-z])(?:[0-9a-fA-F]{{2}}){{{ENCODED_MIN // 2},{ENCODED_MAX // 2}}}(?![0-9A-Za-z])")
 
 
@@ -483,7 +637,10 @@ def _decoded(run: str) -> str | None:
 def _encoded(text: str) -> list[Finding]:
     out = []
     seen: set[tuple[int, int]] = set()
-    for pattern in (_HEX_RUN, _B64_RUN):
+    # A hex run holds ENCODED_MIN hex digits in a row; the run's own pattern, which opens on a
+    # look-behind, is tried at every character, the bare run only where a hex digit is.
+    patterns = (_HEX_RUN, _B64_RUN) if _HEX_DIGITS.search(text) else (_B64_RUN,)
+    for pattern in patterns:
         for m in pattern.finditer(text):
             if m.span() in seen:
                 continue

