@@ -275,16 +275,17 @@ def kb(field):  # this process's own figure: ru_maxrss keeps the parent's peak a
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 calls, every = int(sys.argv[1]), int(sys.argv[2])
+keep = {"default": {}, "all": {"keep_steps": None}}[sys.argv[3]]
 history = coding_run(calls)
 sdk.Session("coding-agent", model="gpt-4o").step(history[:4], tools=TOOLS)  # warmed: the imports, the tokenizer
 base = kb("VmRSS")
-session = sdk.Session("coding-agent", model="gpt-4o")
+session = sdk.Session("coding-agent", model="gpt-4o", **keep)
 for n in range(every, calls + 1, every):
     session.step(history[:2 + 2 * n], tools=TOOLS)  # before the model call that follows the n-th result
 peak = kb("VmHWM")
 retired = sum(len(s._retired or b"") for s in session.steps)
 print(json.dumps({"base_kb": base, "peak_kb": peak, "history_bytes": len(json.dumps(history)), "messages": len(history),
-                  "steps": len(session.steps), "retired_bytes": retired, "seen_at": len(session._seen_at),
+                  "steps": len(session.steps), "keep_steps": session.keep_steps, "retired_bytes": retired, "seen_at": len(session._seen_at),
                   "token_counts": len(tokenizer_for("o200k_base")._cache), "findings": len(secrets._by_digest),
                   "status": session.steps[-1].status}))
 """
@@ -294,22 +295,27 @@ def memory_rows(calls: int = 1000, every: int = 10) -> list[Row]:
     """Peak RSS of one process running a generated `calls`-call coding session (bench.payload's
     coding_run: a call and a ~1 kB file read each) with a step at every `every`-th call, above its
     RSS after one warm step (Linux: the process's own high-water mark, VmHWM); beside it what the
-    session keeps per item and per step."""
+    session keeps per item and per step. Twice: with the session's default `keep_steps` (the latest
+    steps keep their payload and manifests) and with `keep_steps=None` (every step's, as before)."""
     import json as _json
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="ctxeng-bench-pyc-") as pyc:
-        r = _json.loads(_child(_MEMORY_CHILD, str(calls), str(every), bytecode=Path(pyc)))
-    above = (r["peak_kb"] - r["base_kb"]) / 1024
-    return [Row("9 real traces", f"peak memory, a generated {calls:,}-call session ({r['steps']} steps, every {every}th call; "
-                f"{r['messages']:,} messages, {r['history_bytes'] / 1e6:.1f} MB of history)",
-                f"{above:.0f} MB above a {r['base_kb'] / 1024:.0f} MB warmed process (peak RSS {r['peak_kb'] / 1024:.0f} MB)",
-                None, "(reported)",
-                note=(f"kept: the steps' retired payloads and manifests {r['retired_bytes'] / 1e6:.1f} MB (one per step, each "
-                      f"the size of its history: grows with steps x history), {r['seen_at']:,} first-seen times (one per "
-                      f"message), {r['token_counts']:,} token counts (bounded: 200,000), {r['findings']:,} scans' findings "
-                      f"(bounded: {16_384:,}); last step {r['status']}"),
-                data=r)]
+    rows = []
+    for keep in ("default", "all"):
+        with tempfile.TemporaryDirectory(prefix="ctxeng-bench-pyc-") as pyc:
+            r = _json.loads(_child(_MEMORY_CHILD, str(calls), str(every), keep, bytecode=Path(pyc)))
+        above = (r["peak_kb"] - r["base_kb"]) / 1024
+        kept = "every step's" if r["keep_steps"] is None else f"the latest {r['keep_steps']} steps' (the default)"
+        rows.append(Row("9 real traces", f"peak memory, a generated {calls:,}-call session ({r['steps']} steps, every {every}th call; "
+                        f"{r['messages']:,} messages, {r['history_bytes'] / 1e6:.1f} MB of history), keep_steps={r['keep_steps']}",
+                        f"{above:.0f} MB above a {r['base_kb'] / 1024:.0f} MB warmed process (peak RSS {r['peak_kb'] / 1024:.0f} MB)",
+                        None, "(reported)",
+                        note=(f"kept: {kept} retired payloads and manifests {r['retired_bytes'] / 1e6:.1f} MB (each the size of "
+                              f"its history), {r['seen_at']:,} first-seen times (one per "
+                              f"message), {r['token_counts']:,} token counts (bounded: 200,000), {r['findings']:,} scans' findings "
+                              f"(bounded: {16_384:,}); last step {r['status']}"),
+                        data=r))
+    return rows
 
 
 def scan_rows(traces) -> list[Row]:

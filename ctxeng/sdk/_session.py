@@ -38,6 +38,7 @@ DEFAULT_TENANT = "local"
 DEFAULT_PROJECT = "default"
 DEFAULT_STAGE = "default"
 PRODUCER = "ctxeng.sdk"
+KEEP_STEPS = 20  # the latest steps whose payload and manifests a session keeps (Session(keep_steps=))
 
 
 class Step:
@@ -56,6 +57,8 @@ class Step:
         self._job_id = job_id
         self._payload = payload
         self._retired: bytes | None = None  # set by _retire: the payload and manifests, pickled
+        self._kept: int | None = None  # set by _drop: the session's keep_steps when it let go of this step's contents
+        self._facts: dict[str, Any] | None = None  # what a dropped step still answers (_summary)
         self.format = fmt
         self.dashboard_url = dashboard_url
         self.usage: dict[str, Any] | None = None
@@ -88,8 +91,9 @@ class Step:
         hundreds of thousands of objects that every full garbage collection walks again (a
         collection every few steps, 130-155 ms each at 165 calls). One bytes value is not walked.
         Reading any of them restores them, equal to what they were."""
-        if self._retired is not None:
+        if self._retired is not None or self._kept is not None:
             return
+        self._facts = self._summary()
         # The engine's manifest as its JSON text (what `sealed_manifest` reads back): the model's
         # own serializer is quicker than making its dict first.
         sealed = self._sealed if isinstance(self._sealed, dict) else self._sealed.model_dump_json().encode()
@@ -99,7 +103,32 @@ class Step:
             return
         self._payload = self._sealed = self._manifest = None
 
+    def _summary(self) -> dict[str, Any]:
+        """What a step still answers once the session let go of its contents (`keep_steps`)."""
+        if self._manifest is None and not isinstance(self._sealed, dict):  # the engine's model, not turned into JSON
+            assembly = self._sealed.assembly
+            reason = assembly.blocked_reason
+            return {"assembly_id": self._job_id or assembly.id, "status": assembly.status.value,
+                    "blocked_reason": getattr(reason, "value", reason), "step_id": assembly.step_id}
+        return {"assembly_id": self.assembly_id, "status": self.status, "blocked_reason": self.blocked_reason,
+                "step_id": self.manifest["assembly"]["step_id"]}
+
+    def _drop(self, keep_steps: int) -> None:
+        """Let go of the payload and manifests (the session keeps the last `keep_steps` steps'):
+        the step still answers `assembly_id`, `status`, `ready`, `blocked_reason` and `usage`."""
+        if self._kept is not None:
+            return
+        if self._facts is None:
+            self._facts = self._summary()
+        self._kept = keep_steps
+        self._retired = None
+        self._payload = self._sealed = self._manifest = None
+
     def _restore(self) -> None:
+        if self._kept is not None:
+            raise SDKError(f"step {self._facts['step_id']}: its payload and manifest were let go: the session keeps "  # type: ignore[index]
+                           f"those of its last {self._kept} steps (Session(keep_steps=...); None keeps every step's); "
+                           "assembly_id, status, blocked_reason and usage remain")
         if self._retired is not None:
             self._payload, sealed, self._manifest = pickle.loads(self._retired)  # noqa: S301 - our own bytes
             self._sealed = json.loads(sealed) if isinstance(sealed, bytes) else sealed
@@ -117,6 +146,8 @@ class Step:
 
     @property
     def status(self) -> str:
+        if self._kept is not None:
+            return self._facts["status"]  # type: ignore[index]
         self._restore()
         if not isinstance(self._sealed, dict) and self._manifest is None:
             return self._sealed.assembly.status.value
@@ -124,11 +155,15 @@ class Step:
 
     @property
     def blocked_reason(self) -> str | None:
+        if self._kept is not None:
+            return self._facts["blocked_reason"]  # type: ignore[index]
         return self.manifest["assembly"].get("blocked_reason")
 
     @property
     def assembly_id(self) -> str:
         """Remote: the service's job id (what its API and dashboard URLs take); local: the manifest's id."""
+        if self._kept is not None:
+            return self._facts["assembly_id"]  # type: ignore[index]
         return self._job_id or self.manifest["assembly"]["id"]
 
     @property
@@ -203,7 +238,8 @@ class Step:
         return self.usage
 
     def __repr__(self) -> str:
-        return f"<Step {self.manifest['assembly']['step_id']} {self.status} {self.assembly_id}>"
+        step_id = self._facts["step_id"] if self._kept is not None else self.manifest["assembly"]["step_id"]  # type: ignore[index]
+        return f"<Step {step_id} {self.status} {self.assembly_id}>"
 
 
 def _with_actual_usage(manifest: Any, input_tokens: int) -> Any:
@@ -280,13 +316,19 @@ class Session:
     which object a tool's calls read or change, so only the newest reading of each reaches the
     model (older ones are `stale_revision`), and whose data its result is, so another subject's is
     refused by the scope gate. Tools not declared behave as before.
+    `keep_steps`: how many of the latest steps keep their payload and manifests in `session.steps`
+    (default 20; `None`: every step's). Each holds a payload as long as its history, so a long run's
+    steps would otherwise keep steps x history (about 2 GB over a 1,000-call run); an older step
+    still answers `assembly_id`, `status`, `ready`, `blocked_reason` and `usage`, and reading its
+    payload or manifest raises `SDKError` naming `keep_steps`.
     """
 
     def __init__(self, policy: Any, *, url: str | None = None, token: str | None = None, run_id: str | None = None,
                  model: Any = "gpt-4o", adapter: str | None = None, principal: dict[str, Any] | None = None,
                  scope: str | None = None, producer: str | None = None, artifacts: Any = None,
                  stage: str = DEFAULT_STAGE, tool_sources: dict[str, str] | None = None, tools: dict[str, Any] | None = None,
-                 check_tools: str = "error", timeout: float = 120.0, record: Any = None) -> None:
+                 check_tools: str = "error", timeout: float = 120.0, record: Any = None,
+                 keep_steps: int | None = KEEP_STEPS) -> None:
         if url is not None and record is not None:
             raise SDKError("record: for a local session (a remote session's steps are on the service already); drop url=")
         if url is not None and not token:
@@ -310,6 +352,9 @@ class Session:
         self.scope = scope or f"{self.principal['tenant']}/{self.principal['project']}/{self.run_id}"
         self.producer = producer or PRODUCER
         self.stage = stage
+        if keep_steps is not None and (isinstance(keep_steps, bool) or not isinstance(keep_steps, int) or keep_steps < 1):
+            raise SDKError(f"keep_steps: expected a whole number of at least 1, or None (every step), got {keep_steps!r}")
+        self.keep_steps = keep_steps
         self.steps: list[Step] = []
         self._seen_at: dict[str, str] = {}
         self._previous_cache: dict[str, Any] | None = None
@@ -450,6 +495,8 @@ class Session:
         if self.steps:
             self.steps[-1]._retire()
         self.steps.append(step)
+        if self.keep_steps is not None and len(self.steps) > self.keep_steps:
+            self.steps[-self.keep_steps - 1]._drop(self.keep_steps)
         if step.ready:  # a blocked step sent nothing, so the provider's cache is still the last sent step's
             self._previous_cache = step._cache_record()
         return step
