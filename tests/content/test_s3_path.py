@@ -143,8 +143,11 @@ def test_the_api_serves_the_request_manifest_and_input_as_submitted_and_sealed(
     provider_input = agent_api.get(f"/api/v1/assemblies/{job_id}/input/")
     assert manifest.status_code == 200 and provider_input.status_code == 200
     served = manifest.json()
+    # The first step of its run: the service compares the cache with no earlier step of its own
+    # (issue 51, N10), and says so (`previous_cache_from: service`).
+    assert "previous_cache" not in submitted
     direct = assemble(parse_request(submitted), parse_policy(published_policy.body),
-                      created_at=served["assembly"]["created_at"])
+                      created_at=served["assembly"]["created_at"], previous_cache_from="service")
     # As tests/service/test_worked_example_inline.py compares them, then the whole documents.
     assert served["assembly"]["assembly_input_hash"] == direct.manifest.assembly.assembly_input_hash
     assert served["included"] == direct.manifest_dict()["included"]
