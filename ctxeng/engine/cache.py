@@ -57,7 +57,14 @@ import weakref
 from collections import OrderedDict
 from typing import Any
 
-from .hashing import canonical_json, canonical_json_kept, sha256_chain, sha256_json, sha256_text
+from .hashing import (
+    canonical_json,
+    canonical_json_kept,
+    sha256_chain,
+    sha256_json,
+    sha256_object_growing,
+    sha256_text,
+)
 from .models import CacheRecord, ProviderCacheMarker
 from .render import SYSTEM_SEPARATOR, control_items
 from .vocabulary import CacheIdentityField, CacheStatus, InvalidationCause, Zone
@@ -259,23 +266,19 @@ def payload_sha256(payload: dict[str, Any], unit_json: dict[str, str]) -> str:
     the hash is (a test compares it with `sha256_json` on every adapter's payloads)."""
     head: list[str] = []
     tail: list[str] = []
-    listed: list[str] | None = None
+    listed: tuple[str, list[str]] | None = None  # the messages' (or input's) key and texts
     for key in sorted(payload):
         value = payload[key]
         if listed is None and key in ("messages", "input") and isinstance(value, list):
             found = [unit_json.get(f"{key}[{i}]") for i in range(len(value))]
             if None not in found:
-                listed = found  # type: ignore[assignment]
-                head.append(canonical_json(key) + ":[")
+                listed = key, found  # type: ignore[assignment]
                 continue
         (head if listed is None else tail).append(canonical_json(key) + ":" + canonical_json_kept(value))
     if listed is None:
         return sha256_text("{" + ",".join(head) + "}")
-    # The list's texts through the kept sha256 states: a history that grew hashes only its new messages.
-    start = "{" + ",".join(head[:-1]) + ("," if len(head) > 1 else "") + head[-1]
-    _, running = sha256_chain(listed, start=start, separator=",")
-    running.update(("]" + "".join("," + part for part in tail) + "}").encode("utf-8"))
-    return "sha256:" + running.hexdigest()
+    # A history that grew hashes only its new messages.
+    return sha256_object_growing(head, listed[0], listed[1], tail)
 
 
 def _unit_tokens(asm: Assembly, value: Any, text: str) -> int:

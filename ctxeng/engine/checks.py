@@ -65,9 +65,7 @@ def _read_back(entry: dict[str, Any], speaker: str | None) -> dict[str, Any] | N
     text = entry["text"]
     if entry.get("native"):
         return {"native": True, "speaker": speaker, "body": text}
-    kept = _READ_FENCED.get(text)
-    if kept is None:
-        kept = _READ_FENCED.put(text, (_read_fenced(text),))
+    kept = _READ_FENCED.kept(text, lambda: (_read_fenced(text),))
     return None if kept[0] is None else dict(kept[0])
 
 

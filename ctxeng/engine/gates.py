@@ -35,7 +35,7 @@ from . import versions
 from .hashing import sha256_json, sha256_text
 from .lifecycle import named_artifact
 from .limits import is_blank
-from .memo import Memo, Unfreezable, freeze
+from .memo import Memo, kept_by_value
 from .models import LifecycleEventRecord, LineageNode, TransformRecord
 from .ranking import is_pinned
 from .render import block_tokens
@@ -578,13 +578,8 @@ def _ref_secrets(ref: object, path: str = "source_ref") -> list[tuple[str, tuple
     written into the block's header, so it reaches the payload as the content does. Each string is
     scanned alone (cached by digest: an agent sends the same refs at every step), and the answer is
     kept by the ref's frozen JSON and path (`memo`)."""
-    try:
-        key = (freeze(ref), path)
-    except Unfreezable:
-        return _scanned_ref(ref, path)
-    kept = _REF_SECRETS.get(key)
-    if kept is None:
-        kept = _REF_SECRETS.put(key, tuple((where, keys, tuple(found)) for where, keys, found in _scanned_ref(ref, path)))
+    kept = kept_by_value(_REF_SECRETS, ref, lambda: tuple(
+        (where, keys, tuple(found)) for where, keys, found in _scanned_ref(ref, path)), path)
     return [(where, keys, list(found)) for where, keys, found in kept]
 
 

@@ -17,7 +17,7 @@ import hashlib
 import json
 from typing import Any
 
-from .memo import Memo, Unfreezable, freeze
+from .memo import Memo, kept_by_value
 
 
 def canonical_json(value: Any) -> str:
@@ -55,34 +55,17 @@ def sha256_text_kept(text: str) -> str:
     """`sha256_text(text)`, made once per distinct text in this process."""
     if type(text) is not str:
         return sha256_text(text)
-    digest = _TEXT_DIGESTS.get(text)
-    if digest is None:
-        digest = _TEXT_DIGESTS.put(text, sha256_text(text))
-    return digest
+    return _TEXT_DIGESTS.kept(text, lambda: sha256_text(text))
 
 
 def canonical_json_kept(value: Any) -> str:
     """`canonical_json(value)`, made once per distinct value in this process."""
-    try:
-        key = freeze(value)
-    except Unfreezable:
-        return canonical_json(value)
-    text = _TEXTS.get(key)
-    if text is None:
-        text = _TEXTS.put(key, canonical_json(value))
-    return text
+    return kept_by_value(_TEXTS, value, lambda: canonical_json(value))
 
 
 def sha256_json_kept(value: Any) -> str:
     """`sha256_json(value)`, made once per distinct value in this process."""
-    try:
-        key = freeze(value)
-    except Unfreezable:
-        return sha256_json(value)
-    digest = _DIGESTS.get(key)
-    if digest is None:
-        digest = _DIGESTS.put(key, sha256_json(value))
-    return digest
+    return kept_by_value(_DIGESTS, value, lambda: sha256_json(value))
 
 
 def canonical_json_composed(value: Any, levels: int) -> str:
@@ -125,3 +108,15 @@ def sha256_chain(texts: list[str], *, start: str = "", separator: str = "", term
         digest, running = kept
         digests.append(digest)
     return digests, running.copy()
+
+
+def sha256_object_growing(before: list[str], key: str, texts: list[str], after: list[str]) -> str:
+    """The digest of a canonical JSON object whose `"key":value` pair texts are `before`, then `key`
+    holding the list whose item texts are `texts`, then `after` (the caller keeps the sorted key
+    order), the list hashed through the kept sha256 states (`sha256_chain`): an object whose list
+    only grew since it was last hashed hashes its new items, not all of them. The same bytes as
+    `sha256_text` of the whole text, so the same digest."""
+    _, running = sha256_chain(texts, start="{" + "".join(part + "," for part in before) + canonical_json(key) + ":[",
+                              separator=",")
+    running.update(("]" + "".join("," + part for part in after) + "}").encode("utf-8"))
+    return "sha256:" + running.hexdigest()

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from contextlib import contextmanager
 from typing import Any, Generic, TypeVar
 
@@ -135,10 +135,25 @@ class Memo(Generic[V]):
                 self._chars -= _chars(dropped_key) + _chars(dropped)
         return value
 
+    def kept(self, key: Hashable, make: Callable[[], V]) -> V:
+        """The value kept under `key`, or `make()` kept under it (never None: a miss)."""
+        value = self.get(key)
+        return self.put(key, make()) if value is None else value
+
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
             self._chars = 0
+
+
+def kept_by_value(memo: Memo[V], value: Any, make: Callable[[], V], *facts: Hashable) -> V:
+    """`make()` kept in `memo` by `value`'s frozen JSON (and the further `facts` its answer
+    depends on, such as a field path); computed without the memo when the value is not plain JSON."""
+    try:
+        key = freeze(value)
+    except Unfreezable:
+        return make()
+    return memo.kept((key, *facts) if facts else key, make)
 
 
 def _chars(value: Any) -> int:

@@ -23,8 +23,8 @@ from .hashing import (
     canonical_json,
     canonical_json_composed,
     canonical_json_kept,
-    sha256_chain,
     sha256_json,
+    sha256_object_growing,
     sha256_text,
 )
 from .models import (
@@ -295,11 +295,8 @@ def assembly_input_hash(assembly_input: dict[str, Any]) -> str:
     turns = assembly_input.get("transcript")
     if not keys or keys[-1] != "transcript" or type(turns) is not list or not all(type(k) is str for k in keys):
         return sha256_text(canonical_json_composed(assembly_input, 2))
-    head = ",".join(canonical_json(k) + ":" + canonical_json_composed(assembly_input[k], 1) for k in keys[:-1])
-    _, running = sha256_chain([canonical_json_kept(t) for t in turns], start="{" + head + ("," if head else "") + '"transcript":[',
-                              separator=",")
-    running.update(b"]}")
-    return "sha256:" + running.hexdigest()
+    before = [canonical_json(k) + ":" + canonical_json_composed(assembly_input[k], 1) for k in keys[:-1]]
+    return sha256_object_growing(before, "transcript", [canonical_json_kept(t) for t in turns], [])
 
 
 def seal(

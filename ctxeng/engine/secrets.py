@@ -73,7 +73,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from .hashing import sha256_text_kept
-from .memo import Memo, Unfreezable, freeze
+from .memo import Memo, kept_by_value
 
 WINDOW = 4096
 OVERLAP = 512
@@ -295,10 +295,7 @@ def find_secrets(text: str, digest: str | None = None) -> list[Finding]:
     earlier step: a message's content, the strings of its source_ref) is not scanned again."""
     if digest is None:
         digest = sha256_text_kept(text)
-    kept = _by_digest.get(digest)
-    if kept is None:
-        kept = _by_digest.put(digest, tuple(_scan(text)))
-    return list(kept)
+    return list(_by_digest.kept(digest, lambda: tuple(_scan(text))))
 
 
 def _scan(text: str) -> list[Finding]:
@@ -678,13 +675,8 @@ def find_in_json(value: object, path: str) -> list[tuple[str, tuple, list[Findin
     is scanned as the line `key: value`, so the key names it as it would in YAML or a header
     (`{"api_key": "…"}`, `{"Authorization": "Bearer …"}`); a finding inside the key alone does not
     count, and one that starts in it is cut to the value. Keys themselves are not scanned."""
-    try:
-        key = (freeze(value), path)
-    except Unfreezable:
-        return _in_json(value, path)
-    kept = _FOUND_IN_JSON.get(key)
-    if kept is None:
-        kept = _FOUND_IN_JSON.put(key, tuple((where, keys, tuple(found)) for where, keys, found in _in_json(value, path)))
+    kept = kept_by_value(_FOUND_IN_JSON, value, lambda: tuple(
+        (where, keys, tuple(found)) for where, keys, found in _in_json(value, path)), path)
     return [(where, keys, list(found)) for where, keys, found in kept]
 
 

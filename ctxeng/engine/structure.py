@@ -17,7 +17,7 @@ import hashlib
 import re
 
 from .hashing import fence_safe_json, sha256_json_kept
-from .memo import Memo, Unfreezable, freeze
+from .memo import Memo, kept_by_value
 from .render import escape_strings
 from .vocabulary import ROLE_ZONE, EvidenceUse, UnresolvedCallHandling
 from .working import Assembly, ToolPair
@@ -43,14 +43,7 @@ _ARGUMENTS_JSON: Memo[str] = Memo(16_384, max_chars=16_000_000)
 
 def arguments_json(arguments: dict) -> str:
     """The arguments as the payload carries them: every string escaped, then fence-safe JSON."""
-    try:
-        key = freeze(arguments)
-    except Unfreezable:
-        return fence_safe_json(escape_strings(arguments))
-    text = _ARGUMENTS_JSON.get(key)
-    if text is None:
-        text = _ARGUMENTS_JSON.put(key, fence_safe_json(escape_strings(arguments)))
-    return text
+    return kept_by_value(_ARGUMENTS_JSON, arguments, lambda: fence_safe_json(escape_strings(arguments)))
 
 
 def synthetic_result_text(call_id: str, reason: str) -> str:
