@@ -32,10 +32,10 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.db import DatabaseError
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.template.loader import render_to_string
+from django.http import HttpRequest, HttpResponse
 
 from ctxeng.server.login_throttle import client_address
+from ctxeng.server.middleware import problem_response
 from ctxeng.server.rate_limits import slots_release, slots_renew, slots_try
 
 logger = logging.getLogger(__name__)
@@ -103,23 +103,15 @@ class _Lease:
 def refusal(request: HttpRequest, counters: list[tuple[str, int]], full: int) -> HttpResponse:
     """429 (the request's tenant or address is at its bound) or 503 (the service is), with Retry-After."""
     key, limit = counters[full]
-    size = declared_length(request)
     if key == TOTAL_KEY:
-        status = 503
-        problem = (f"body: {size} bytes is a large request (over CTXENG_LARGE_BODY_BYTES, "
-                   f"{settings.CTXENG_LARGE_BODY_BYTES}) and the service is reading {limit} already "
-                   f"(CTXENG_LARGE_REQUESTS_MAX_TOTAL); retry in {RETRY_AFTER_SECONDS} s (the request was not applied)")
+        status, holding, setting = 503, "the service is reading", "CTXENG_LARGE_REQUESTS_MAX_TOTAL"
     else:
-        status = 429
-        whose = "your tenant is" if key.startswith("large:tenant:") else "your address is"
-        problem = (f"body: {size} bytes is a large request (over CTXENG_LARGE_BODY_BYTES, "
-                   f"{settings.CTXENG_LARGE_BODY_BYTES}) and {whose} sending {limit} already "
-                   f"(CTXENG_LARGE_REQUESTS_MAX_PER_TENANT); retry in {RETRY_AFTER_SECONDS} s (the request was not applied)")
-    if request.path.startswith("/api/"):
-        response: HttpResponse = JsonResponse({"errors": [problem]}, status=status)
-    else:
-        response = HttpResponse(render_to_string("ctxeng/bad_request.html", {"problem": problem}, request=request),
-                                status=status)
+        whose = "your tenant" if key.startswith("large:tenant:") else "your address"
+        status, holding, setting = 429, f"{whose} is sending", "CTXENG_LARGE_REQUESTS_MAX_PER_TENANT"
+    problem = (f"body: {declared_length(request)} bytes is a large request (over CTXENG_LARGE_BODY_BYTES, "
+               f"{settings.CTXENG_LARGE_BODY_BYTES}) and {holding} {limit} already "
+               f"({setting}); retry in {RETRY_AFTER_SECONDS} s (the request was not applied)")
+    response = problem_response(request, problem, status)
     response["Retry-After"] = str(RETRY_AFTER_SECONDS)
     return response
 

@@ -58,10 +58,7 @@ class RejectControlCharactersMiddleware:
         problem = _refusal(request)
         if problem is None:
             return self.get_response(request)
-        if request.path.startswith("/api/"):
-            return JsonResponse({"errors": [problem]}, status=400)
-        body = render_to_string("ctxeng/bad_request.html", {"problem": problem}, request=request)
-        return HttpResponse(body, status=400)
+        return problem_response(request, problem, 400)
 
 
 class ChunkedBodyMiddleware:
@@ -89,8 +86,12 @@ class ChunkedBodyMiddleware:
 
 
 def too_large(request: HttpRequest, limit: int) -> HttpResponse:
-    problem = f"body: more than the limit of {limit} bytes (CTXENG_MAX_REQUEST_BYTES)"
+    return problem_response(request, f"body: more than the limit of {limit} bytes (CTXENG_MAX_REQUEST_BYTES)", 413)
+
+
+def problem_response(request: HttpRequest, problem: str, status: int) -> HttpResponse:
+    """A refusal made before any view: the API's JSON error format under /api/, elsewhere the
+    dashboard's error page."""
     if request.path.startswith("/api/"):
-        return JsonResponse({"errors": [problem]}, status=413)
-    body = render_to_string("ctxeng/bad_request.html", {"problem": problem}, request=request)
-    return HttpResponse(body, status=413)
+        return JsonResponse({"errors": [problem]}, status=status)
+    return HttpResponse(render_to_string("ctxeng/bad_request.html", {"problem": problem}, request=request), status=status)
