@@ -9,7 +9,7 @@ CI's PostgreSQL pass (`DATABASE_URL=postgres://...`) runs them.
 
 import pytest
 
-pytest_plugins = ["tests.service_fixtures", "tests.otlp", "tests.layout", "tests.fuzz_coverage"]
+pytest_plugins = ["tests.service_fixtures", "tests.otlp", "tests.layout", "tests.fuzz_coverage", "tests.service.slot_fixtures"]
 
 # Django's production hasher (PBKDF2, a million rounds) costs ~0.3 s per password set or checked,
 # by design; the dashboard fixtures set three passwords per test and log in. The tests check who

@@ -36,24 +36,9 @@ from ctxeng.server import large_requests, rate_limits
 from ctxeng.server.rate_limits import slots_held, slots_release, slots_take, slots_try
 from tests.service.test_production_layout import request
 
+pytestmark = pytest.mark.usefixtures("fresh_local_slots")  # tests/service/slot_fixtures.py
+
 LARGE = 100_000  # bytes: the worked example's request (259 KB) is large at this threshold
-
-
-@pytest.fixture(autouse=True)
-def fresh_local_slots():
-    rate_limits._local_slots.clear()  # noqa: SLF001 - the in-process counters outlive a test
-    yield
-    rate_limits._local_slots.clear()  # noqa: SLF001
-
-
-@pytest.fixture(params=["process", "redis"])
-def counter_cache(request, settings):
-    """The "throttle" cache the counters live in: this process's memory, or a real Redis."""
-    if request.param == "redis":
-        settings.CACHES = {**settings.CACHES, "throttle": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": request.getfixturevalue("redis_url"), "KEY_PREFIX": f"large-{uuid.uuid4().hex}"}}
-    return request.param
 
 
 @pytest.fixture

@@ -19,32 +19,15 @@ import json
 import queue
 import threading
 import time
-import uuid
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from ctxeng.server import rate_limits
 from ctxeng.server.rate_limits import slots_held, slots_release, slots_take
 from tests.service.test_production_layout import request
 
-
-@pytest.fixture(autouse=True)
-def fresh_local_slots():
-    rate_limits._local_slots.clear()  # noqa: SLF001 - the in-process counters outlive a test
-    yield
-    rate_limits._local_slots.clear()  # noqa: SLF001
-
-
-@pytest.fixture(params=["process", "redis"])
-def counter_cache(request, settings):
-    """The "throttle" cache the counters live in: this process's memory, or a real Redis."""
-    if request.param == "redis":
-        settings.CACHES = {**settings.CACHES, "throttle": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": request.getfixturevalue("redis_url"), "KEY_PREFIX": f"slots-{uuid.uuid4().hex}"}}
-    return request.param
+pytestmark = pytest.mark.usefixtures("fresh_local_slots")  # tests/service/slot_fixtures.py
 
 
 @pytest.fixture
