@@ -29,7 +29,7 @@ from .builders import item, policy, reasons, request, run
 from .test_class_two_branches import PATH
 from .test_eviction import budget_policy, partitions, words
 from .test_source_limits import code, code_policy
-from .test_versions import assemble, call, excluded, included, numbered, reading
+from .test_versions import assemble, call, excluded, numbered, reading
 
 # --------------------------------------------------------------------------- line ranges
 
