@@ -353,7 +353,7 @@ def run(*, quick: bool = False) -> list[Row]:
         rows += step_rows(limit, replay(limit, rounds, traces))
     rows += scan_rows(traces)
     rows += fresh_process_rows(3 if quick else 5)
-    rows += memory_rows(every=50 if quick else 10)
+    rows += memory_rows(every=25 if quick else 10)  # quick: 40 steps, so the default keep_steps (20) lets some go
     return rows
 
 
