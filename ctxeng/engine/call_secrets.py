@@ -31,7 +31,7 @@ from typing import Any
 
 from .gates import REDACTION, redacted_text
 from .hashing import fence_safe_json
-from .secrets import Finding, find_in_json
+from .secrets import Finding, find_in_json, find_in_json_text
 from .vocabulary import BlockedCause, BlockedReason, TransformType, UnresolvedCallHandling
 from .working import Assembly, ToolPair
 
@@ -77,6 +77,11 @@ def _scrub_excerpts(asm: Assembly, pair: ToolPair, where: str) -> None:
     in its record (`before_excerpt`, cut at 1200 characters): every credential of the arguments as
     received — also one inside a long string the elision took out of the payload — is redacted
     there, and a credential the cut left a head of (8+ characters) loses that head too."""
+    inputs = {pair.result.item_id} if pair.result is not None else set()
+    elided = [i for i, record in enumerate(asm.transforms)
+              if record.type == TransformType.ELIDE_SUPERSEDED and inputs & set(record.input_item_ids)]
+    if not elided:  # no excerpt of this call's arguments was kept: nothing to scan for
+        return
     values = [json.dumps(f.text)[1:-1] for _, _, found in find_in_json(pair.call.arguments, where) for f in found]
 
     def clean(text: str) -> str:
@@ -87,11 +92,10 @@ def _scrub_excerpts(asm: Assembly, pair: ToolPair, where: str) -> None:
                 text = text[:-head] + REDACTION
         return text
 
-    inputs = {pair.result.item_id} if pair.result is not None else set()
-    for i, record in enumerate(asm.transforms):
-        if record.type == TransformType.ELIDE_SUPERSEDED and inputs & set(record.input_item_ids):
-            asm.transforms[i] = record.model_copy(update={"before_excerpt": clean(record.before_excerpt),
-                                                          "after_excerpt": clean(record.after_excerpt)})
+    for i in elided:
+        record = asm.transforms[i]
+        asm.transforms[i] = record.model_copy(update={"before_excerpt": clean(record.before_excerpt),
+                                                      "after_excerpt": clean(record.after_excerpt)})
 
 
 def handle_call_secrets(asm: Assembly) -> None:
@@ -102,10 +106,12 @@ def handle_call_secrets(asm: Assembly) -> None:
             continue
         where = f"tool_calls[{pair.source_order}].arguments"
         _scrub_excerpts(asm, pair, where)
-        sent = json.loads(pair.arguments_json)
-        in_args = find_in_json(sent, where)
+        # By the text the payload carries (the engine's own, the same string at every step of a run
+        # whose call did not change): neither parsed nor frozen again to be scanned.
+        in_args = find_in_json_text(pair.arguments_json, where)
         if not in_args:
             continue
+        sent = json.loads(pair.arguments_json)
         named = "; ".join(f"{path} ({', '.join(dict.fromkeys(f.type for f in found))})" for path, _, found in in_args)
         if mode == "redact":
             redacted = sent

@@ -552,7 +552,13 @@ def security_policy_compliance(asm: Assembly, cand: Candidate) -> GateOutcome:
 def is_secret_class(asm: Assembly, security_class: str) -> bool:
     """Is `security_class` one of the policy's `security.secret_classes`? Compared without case or
     surrounding whitespace: `SECRET` and ` secret ` are the secret class, not a way past it."""
-    return security_class.strip().casefold() in {c.strip().casefold() for c in asm.policy.security.secret_classes}
+    classes = tuple(asm.policy.security.secret_classes)
+    folded = _SECRET_CLASSES.kept(classes, lambda: frozenset(c.strip().casefold() for c in classes))
+    return security_class.strip().casefold() in folded
+
+
+# The folded secret classes by the policy's list (asked once per candidate; a policy has a few).
+_SECRET_CLASSES: Memo[frozenset[str]] = Memo(64)
 
 
 def _secret_handling(asm: Assembly, cand: Candidate) -> tuple[str, str | None]:

@@ -117,11 +117,18 @@ class Memo(Generic[V]):
         return len(self._entries)
 
     def get(self, key: Hashable) -> V | None:
-        with self._lock:
-            value = self._entries.get(key)
+        # acquire/release rather than `with`: an assembly makes thousands of lookups, and the
+        # context manager's own calls were a third of each one's cost.
+        lock = self._lock
+        lock.acquire()
+        try:
+            entries = self._entries
+            value = entries.get(key)
             if value is not None:
-                self._entries.move_to_end(key)
+                entries.move_to_end(key)
             return value
+        finally:
+            lock.release()
 
     def put(self, key: Hashable, value: V) -> V:
         with self._lock:

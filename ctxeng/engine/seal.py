@@ -27,6 +27,7 @@ from .hashing import (
     sha256_object_growing,
     sha256_text,
 )
+from .memo import Memo
 from .models import (
     NOT_APPROVAL_TRUST,
     AdapterIdentity,
@@ -139,8 +140,46 @@ def budget_record(asm: Assembly, included: list[Candidate], alloc: Allocation, f
     )
 
 
+# The candidate records, kept by everything each is made of (issue 48): an agent's step records
+# nearly every candidate of the step before with the same fields, and each record's validation was a
+# few percent of the step. The key is the record's whole input as the engine holds it (the
+# source_ref by `_flat`, each value with its exact JSON type; enums as members); an item whose
+# source_ref holds anything but scalars, or that carries an artifact reference, is recorded without
+# the memo (a list or object inside could be the caller's own, changed in place after it was kept).
+# Records are frozen, so one record may stand in many manifests. (The included records are not
+# kept: each carries its rank, which moves at every step as new messages rank first, and a copy
+# with the new rank cost what validating it does.)
+_CANDIDATE_RECORDS: Memo[CandidateRecord] = Memo(16_384)
+
+
+def _flat(mapping: dict) -> tuple | None:
+    """A JSON object of scalars as part of a key: its keys and values in order, each value with its
+    exact type (`1`, `True`, `1.0` and `"1"` are four keys; -0.0 keeps its sign, by `repr`); None
+    when a value is not a plain JSON scalar."""
+    flat: list = []
+    for k, v in mapping.items():
+        t = type(v)
+        if t is float:
+            v = repr(v)
+        elif not (t is str or t is int or t is bool or v is None):
+            return None
+        flat += (k, t, v)
+    return tuple(flat)
+
+
 def _candidate_record(c: Candidate) -> CandidateRecord:
     i = c.received or c.item  # the candidate as received, before any source-limit reduction
+    tokens = c.exact_original_tokens if c.counted else c.floor
+    ref = _flat(i.source_ref)
+    if ref is None or i.artifact_ref is not None:
+        return _new_candidate_record(c)
+    key = (i.item_id, i.kind, i.source_type, ref, i.source_request_id, i.producer, i.content_hash, type(i.revision), i.revision,
+           i.scope, i.freshness, c.trust, i.intended_role, i.security_class, i.completeness, type(tokens), tokens, c.counted)
+    return _CANDIDATE_RECORDS.kept(key, lambda: _new_candidate_record(c))
+
+
+def _new_candidate_record(c: Candidate) -> CandidateRecord:
+    i = c.received or c.item
     return CandidateRecord(
         item_id=i.item_id,
         kind=i.kind,

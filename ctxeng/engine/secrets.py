@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import math
 import re
 import types
@@ -683,6 +684,22 @@ def find_in_json(value: object, path: str) -> list[tuple[str, tuple, list[Findin
 # find_in_json's answers by the value's frozen JSON and its path (the memo module's rules): an
 # agent's calls are read again at every step.
 _FOUND_IN_JSON: Memo[tuple] = Memo(16_384)
+
+
+def find_in_json_text(text: str, path: str) -> list[tuple[str, tuple, list[Finding]]]:
+    """`find_in_json(json.loads(text), path)`, kept by the text and the path: what it parses to is
+    a function of the text alone (`1`, `1.0` and `true` are three texts), so the text is the whole
+    input, and a text the engine made itself at an earlier step (a call's arguments as sent,
+    `ToolPair.arguments_json`) is neither parsed nor frozen again. The text must be JSON."""
+    key = f"{len(path)}:{path}{text}"  # the path's length first: no other (path, text) spells the same key
+    kept = _FOUND_IN_TEXT.kept(key, lambda: tuple(
+        (where, keys, tuple(found)) for where, keys, found in _in_json(json.loads(text), path)))
+    return [(where, keys, list(found)) for where, keys, found in kept]
+
+
+# find_in_json_text's answers by the path and the text, one string (so `max_chars` weighs it):
+# the keys at most 16 M characters in all.
+_FOUND_IN_TEXT: Memo[tuple] = Memo(16_384, max_chars=16_000_000)
 
 
 def _in_json(value: object, path: str) -> list[tuple[str, tuple, list[Finding]]]:

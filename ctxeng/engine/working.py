@@ -225,7 +225,7 @@ class Assembly:
     previous_cache_from: str = "request"
 
     def alive(self) -> list[Candidate]:
-        return [c for c in self.candidates if c.alive]
+        return [c for c in self.candidates if c.exclusion is None]  # Candidate.alive, read directly: called per stage
 
     def by_id(self) -> dict[str, Candidate]:
         return {c.item_id: c for c in self.candidates}

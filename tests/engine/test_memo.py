@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import json
 
 import pytest
 from hypothesis import example, given, settings
@@ -26,7 +27,7 @@ from ctxeng.engine.hashing import (
     sha256_text,
     sha256_text_kept,
 )
-from ctxeng.engine.secrets import find_in_json, find_secrets
+from ctxeng.engine.secrets import find_in_json, find_in_json_text, find_secrets
 
 SCALARS = st.one_of(
     st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from([0.0, -0.0, 1.0, 2.5, 1e300]),
@@ -117,6 +118,21 @@ def test_the_findings_in_a_json_value_are_those_of_that_value_at_the_path_asked_
     assert _ref_secrets({"url": "https://example.org/"}) == []
 
 
+@pytest.mark.parametrize("asks", [
+    # (path, JSON text) pairs asked in turn: a credential that comes and goes at one path, a value
+    # whose type alone changes, and two pairs whose path and text run together into the same string.
+    [("tool_calls[0].arguments", '{"path":"a"}'), ("tool_calls[0].arguments", f'{{"path":"a","token":"{KEY}"}}'),
+     ("tool_calls[0].arguments", '{"path":"a","token":1}'), ("tool_calls[0].arguments", '{"path":"a","token":true}'),
+     ("tool_calls[0].arguments", f'{{"path":"a","token":"{KEY}"}}'), ("tool_calls[3].arguments", f'{{"path":"a","token":"{KEY}"}}')],
+    [("a", f' "{KEY}"'), ("a ", f'"{KEY}"'), ("a", f' "{KEY}"')],
+])
+def test_the_findings_in_a_json_text_are_those_of_the_value_it_parses_to_at_the_path_asked_for(asks):
+    for path, text in asks:
+        with memo.off():
+            oracle = find_in_json(json.loads(text), path)
+        assert find_in_json_text(text, path) == oracle
+
+
 def test_what_a_caller_was_handed_cannot_change_the_next_answer():
     text = f"token: {KEY}"
     found = find_secrets(text)
@@ -128,6 +144,10 @@ def test_what_a_caller_was_handed_cannot_change_the_next_answer():
     in_json[0][2].clear()
     in_json.clear()
     assert find_in_json(value, "a")[0][2]
+    in_text = find_in_json_text(json.dumps(value), "a")
+    in_text[0][2].clear()
+    in_text.clear()
+    assert find_in_json_text(json.dumps(value), "a")[0][2]
     refs = _ref_secrets({"u": f"https://x:{KEY}@example.org/"})
     refs[0][2].clear()
     assert _ref_secrets({"u": f"https://x:{KEY}@example.org/"})[0][2]
