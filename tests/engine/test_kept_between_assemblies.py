@@ -114,3 +114,16 @@ def test_a_candidate_record_follows_the_count_of_the_models_encoding():
         result = assembled_as_fresh(request(extra=[item("doc", "official_document", text)], model=model))
         counts[name] = record(result)["estimated_tokens"]
     assert counts["gpt-4"] != counts["gpt-4o"]
+
+
+def test_the_kept_candidate_record_is_keyed_by_every_field_the_record_holds():
+    # seal._candidate_record's key names each input of a CandidateRecord by hand: a field added to
+    # the record (or taken from another input) must be added to the key too, or a record kept for
+    # one item would stand in for another that differs only there. This list is that key's fields;
+    # a change of the record's fields fails here until the key is looked at.
+    from ctxeng.engine.manifest_models import CandidateRecord
+
+    keyed = {"item_id", "kind", "source_type", "source_ref", "source_request_id", "producer", "content_hash",
+             "revision", "scope", "freshness", "trust", "intended_role", "security_class", "completeness",
+             "estimated_tokens", "token_count", "artifact_ref"}
+    assert set(CandidateRecord.model_fields) == keyed
