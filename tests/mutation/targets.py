@@ -44,6 +44,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.mutation import xdist_stats
+
 ROOT = Path(__file__).resolve().parents[2]
 WORKSPACES = ROOT / ".mutate"
 # Every Django app and the package: mutmut copies these into mutants/ and puts that copy first on
@@ -197,7 +199,8 @@ def mutmut_section(target: Target) -> str:
         # directory holding one on sys.path), templates, static files, docs, examples.
         f"also_copy = {json.dumps(linked_entries(exclude_sources=True))}",
         f"pytest_add_cli_args_test_selection = {json.dumps(target.selection())}",
-        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly"]',
+        # tests/mutation/xdist_stats.py: the statistics and clean runs over xdist workers.
+        'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:randomly", "-p", "tests.mutation.xdist_stats"]',
         # Fork each mutant's test process from a server that only collected the tests, not from
         # mutmut's own process, which ran the suite for its statistics: a child forked from that
         # one inherited its event loop and waited on it for ever (no CPU, a "timeout" to mutmut).
@@ -399,11 +402,20 @@ def sample_path(name: str, seed: int, size: int) -> Path:
     return workspace(name) / f"sample-{seed}-{size}.txt"
 
 
-def mutmut(ws: Path, *args: str, stdout=None) -> int:
+def mutmut(ws: Path, *args: str, stdout=None, workers: int = 1) -> int:
+    """mutmut in the workspace `ws`; its statistics and clean runs over `workers` xdist workers
+    (tests/mutation/xdist_stats.py). A failing test of those runs is named in `ws/failures.txt`,
+    printed here when mutmut stops on it (mutmut itself says only "failed to collect stats")."""
     env = dict(os.environ)
     env.pop("DATABASE_URL", None)  # SQLite: PostgreSQL test database names collide between checkouts
+    failures = ws / "failures.txt"
+    failures.unlink(missing_ok=True)
+    env.update({xdist_stats.WORKERS: str(workers), xdist_stats.FAILURES: str(failures)})
     command = [str(Path(sys.executable).parent / "mutmut"), *args]
-    return subprocess.call(command, cwd=ws, env=env, stdout=stdout, stderr=subprocess.STDOUT if stdout else None)
+    code = subprocess.call(command, cwd=ws, env=env, stdout=stdout, stderr=subprocess.STDOUT if stdout else None)
+    if code != 0 and failures.exists():
+        print(f"mutmut stopped ({code}); failed in its statistics or clean run:\n{failures.read_text()[-6000:]}")
+    return code
 
 
 def run(name: str, *, children: int, sample: int | None, seed: int | None, names: list[str],
@@ -416,7 +428,7 @@ def run(name: str, *, children: int, sample: int | None, seed: int | None, names
             names = draw(population(name), sample, seed, name)
             sample_path(name, seed, sample).parent.mkdir(parents=True, exist_ok=True)
             sample_path(name, seed, sample).write_text("\n".join(names) + "\n")
-        return templates.judge(names or population(name))
+        return templates.judge(names or population(name), workers=children)
     ws = prepare(name, smoke_tests)
     if sample is not None:
         if seed is None:
@@ -429,7 +441,7 @@ def run(name: str, *, children: int, sample: int | None, seed: int | None, names
         sample_path(name, seed, sample).write_text("\n".join(names) + "\n")
         print(f"{name}: {len(pool)} mutants, judging a sample of {len(names)} (seed {seed})")
     start = time.monotonic()
-    code = mutmut(ws, "run", "--max-children", str(children), *names)
+    code = mutmut(ws, "run", "--max-children", str(children), *names, workers=children)
     elapsed = time.monotonic() - start
     if names:
         print(f"{name}: judged {len(names)} mutants in {elapsed:.0f} s ({elapsed / len(names):.1f} s a mutant, "
@@ -594,13 +606,13 @@ def sample(names: list[str], *, size: int, seed: int | None, children: int, judg
     python_names = [n for name in names if name != "templates" for n in drawn[name]]
     if judge and python_names:
         start = time.monotonic()
-        code = mutmut(prepare(PRODUCT), "run", "--max-children", str(children), *python_names)
+        code = mutmut(prepare(PRODUCT), "run", "--max-children", str(children), *python_names, workers=children)
         seconds[PRODUCT] = round(time.monotonic() - start)
     if judge and drawn.get("templates"):
         from tests.mutation import templates
 
         start = time.monotonic()
-        code = max(code, templates.judge(drawn["templates"]))
+        code = max(code, templates.judge(drawn["templates"], workers=children))
         seconds["templates"] = round(time.monotonic() - start)
     rows = []
     for name in names:

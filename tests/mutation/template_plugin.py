@@ -2,7 +2,8 @@
 
 - `CTXENG_TEMPLATE_STATS=<file>`: record which test rendered which template of `templates/`
   (Django sends `template_rendered` for every template the test environment renders, includes
-  and partials too) and write `{"rendered": {template: [test ids]}}` to the file at the end.
+  and partials too) and write `{"rendered": {template: [test ids]}}` to the file at the end (over
+  xdist workers too: each worker writes `<file>.<pid>`, merged by the main process at its end).
 - `CTXENG_MUTANT_TEMPLATES=<dir>`: render from `<dir>`, a copy of `templates/` holding one mutant,
   instead of the project's directory.
 """
@@ -54,5 +55,15 @@ def pytest_runtest_protocol(item, nextitem):
 
 def pytest_sessionfinish(session, exitstatus) -> None:
     path = os.environ.get("CTXENG_TEMPLATE_STATS")
-    if path:
-        Path(path).write_text(json.dumps({"rendered": {k: sorted(v) for k, v in sorted(_rendered.items())}}))
+    if not path:
+        return
+    records = {k: sorted(v) for k, v in sorted(_rendered.items())}
+    if hasattr(session.config, "workerinput"):  # an xdist worker: a file of its own, merged by the main process
+        if records:
+            Path(f"{path}.{os.getpid()}").write_text(json.dumps(records))
+        return
+    for part in Path(path).parent.glob(Path(path).name + ".*"):
+        for name, tests in json.loads(part.read_text()).items():
+            records[name] = sorted(set(records.get(name, [])) | set(tests))
+        part.unlink()
+    Path(path).write_text(json.dumps({"rendered": dict(sorted(records.items()))}))

@@ -121,12 +121,13 @@ def environment(**extra: str) -> dict[str, str]:
     return env
 
 
-def stats(tests: list[str] | None = None) -> int:
-    """Run the selection (or `tests`) once and record which tests render which template."""
+def stats(tests: list[str] | None = None, workers: int = 1) -> int:
+    """Run the selection (or `tests`) once, over `workers` xdist workers, and record which tests
+    render which template."""
     WORKSPACE.mkdir(parents=True, exist_ok=True)
     args = tests or selection()
     start = time.monotonic()
-    command = [a for a in pytest_command(args) if a != "-x"]
+    command = [a for a in pytest_command(args) if a != "-x"] + (["-n", str(workers)] if workers > 1 else [])
     code = subprocess.call(command, cwd=ROOT, env=environment(CTXENG_TEMPLATE_STATS=str(STATS)))
     data = json.loads(STATS.read_text()) if STATS.exists() else {}
     data["selection"] = args
@@ -145,10 +146,10 @@ def verdicts() -> dict[str, str]:
     return json.loads(VERDICTS.read_text()) if VERDICTS.exists() else {}
 
 
-def judge(names: list[str]) -> int:
+def judge(names: list[str], workers: int = 1) -> int:
     """Judge each mutant with the tests that render its template; record the verdicts."""
     if not STATS.exists():
-        stats()
+        stats(workers=workers)
     mutants = generate()
     recorded = verdicts()
     for name in names:
