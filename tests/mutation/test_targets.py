@@ -44,6 +44,10 @@ def test_every_test_path_of_a_target_exists(name):
         assert any(path.startswith(t.rstrip("/") + "/") for t in target.tests), (
             f"{name}: {path} is ignored but lies under none of {target.tests}"
         )
+    for node in target.deselect:  # each deselected test still exists, in a file the selection keeps
+        path, _, test = node.partition("::")
+        assert path not in target.ignore, f"{name}: {node} is deselected in a file the selection ignores"
+        assert f"def {test}(" in (ROOT / path).read_text(), f"{name}: {node} does not exist"
 
 
 @pytest.mark.parametrize("name", sorted(targets.TARGETS))
