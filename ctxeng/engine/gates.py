@@ -39,7 +39,7 @@ from .memo import Memo, kept_by_value
 from .models import LifecycleEventRecord, LineageNode, TransformRecord
 from .ranking import is_pinned
 from .render import block_tokens
-from .secrets import Finding, find_secrets, json_strings
+from .secrets import Finding, find_secrets, given_findings, json_strings, kept_findings
 from .structure import incomplete
 from .vocabulary import (
     AUTHORITY_TRUST,
@@ -584,9 +584,7 @@ def _ref_secrets(ref: object, path: str = "source_ref") -> list[tuple[str, tuple
     written into the block's header, so it reaches the payload as the content does. Each string is
     scanned alone (cached by digest: an agent sends the same refs at every step), and the answer is
     kept by the ref's frozen JSON and path (`memo`)."""
-    kept = kept_by_value(_REF_SECRETS, ref, lambda: tuple(
-        (where, keys, tuple(found)) for where, keys, found in _scanned_ref(ref, path)), path)
-    return [(where, keys, list(found)) for where, keys, found in kept]
+    return given_findings(kept_by_value(_REF_SECRETS, ref, lambda: kept_findings(_scanned_ref(ref, path)), path))
 
 
 _REF_SECRETS: Memo[tuple] = Memo(32_768)

@@ -670,15 +670,29 @@ def json_strings(value: object, path: str) -> Iterator[tuple[str, tuple, str]]:
                 yield where, (i, *keys), text
 
 
-def find_in_json(value: object, path: str) -> list[tuple[str, tuple, list[Finding]]]:
+# Where findings are kept in a memo (find_in_json, find_in_json_text, gates' source_ref scan): each
+# string's (field path, key path, findings), the findings as a tuple so a caller that changes the
+# list it is given cannot change what the next step is given.
+JsonFindings = list[tuple[str, tuple, list[Finding]]]
+
+
+def kept_findings(found: JsonFindings) -> tuple:
+    """`found` as a memo keeps it (immutable)."""
+    return tuple((where, keys, tuple(f)) for where, keys, f in found)
+
+
+def given_findings(kept: tuple) -> JsonFindings:
+    """A kept answer as the callers get it: fresh lists."""
+    return [(where, keys, list(f)) for where, keys, f in kept]
+
+
+def find_in_json(value: object, path: str) -> JsonFindings:
     """Every string of a JSON value that carries credential-like material, at any depth: (its field
     path from `path`, its key path, the findings with offsets in that string). A string under a key
     is scanned as the line `key: value`, so the key names it as it would in YAML or a header
     (`{"api_key": "…"}`, `{"Authorization": "Bearer …"}`); a finding inside the key alone does not
     count, and one that starts in it is cut to the value. Keys themselves are not scanned."""
-    kept = kept_by_value(_FOUND_IN_JSON, value, lambda: tuple(
-        (where, keys, tuple(found)) for where, keys, found in _in_json(value, path)), path)
-    return [(where, keys, list(found)) for where, keys, found in kept]
+    return given_findings(kept_by_value(_FOUND_IN_JSON, value, lambda: kept_findings(_in_json(value, path)), path))
 
 
 # find_in_json's answers by the value's frozen JSON and its path (the memo module's rules): an
@@ -686,15 +700,13 @@ def find_in_json(value: object, path: str) -> list[tuple[str, tuple, list[Findin
 _FOUND_IN_JSON: Memo[tuple] = Memo(16_384)
 
 
-def find_in_json_text(text: str, path: str) -> list[tuple[str, tuple, list[Finding]]]:
+def find_in_json_text(text: str, path: str) -> JsonFindings:
     """`find_in_json(json.loads(text), path)`, kept by the text and the path: what it parses to is
     a function of the text alone (`1`, `1.0` and `true` are three texts), so the text is the whole
     input, and a text the engine made itself at an earlier step (a call's arguments as sent,
     `ToolPair.arguments_json`) is neither parsed nor frozen again. The text must be JSON."""
     key = f"{len(path)}:{path}{text}"  # the path's length first: no other (path, text) spells the same key
-    kept = _FOUND_IN_TEXT.kept(key, lambda: tuple(
-        (where, keys, tuple(found)) for where, keys, found in _in_json(json.loads(text), path)))
-    return [(where, keys, list(found)) for where, keys, found in kept]
+    return given_findings(_FOUND_IN_TEXT.kept(key, lambda: kept_findings(_in_json(json.loads(text), path))))
 
 
 # find_in_json_text's answers by the path and the text, one string (so `max_chars` weighs it):
