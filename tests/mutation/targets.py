@@ -41,7 +41,7 @@ import secrets
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tests.mutation import xdist_stats
@@ -125,7 +125,7 @@ MIGRATIONS = ("*/migrations/*",)
 
 
 def _target(*mutate: str, exclude: tuple[str, ...] = ()) -> Target:
-    return Target(mutate=mutate, tests=FAST.tests, ignore=FAST.ignore, deselect=FAST.deselect, do_not_mutate=(*MIGRATIONS, *exclude))
+    return replace(FAST, mutate=mutate, do_not_mutate=(*MIGRATIONS, *exclude))
 
 
 # Each product module is in exactly one target (tests/mutation/test_targets.py): the targets are
@@ -177,7 +177,7 @@ def product_target() -> Target:
     """Every target's files at once: the workspace `.mutate/product/` judges a whole-product
     sample with one statistics run (every target has the same selection)."""
     files = sorted({f for name in TARGETS for f in mutated_files(name)})
-    return Target(mutate=tuple(files), tests=FAST.tests, ignore=FAST.ignore, deselect=FAST.deselect, do_not_mutate=MIGRATIONS)
+    return replace(FAST, mutate=tuple(files), do_not_mutate=MIGRATIONS)
 
 
 # The strata of the whole-product sample, in this order: every file of the product is in exactly
@@ -267,8 +267,6 @@ def prepare(name: str, smoke_tests: tuple[str, ...] = ()) -> Path:
     target = product_target() if name == PRODUCT else TARGETS[name]
     ws = workspace(name)
     if smoke_tests:
-        from dataclasses import replace
-
         target, ws = replace(target, tests=smoke_tests, ignore=()), workspace(f"{name}-smoke")
     ws.mkdir(parents=True, exist_ok=True)
     sources = {p.rstrip("/") for p in SOURCE_PATHS}

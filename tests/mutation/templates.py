@@ -125,6 +125,8 @@ def stats(tests: list[str] | None = None, workers: int = 1) -> int:
     """Run the selection (or `tests`) once, over `workers` xdist workers, and record which tests
     render which template."""
     WORKSPACE.mkdir(parents=True, exist_ok=True)
+    for part in WORKSPACE.glob(STATS.name + ".*"):  # a worker's records left by a run that was stopped
+        part.unlink()
     args = tests or selection()
     start = time.monotonic()
     command = [a for a in pytest_command(args) if a != "-x"] + (["-n", str(workers)] if workers > 1 else [])

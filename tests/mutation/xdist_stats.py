@@ -41,12 +41,8 @@ def _mode() -> str | None:
     return os.environ.get("MUTANT_UNDER_TEST")
 
 
-def _in_worker(config: pytest.Config) -> bool:
-    return hasattr(config, "workerinput")
-
-
-def _in_worker_process() -> bool:
-    return "PYTEST_XDIST_WORKER" in os.environ
+def _in_worker() -> bool:
+    return "PYTEST_XDIST_WORKER" in os.environ  # set by xdist in each worker before its config is made
 
 
 def _workers() -> int:
@@ -60,7 +56,7 @@ def _workers() -> int:
 def pytest_cmdline_main(config: pytest.Config):
     """Before xdist reads `-n` (its own hook is `tryfirst`, so only a wrapper comes before it): the
     statistics and clean runs over the workers, nothing else."""
-    if (not _in_worker(config) and not config.option.collectonly and _workers() > 1 and _mode() in ("stats", "")
+    if (not _in_worker() and not config.option.collectonly and _workers() > 1 and _mode() in ("stats", "")
             and config.pluginmanager.hasplugin("xdist")):
         config.option.numprocesses = _workers()
         config.option.dist = "worksteal"
@@ -70,7 +66,7 @@ def pytest_cmdline_main(config: pytest.Config):
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     outcome = yield
-    if call.when != "teardown" or not _in_worker(item.config) or _mode() != "stats":
+    if call.when != "teardown" or not _in_worker() or _mode() != "stats":
         return
     from mutmut.state import state
 
@@ -80,7 +76,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     config = session.config
-    if _in_worker(config) and _mode() == "stats":
+    if _in_worker() and _mode() == "stats":
         from mutmut.state import state
 
         config.workeroutput[DEPENDENCIES] = {k: sorted(v) for k, v in state().function_dependencies.items()}
@@ -89,7 +85,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     """In the main process: a failure of the statistics or clean run, named; in the main process of
     a parallel statistics run, what each worker's test recorded."""
-    if _in_worker_process():
+    if _in_worker():
         return
     if report.failed and _mode() in ("stats", "") and os.environ.get(FAILURES):
         with open(os.environ[FAILURES], "a") as f:
