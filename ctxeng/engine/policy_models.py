@@ -101,9 +101,13 @@ class RevisionAuthority(Frozen):
     @field_validator("required_revision_sources")
     @classmethod
     def _some(cls, v: list[RevisionSource]) -> list[RevisionSource]:
-        if not v:
-            raise ValueError("at least one revision authority required (otherwise no required revision can be asserted)")
-        return v
+        return _revision_authority_some(v)
+
+
+def _revision_authority_some(v: list[RevisionSource]) -> list[RevisionSource]:
+    if not v:
+        raise ValueError("at least one revision authority required (otherwise no required revision can be asserted)")
+    return v
 
 
 class FreshnessPolicy(Frozen):
@@ -118,9 +122,13 @@ class FreshnessPolicy(Frozen):
     @field_validator("states")
     @classmethod
     def _valid_listed(cls, v: list[Freshness]) -> list[Freshness]:
-        if Freshness.VALID not in v:
-            raise ValueError("must include 'valid' (otherwise no item could ever be admitted)")
-        return v
+        return _freshness_policy_valid_listed(v)
+
+
+def _freshness_policy_valid_listed(v: list[Freshness]) -> list[Freshness]:
+    if Freshness.VALID not in v:
+        raise ValueError("must include 'valid' (otherwise no item could ever be admitted)")
+    return v
 
 
 class AcquisitionPolicy(Frozen):
@@ -132,9 +140,13 @@ class AcquisitionPolicy(Frozen):
     @field_validator("outcomes")
     @classmethod
     def _retrieved_listed(cls, v: list[AcquisitionOutcome]) -> list[AcquisitionOutcome]:
-        if AcquisitionOutcome.RETRIEVED not in v:
-            raise ValueError("must include 'retrieved'")
-        return v
+        return _acquisition_policy_retrieved_listed(v)
+
+
+def _acquisition_policy_retrieved_listed(v: list[AcquisitionOutcome]) -> list[AcquisitionOutcome]:
+    if AcquisitionOutcome.RETRIEVED not in v:
+        raise ValueError("must include 'retrieved'")
+    return v
 
 
 class AdmissionPolicy(Frozen):
@@ -174,25 +186,29 @@ class TrustPolicy(Frozen):
 
     @model_validator(mode="after")
     def _producers_for_authority_types(self) -> TrustPolicy:
-        # A list for a data type would be a clause nothing acts on: its items are data whoever wrote them.
-        for source_type, names in self.producers.items():
-            trust = self.default_by_source.get(source_type)
-            if trust not in AUTHORITY_TRUST:
-                raise ValueError(
-                    f"producers.{source_type}: only authority source types (default trust control_authority, task_authority "
-                    f"or trusted_state in default_by_source) are bound to producers; {source_type!r} has "
-                    f"{trust.value if trust else 'no default'}"
-                )
-            if not names:
-                raise ValueError(f"producers.{source_type}: list at least one producer (no item of the type could ever enter)")
-            for j, name in enumerate(names):
-                if is_blank(name):
-                    raise ValueError(f"producers.{source_type}[{j}]: a blank producer names nobody (an item with no producer identity would match it)")
-        return self
+        return _trust_policy_producers_for_authority_types(self)
 
     def unbound_authority_types(self) -> list[str]:
         """Authority source types without a producer list (each a validator warning)."""
         return [t for t, trust in self.default_by_source.items() if trust in AUTHORITY_TRUST and t not in self.producers]
+
+
+def _trust_policy_producers_for_authority_types(policy: TrustPolicy) -> TrustPolicy:
+    # A list for a data type would be a clause nothing acts on: its items are data whoever wrote them.
+    for source_type, names in policy.producers.items():
+        trust = policy.default_by_source.get(source_type)
+        if trust not in AUTHORITY_TRUST:
+            raise ValueError(
+                f"producers.{source_type}: only authority source types (default trust control_authority, task_authority "
+                f"or trusted_state in default_by_source) are bound to producers; {source_type!r} has "
+                f"{trust.value if trust else 'no default'}"
+            )
+        if not names:
+            raise ValueError(f"producers.{source_type}: list at least one producer (no item of the type could ever enter)")
+        for j, name in enumerate(names):
+            if is_blank(name):
+                raise ValueError(f"producers.{source_type}[{j}]: a blank producer names nobody (an item with no producer identity would match it)")
+    return policy
 
 
 class SecurityPolicy(Frozen):
@@ -228,10 +244,14 @@ class ResidentPolicy(Frozen):
 
     @model_validator(mode="after")
     def _disjoint(self) -> ResidentPolicy:
-        for i, kind in enumerate(self.when_present):
-            if kind in self.include:
-                raise ValueError(f"when_present[{i}]: {kind!r} is already in include (resident at every step)")
-        return self
+        return _resident_policy_disjoint(self)
+
+
+def _resident_policy_disjoint(resident: ResidentPolicy) -> ResidentPolicy:
+    for i, kind in enumerate(resident.when_present):
+        if kind in resident.include:
+            raise ValueError(f"when_present[{i}]: {kind!r} is already in include (resident at every step)")
+    return resident
 
 
 class RetrievalPolicy(Frozen):
@@ -254,13 +274,17 @@ class RetrievalPolicy(Frozen):
 
     @model_validator(mode="after")
     def _disjoint(self) -> RetrievalPolicy:
-        seen: dict[SourceCategory, str] = {}
-        for name in ("default_sources", "diagnostic_sources", "governed_candidate_sources"):
-            for i, cat in enumerate(getattr(self, name)):
-                if cat in seen:
-                    raise ValueError(f"{name}[{i}]: {cat.value!r} is already in {seen[cat]}")
-                seen[cat] = name
-        return self
+        return _retrieval_policy_disjoint(self)
+
+
+def _retrieval_policy_disjoint(retrieval: RetrievalPolicy) -> RetrievalPolicy:
+    seen: dict[SourceCategory, str] = {}
+    for name in ("default_sources", "diagnostic_sources", "governed_candidate_sources"):
+        for i, cat in enumerate(getattr(retrieval, name)):
+            if cat in seen:
+                raise ValueError(f"{name}[{i}]: {cat.value!r} is already in {seen[cat]}")
+            seen[cat] = name
+    return retrieval
 
 
 class DisclosurePolicy(Frozen):
@@ -290,12 +314,16 @@ class SourceLimit(Frozen):
 
     @model_validator(mode="after")
     def _max_tokens_applies(self) -> SourceLimit:
-        if self.max_tokens is not None and self.default in (SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF, SourceLimitMode.WHOLE):
-            raise ValueError(
-                f"max_tokens: has no effect with {self.default.value!r} (it applies to excerpt_with_line_range "
-                "and relevant_sections_plus_hash)"
-            )
-        return self
+        return _source_limit_max_tokens_applies(self)
+
+
+def _source_limit_max_tokens_applies(limit: SourceLimit) -> SourceLimit:
+    if limit.max_tokens is not None and limit.default in (SourceLimitMode.FAILURES_PLUS_ARTIFACT_REF, SourceLimitMode.WHOLE):
+        raise ValueError(
+            f"max_tokens: has no effect with {limit.default.value!r} (it applies to excerpt_with_line_range "
+            "and relevant_sections_plus_hash)"
+        )
+    return limit
 
 
 # Budget amounts (`budget.*`, `budget.partitions.*.minimum|maximum`): a token count, or a share of
@@ -355,13 +383,17 @@ class Share(Frozen):
 
     @model_validator(mode="after")
     def _min_le_max(self) -> Share:
-        if self.max is not None and self.min > self.max:
-            raise ValueError(f"min: {self.min} exceeds max {self.max}")
-        return self
+        return _share_min_le_max(self)
 
     def tokens(self, context_limit: int) -> int:
         share = context_limit * percent_units(self.fraction) // PERCENT_SCALE  # type: ignore[operator]
         return max(self.min, share) if self.max is None else min(self.max, max(self.min, share))
+
+
+def _share_min_le_max(share: Share) -> Share:
+    if share.max is not None and share.min > share.max:
+        raise ValueError(f"min: {share.min} exceeds max {share.max}")
+    return share
 
 
 Amount = Annotated[Int, Field(ge=0)] | _Percent | Share
@@ -429,18 +461,26 @@ class Partition(Frozen):
     @field_validator("maximum", mode="wrap")
     @classmethod
     def _maximum(cls, v: Any, handler: Any) -> Any:
-        return None if v is None else _amount(v, 1)
+        return _partition_maximum(v)
 
     @model_validator(mode="after")
     def _min_le_max(self) -> Partition:
-        # Amounts of the same form compare as written; a token minimum under a share maximum (or the
-        # reverse) compares only at a context limit: `BudgetPolicy` checks it where the limit is
-        # known, and an assembly whose model it fails is blocked.
-        if isinstance(self.minimum, int) and isinstance(self.maximum, int) and self.minimum > self.maximum:
-            raise ValueError(f"minimum {self.minimum} exceeds maximum {self.maximum}")
-        if isinstance(self.minimum, str) and isinstance(self.maximum, str) and _share_units(self.minimum) > _share_units(self.maximum):
-            raise ValueError(f"minimum {self.minimum} exceeds maximum {self.maximum}")
-        return self
+        return _partition_min_le_max(self)
+
+
+def _partition_maximum(v: Any) -> Any:
+    return None if v is None else _amount(v, 1)
+
+
+def _partition_min_le_max(partition: Partition) -> Partition:
+    # Amounts of the same form compare as written; a token minimum under a share maximum (or the
+    # reverse) compares only at a context limit: `BudgetPolicy` checks it where the limit is
+    # known, and an assembly whose model it fails is blocked.
+    if isinstance(partition.minimum, int) and isinstance(partition.maximum, int) and partition.minimum > partition.maximum:
+        raise ValueError(f"minimum {partition.minimum} exceeds maximum {partition.maximum}")
+    if isinstance(partition.minimum, str) and isinstance(partition.maximum, str) and _share_units(partition.minimum) > _share_units(partition.maximum):
+        raise ValueError(f"minimum {partition.minimum} exceeds maximum {partition.maximum}")
+    return partition
 
 
 class BudgetCalibration(Frozen):
@@ -471,26 +511,17 @@ class BudgetPolicy(Frozen):
 
     @model_serializer(mode="wrap")
     def _without_absent_calibration(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
-        # An absent clause is not written out, so every policy written before the clause existed
-        # keeps its body and its digest.
-        body = handler(self)
-        if self.calibration is None and isinstance(body, dict):
-            body.pop("calibration", None)
-        return body
+        return _budget_policy_without_absent_calibration(self, handler)
 
     @property
     def calibration_clause(self) -> BudgetCalibration:
         """The calibration clause in force: the policy's, else the documented defaults."""
-        return self.calibration if self.calibration is not None else BudgetCalibration()
+        return _budget_policy_calibration_clause(self)
 
     @field_validator("model_context_limit", mode="wrap")
     @classmethod
     def _limit(cls, v: Any, handler: Any) -> Any:
-        if v == MODEL_LIMIT:
-            return v
-        if isinstance(v, str) and not (v.isascii() and v.isdigit()):
-            raise ValueError(f"{v!r}: expected a token count or 'model' (the request's model.context_limit)")
-        return _amount(v, 1)
+        return _budget_policy_limit(v)
 
     @field_validator("response_reserve", mode="wrap")
     @classmethod
@@ -505,9 +536,7 @@ class BudgetPolicy(Frozen):
     @property
     def relative(self) -> bool:
         """Does any amount depend on the model's context limit?"""
-        amounts = [self.response_reserve, self.protocol_overhead, self.safety_margin]
-        amounts += [a for p in self.partitions.values() for a in (p.minimum, p.maximum) if a is not None]
-        return self.model_context_limit == MODEL_LIMIT or not all(isinstance(a, int) for a in amounts)
+        return _budget_policy_relative(self)
 
     def context_limit(self, model_context_limit: int) -> int:
         """The effective context limit for a model of `model_context_limit` tokens."""
@@ -576,33 +605,64 @@ class BudgetPolicy(Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> BudgetPolicy:
-        if self.relative:
-            self._shares_leave_room()
-        if self.model_context_limit == MODEL_LIMIT:
-            if not self.partitions:
-                raise ValueError("partitions: at least one partition required")
-        else:
-            # Checked at the largest context the policy allows; a smaller model's assembly that the
-            # budget cannot hold is blocked (required_partition_missing, cause budget_exhausted).
-            problem = self.resolved(self.model_context_limit)._problem()  # type: ignore[arg-type]
-            if problem is not None:
-                raise ValueError(problem + (f" (at model_context_limit {self.model_context_limit})" if self.relative else ""))
-        owner: dict[str, str] = {}
-        for name, part in self.partitions.items():
-            for kind in part.kinds:
-                if kind in owner:
-                    raise ValueError(f"partitions.{name}.kinds: kind {kind!r} already in partition {owner[kind]!r}")
-                owner[kind] = name
-        # Unlisted kinds go to the first partition evicted `first`, else to the last partition.
-        fallback = next((n for n, p in self.partitions.items() if p.eviction == Eviction.FIRST), list(self.partitions)[-1])
-        for name, part in self.partitions.items():
-            if not part.kinds and name != fallback:
-                raise ValueError(f"partitions.{name}.kinds: lists no kinds, so no item can ever be budgeted in it")
-            if part.eviction == Eviction.COMPLETE_PAIR_ONLY and not {"tool_call", "tool_result"} & set(part.kinds):
-                raise ValueError(
-                    f"partitions.{name}.eviction: 'complete_pair_only' acts on tool pairs; list tool_call or tool_result in its kinds"
-                )
-        return self
+        return _budget_policy_consistent(self)
+
+
+def _budget_policy_without_absent_calibration(budget: BudgetPolicy, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    # An absent clause is not written out, so every policy written before the clause existed
+    # keeps its body and its digest.
+    body = handler(budget)
+    if budget.calibration is None and isinstance(body, dict):
+        body.pop("calibration", None)
+    return body
+
+
+def _budget_policy_calibration_clause(budget: BudgetPolicy) -> BudgetCalibration:
+    return budget.calibration if budget.calibration is not None else BudgetCalibration()
+
+
+def _budget_policy_limit(v: Any) -> Any:
+    if v == MODEL_LIMIT:
+        return v
+    if isinstance(v, str) and not (v.isascii() and v.isdigit()):
+        raise ValueError(f"{v!r}: expected a token count or 'model' (the request's model.context_limit)")
+    return _amount(v, 1)
+
+
+def _budget_policy_relative(budget: BudgetPolicy) -> bool:
+    amounts = [budget.response_reserve, budget.protocol_overhead, budget.safety_margin]
+    amounts += [a for p in budget.partitions.values() for a in (p.minimum, p.maximum) if a is not None]
+    return budget.model_context_limit == MODEL_LIMIT or not all(isinstance(a, int) for a in amounts)
+
+
+def _budget_policy_consistent(budget: BudgetPolicy) -> BudgetPolicy:
+    if budget.relative:
+        budget._shares_leave_room()
+    if budget.model_context_limit == MODEL_LIMIT:
+        if not budget.partitions:
+            raise ValueError("partitions: at least one partition required")
+    else:
+        # Checked at the largest context the policy allows; a smaller model's assembly that the
+        # budget cannot hold is blocked (required_partition_missing, cause budget_exhausted).
+        problem = budget.resolved(budget.model_context_limit)._problem()  # type: ignore[arg-type]
+        if problem is not None:
+            raise ValueError(problem + (f" (at model_context_limit {budget.model_context_limit})" if budget.relative else ""))
+    owner: dict[str, str] = {}
+    for name, part in budget.partitions.items():
+        for kind in part.kinds:
+            if kind in owner:
+                raise ValueError(f"partitions.{name}.kinds: kind {kind!r} already in partition {owner[kind]!r}")
+            owner[kind] = name
+    # Unlisted kinds go to the first partition evicted `first`, else to the last partition.
+    fallback = next((n for n, p in budget.partitions.items() if p.eviction == Eviction.FIRST), list(budget.partitions)[-1])
+    for name, part in budget.partitions.items():
+        if not part.kinds and name != fallback:
+            raise ValueError(f"partitions.{name}.kinds: lists no kinds, so no item can ever be budgeted in it")
+        if part.eviction == Eviction.COMPLETE_PAIR_ONLY and not {"tool_call", "tool_result"} & set(part.kinds):
+            raise ValueError(
+                f"partitions.{name}.eviction: 'complete_pair_only' acts on tool pairs; list tool_call or tool_result in its kinds"
+            )
+    return budget
 
 
 # A policy chooses among these; `redact` belongs to security_policy_compliance, not to `allowed`.
@@ -642,32 +702,40 @@ class TransformPolicy(Frozen):
     @field_validator("allowed", mode="before")
     @classmethod
     def _known_transforms(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            for i, t in enumerate(v):
-                try:
-                    _one_of(t.value if isinstance(t, TransformType) else t, POLICY_TRANSFORMS, "a transform a policy may allow")
-                except ValueError as exc:
-                    raise ValueError(f"[{i}]: {exc}") from None
-            _no_repeats(v)
-        return v
+        return _transform_policy_known_transforms(v)
 
     @field_validator("preserve", mode="before")
     @classmethod
     def _known_preserve(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            for i, k in enumerate(v):
-                try:
-                    _one_of(k.value if isinstance(k, PreserveKey) else k, tuple(PreserveKey), "a preservation assertion the engine checks")
-                except ValueError as exc:
-                    raise ValueError(f"[{i}]: {exc}") from None
-            _no_repeats(v)
-        return v
+        return _transform_policy_known_preserve(v)
 
     def runs(self, transform: TransformType, trigger: TransformTrigger) -> bool:
         """May `transform` run when `trigger` fires? Both the allow-list and the trigger must say yes."""
         if transform not in self.allowed:
             return False
         return self.trigger == TransformTrigger.OVER_PARTITION_OR_SOURCE_LIMIT or self.trigger == trigger
+
+
+def _transform_policy_known_transforms(v: Any) -> Any:
+    if isinstance(v, list):
+        for i, t in enumerate(v):
+            try:
+                _one_of(t.value if isinstance(t, TransformType) else t, POLICY_TRANSFORMS, "a transform a policy may allow")
+            except ValueError as exc:
+                raise ValueError(f"[{i}]: {exc}") from None
+        _no_repeats(v)
+    return v
+
+
+def _transform_policy_known_preserve(v: Any) -> Any:
+    if isinstance(v, list):
+        for i, k in enumerate(v):
+            try:
+                _one_of(k.value if isinstance(k, PreserveKey) else k, tuple(PreserveKey), "a preservation assertion the engine checks")
+            except ValueError as exc:
+                raise ValueError(f"[{i}]: {exc}") from None
+        _no_repeats(v)
+    return v
 
 
 class SerializationPolicy(Frozen):
@@ -699,9 +767,13 @@ class CachePolicy(Frozen):
     @field_validator("identity")
     @classmethod
     def _identity_some(cls, v: list[CacheIdentityField]) -> list[CacheIdentityField]:
-        if not v:
-            raise ValueError("at least one identity field required")
-        return v
+        return _cache_policy_identity_some(v)
+
+
+def _cache_policy_identity_some(v: list[CacheIdentityField]) -> list[CacheIdentityField]:
+    if not v:
+        raise ValueError("at least one identity field required")
+    return v
 
 
 
@@ -714,11 +786,15 @@ class ExternalizationPolicy(Frozen):
     @field_validator("targets", mode="before")
     @classmethod
     def _not_memory(cls, v: Any) -> Any:
-        if isinstance(v, list):
-            for i, t in enumerate(v):
-                if t == "memory":
-                    raise ValueError(f"[{i}]: 'memory' is not an externalization target: context never writes to Memory (seed §7)")
-        return v
+        return _externalization_policy_not_memory(v)
+
+
+def _externalization_policy_not_memory(v: Any) -> Any:
+    if isinstance(v, list):
+        for i, t in enumerate(v):
+            if t == "memory":
+                raise ValueError(f"[{i}]: 'memory' is not an externalization target: context never writes to Memory (seed §7)")
+    return v
 
 
 class ReinjectionPolicy(Frozen):
@@ -750,9 +826,13 @@ class RevocationCondition(Frozen):
 
     @model_validator(mode="after")
     def _window(self) -> RevocationCondition:
-        if self.at_least > self.of_last:
-            raise ValueError(f"at_least: {self.at_least} is more than of_last {self.of_last}: the condition could never be met")
-        return self
+        return _revocation_condition_window(self)
+
+
+def _revocation_condition_window(condition: RevocationCondition) -> RevocationCondition:
+    if condition.at_least > condition.of_last:
+        raise ValueError(f"at_least: {condition.at_least} is more than of_last {condition.of_last}: the condition could never be met")
+    return condition
 
 
 class UpgradeRecord(Frozen):
@@ -772,17 +852,25 @@ class UpgradeRecord(Frozen):
     @field_validator("mechanism", "failure", "new_failure_modes", "cost", "revocation")
     @classmethod
     def _said(cls, v: str) -> str:
-        if not v.strip():
-            raise ValueError("must not be blank: an upgrade records what it is for")
-        return v
+        return _upgrade_record_said(v)
 
     @field_validator("addresses")
     @classmethod
     def _assembly_ids(cls, v: list[str]) -> list[str]:
-        for i, a in enumerate(v):
-            if not a.strip():
-                raise ValueError(f"[{i}]: an assembly id must not be blank")
-        return _no_repeats(v)
+        return _upgrade_record_assembly_ids(v)
+
+
+def _upgrade_record_said(v: str) -> str:
+    if not v.strip():
+        raise ValueError("must not be blank: an upgrade records what it is for")
+    return v
+
+
+def _upgrade_record_assembly_ids(v: list[str]) -> list[str]:
+    for i, a in enumerate(v):
+        if not a.strip():
+            raise ValueError(f"[{i}]: an assembly id must not be blank")
+    return _no_repeats(v)
 
 
 # Item kinds that are approvals (seed §3, §7: an independent object, not a file the agent wrote):
@@ -807,10 +895,14 @@ class ApprovalSource(Frozen):
     @field_validator("producers")
     @classmethod
     def _named(cls, v: list[str]) -> list[str]:
-        for j, name in enumerate(v):
-            if is_blank(name):
-                raise ValueError(f"[{j}]: a blank producer names nobody (an item with no producer identity would match it)")
-        return v
+        return _approval_source_named(v)
+
+
+def _approval_source_named(v: list[str]) -> list[str]:
+    for j, name in enumerate(v):
+        if is_blank(name):
+            raise ValueError(f"[{j}]: a blank producer names nobody (an item with no producer identity would match it)")
+    return v
 
 
 class StagePolicy(Frozen):
@@ -868,55 +960,71 @@ class ContextPolicy(Frozen):
     def _approvals_are_independent(self) -> ContextPolicy:
         """Seed §3, §7: a required approval comes from a source the policy names, never from the
         agent or from data it can write."""
-        for stage, rules in self.stages.items():
-            for i, kind in enumerate(rules.require):
-                if kind in APPROVAL_KINDS and kind not in rules.approved_by:
-                    raise ValueError(
-                        f"stages.{stage}.require[{i}]: {kind!r} is an approval; name who may give it in "
-                        f"stages.{stage}.approved_by.{kind} (source_types, producers): an approval is an independent object"
-                    )
-            for kind, source in rules.approved_by.items():
-                if kind not in rules.require:
-                    raise ValueError(f"stages.{stage}.approved_by.{kind}: {kind!r} is not in stages.{stage}.require, so nothing acts on it")
-                for j, source_type in enumerate(source.source_types):
-                    trust = self.trust.default_by_source.get(source_type)
-                    if trust is None or trust in NOT_APPROVAL_TRUST:
-                        raise ValueError(
-                            f"stages.{stage}.approved_by.{kind}.source_types[{j}]: {source_type!r} has trust "
-                            f"{trust.value if trust else 'none (untrusted data)'}; an approval source must not be data the agent can write or derive"
-                        )
-                for j, producer in enumerate(source.producers):
-                    if producer == self.scope.principal_policy:
-                        raise ValueError(f"stages.{stage}.approved_by.{kind}.producers[{j}]: {producer!r} is the agent this policy governs; it cannot approve itself")
-        return self
+        return _context_policy_approvals_are_independent(self)
 
     @model_validator(mode="after")
     def _stage_kinds_consistent(self) -> ContextPolicy:
-        for stage, rules in self.stages.items():
-            for i, kind in enumerate(rules.not_relevant):
-                if kind in self.resident.include:
-                    raise ValueError(f"stages.{stage}.not_relevant[{i}]: {kind!r} is a resident.include kind, resident at every stage")
-                if kind in rules.require:
-                    raise ValueError(f"stages.{stage}.not_relevant[{i}]: {kind!r} is also in stages.{stage}.require")
-        return self
+        return _context_policy_stage_kinds_consistent(self)
 
     @property
     def label(self) -> str:
-        return f"{self.policy.id}/{self.policy.revision}"
+        return _context_policy_label(self)
 
     @model_validator(mode="after")
     def _upgrades_name_own_mechanisms(self) -> ContextPolicy:
-        from .upgrades import mechanisms  # it reads this model
+        return _context_policy_upgrades_name_own_mechanisms(self)
 
-        own = mechanisms(self)
-        seen: dict[str, int] = {}
-        for i, record in enumerate(self.upgrades):
-            if record.mechanism not in own:
+
+def _context_policy_approvals_are_independent(policy: ContextPolicy) -> ContextPolicy:
+    for stage, rules in policy.stages.items():
+        for i, kind in enumerate(rules.require):
+            if kind in APPROVAL_KINDS and kind not in rules.approved_by:
                 raise ValueError(
-                    f"upgrades[{i}].mechanism: {record.mechanism!r} is not a mechanism of this policy "
-                    f"(one of: {', '.join(sorted(own))})"
+                    f"stages.{stage}.require[{i}]: {kind!r} is an approval; name who may give it in "
+                    f"stages.{stage}.approved_by.{kind} (source_types, producers): an approval is an independent object"
                 )
-            if record.mechanism in seen:
-                raise ValueError(f"upgrades[{i}].mechanism: {record.mechanism!r} is already recorded in upgrades[{seen[record.mechanism]}]")
-            seen[record.mechanism] = i
-        return self
+        for kind, source in rules.approved_by.items():
+            if kind not in rules.require:
+                raise ValueError(f"stages.{stage}.approved_by.{kind}: {kind!r} is not in stages.{stage}.require, so nothing acts on it")
+            for j, source_type in enumerate(source.source_types):
+                trust = policy.trust.default_by_source.get(source_type)
+                if trust is None or trust in NOT_APPROVAL_TRUST:
+                    raise ValueError(
+                        f"stages.{stage}.approved_by.{kind}.source_types[{j}]: {source_type!r} has trust "
+                        f"{trust.value if trust else 'none (untrusted data)'}; an approval source must not be data the agent can write or derive"
+                    )
+            for j, producer in enumerate(source.producers):
+                if producer == policy.scope.principal_policy:
+                    raise ValueError(f"stages.{stage}.approved_by.{kind}.producers[{j}]: {producer!r} is the agent this policy governs; it cannot approve itself")
+    return policy
+
+
+def _context_policy_stage_kinds_consistent(policy: ContextPolicy) -> ContextPolicy:
+    for stage, rules in policy.stages.items():
+        for i, kind in enumerate(rules.not_relevant):
+            if kind in policy.resident.include:
+                raise ValueError(f"stages.{stage}.not_relevant[{i}]: {kind!r} is a resident.include kind, resident at every stage")
+            if kind in rules.require:
+                raise ValueError(f"stages.{stage}.not_relevant[{i}]: {kind!r} is also in stages.{stage}.require")
+    return policy
+
+
+def _context_policy_label(policy: ContextPolicy) -> str:
+    return f"{policy.policy.id}/{policy.policy.revision}"
+
+
+def _context_policy_upgrades_name_own_mechanisms(policy: ContextPolicy) -> ContextPolicy:
+    from .upgrades import mechanisms  # it reads this model
+
+    own = mechanisms(policy)
+    seen: dict[str, int] = {}
+    for i, record in enumerate(policy.upgrades):
+        if record.mechanism not in own:
+            raise ValueError(
+                f"upgrades[{i}].mechanism: {record.mechanism!r} is not a mechanism of this policy "
+                f"(one of: {', '.join(sorted(own))})"
+            )
+        if record.mechanism in seen:
+            raise ValueError(f"upgrades[{i}].mechanism: {record.mechanism!r} is already recorded in upgrades[{seen[record.mechanism]}]")
+        seen[record.mechanism] = i
+    return policy

@@ -56,10 +56,14 @@ class Principal(Frozen):
     @field_validator("tenant", "project")
     @classmethod
     def _named(cls, v: str) -> str:
-        # Scopes are compared segment by segment with these: a blank one would match a blank segment.
-        if is_blank(v) or "/" in v:
-            raise ValueError("must name one scope segment: not blank, no '/'")
-        return v
+        return _principal_named(v)
+
+
+def _principal_named(v: str) -> str:
+    # Scopes are compared segment by segment with these: a blank one would match a blank segment.
+    if is_blank(v) or "/" in v:
+        raise ValueError("must name one scope segment: not blank, no '/'")
+    return v
 
 
 class ModelSpec(Frozen):
@@ -181,14 +185,18 @@ class LifecycleEventRecord(Frozen):
 
     @model_validator(mode="after")
     def _one_target(self) -> LifecycleEventRecord:
-        targets = [t for t in (self.item_id, self.scope, self.artifact_id) if t is not None]
-        if len(targets) != 1:
-            raise ValueError("item_id: give exactly one of item_id, scope or artifact_id")
-        for name, value in (("item_id", self.item_id), ("scope", self.scope), ("artifact_id", self.artifact_id)):
-            # A blank scope would be every item's ancestor (the event would hit them all); a blank id, none.
-            if value is not None and is_blank(value.replace("/", "")):
-                raise ValueError(f"{name}: a blank {name} names nothing to act on")
-        return self
+        return _lifecycle_event_record_one_target(self)
+
+
+def _lifecycle_event_record_one_target(event: LifecycleEventRecord) -> LifecycleEventRecord:
+    targets = [t for t in (event.item_id, event.scope, event.artifact_id) if t is not None]
+    if len(targets) != 1:
+        raise ValueError("item_id: give exactly one of item_id, scope or artifact_id")
+    for name, value in (("item_id", event.item_id), ("scope", event.scope), ("artifact_id", event.artifact_id)):
+        # A blank scope would be every item's ancestor (the event would hit them all); a blank id, none.
+        if value is not None and is_blank(value.replace("/", "")):
+            raise ValueError(f"{name}: a blank {name} names nothing to act on")
+    return event
 
 
 Sha256 = Annotated[str, Field(pattern=r"^sha256:[0-9a-f]{64}$")]
@@ -248,16 +256,20 @@ class ContextItem(Frozen):
 
     @model_validator(mode="after")
     def _content_or_artifact(self) -> ContextItem:
-        if self.content is None and self.artifact_ref is None:
-            raise ValueError("content: field required (or give artifact_ref for re-injection)")
-        if self.turn is not None:
-            if self.intended_role == Role.CONTROL:
-                raise ValueError("turn: a control item is system text and has no turn")
-            if self.call_id is not None:
-                raise ValueError("turn: a tool result stands where its call's turn is (set tool_calls[].turn)")
-            if self.turn.speaker == "assistant" and self.intended_role != Role.DERIVED_CONTEXT:
-                raise ValueError("turn.speaker: 'assistant' is only for the agent's own output (intended_role derived_context)")
-        return self
+        return _context_item_content_or_artifact(self)
+
+
+def _context_item_content_or_artifact(item: ContextItem) -> ContextItem:
+    if item.content is None and item.artifact_ref is None:
+        raise ValueError("content: field required (or give artifact_ref for re-injection)")
+    if item.turn is not None:
+        if item.intended_role == Role.CONTROL:
+            raise ValueError("turn: a control item is system text and has no turn")
+        if item.call_id is not None:
+            raise ValueError("turn: a tool result stands where its call's turn is (set tool_calls[].turn)")
+        if item.turn.speaker == "assistant" and item.intended_role != Role.DERIVED_CONTEXT:
+            raise ValueError("turn.speaker: 'assistant' is only for the agent's own output (intended_role derived_context)")
+    return item
 
 
 class CheckpointClaim(Frozen):
@@ -342,13 +354,7 @@ class AssemblyRequest(Frozen):
     @field_validator("params")
     @classmethod
     def _params_are_the_callers(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for key, v in value.items():
-            # Named below the field: describe() puts `params.` in front (`params.model: ...`).
-            if key in PAYLOAD_FIELDS:
-                raise ValueError(f"{key}: ctxeng writes this field of the payload; pass only request parameters")
-            if key in REPLY_SIZE_PARAMS and (isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_INT32):
-                raise ValueError(f"{key}: expected a positive integer, got {v!r}")
-        return value
+        return _assembly_request_params_are_the_callers(value)
 
     def reply_tokens(self) -> int | None:
         """The reply size the caller asked for, when it did."""
@@ -370,66 +376,80 @@ class AssemblyRequest(Frozen):
 
     @model_validator(mode="after")
     def _references_resolve(self) -> AssemblyRequest:
-        seen: dict[str, int] = {}
-        for i, item in enumerate(self.candidates):
-            if item.item_id in seen:
+        return _assembly_request_references_resolve(self)
+
+
+def _assembly_request_params_are_the_callers(value: dict[str, Any]) -> dict[str, Any]:
+    for key, v in value.items():
+        # Named below the field: describe() puts `params.` in front (`params.model: ...`).
+        if key in PAYLOAD_FIELDS:
+            raise ValueError(f"{key}: ctxeng writes this field of the payload; pass only request parameters")
+        if key in REPLY_SIZE_PARAMS and (isinstance(v, bool) or not isinstance(v, int) or not 0 < v <= MAX_INT32):
+            raise ValueError(f"{key}: expected a positive integer, got {v!r}")
+    return value
+
+
+def _assembly_request_references_resolve(request: AssemblyRequest) -> AssemblyRequest:
+    seen: dict[str, int] = {}
+    for i, item in enumerate(request.candidates):
+        if item.item_id in seen:
+            raise ValueError(
+                f"candidates[{i}].item_id: duplicate item_id {item.item_id!r} "
+                f"(also candidates[{seen[item.item_id]}])"
+            )
+        seen[item.item_id] = i
+    calls: dict[str, int] = {}
+    completed: dict[int, int] = {}
+    for i, call in enumerate(request.tool_calls):
+        if call.call_id in calls:
+            raise ValueError(f"tool_calls[{i}].call_id: duplicate call_id {call.call_id!r}")
+        calls[call.call_id] = i
+        # A completion order: two calls cannot have completed at the same place in it.
+        if call.completed_seq is not None:
+            if call.completed_seq in completed:
+                raise ValueError(f"tool_calls[{i}].completed_seq: {call.completed_seq} is also the completed_seq of "
+                                 f"tool_calls[{completed[call.completed_seq]}]; each completed call has its own place")
+            completed[call.completed_seq] = i
+        if call.result_item_id is not None:
+            j = seen.get(call.result_item_id)
+            if j is None:
                 raise ValueError(
-                    f"candidates[{i}].item_id: duplicate item_id {item.item_id!r} "
-                    f"(also candidates[{seen[item.item_id]}])"
+                    f"tool_calls[{i}].result_item_id: result item {call.result_item_id!r} "
+                    "is not among the candidates"
                 )
-            seen[item.item_id] = i
-        calls: dict[str, int] = {}
-        completed: dict[int, int] = {}
-        for i, call in enumerate(self.tool_calls):
-            if call.call_id in calls:
-                raise ValueError(f"tool_calls[{i}].call_id: duplicate call_id {call.call_id!r}")
-            calls[call.call_id] = i
-            # A completion order: two calls cannot have completed at the same place in it.
-            if call.completed_seq is not None:
-                if call.completed_seq in completed:
-                    raise ValueError(f"tool_calls[{i}].completed_seq: {call.completed_seq} is also the completed_seq of "
-                                     f"tool_calls[{completed[call.completed_seq]}]; each completed call has its own place")
-                completed[call.completed_seq] = i
-            if call.result_item_id is not None:
-                j = seen.get(call.result_item_id)
-                if j is None:
-                    raise ValueError(
-                        f"tool_calls[{i}].result_item_id: result item {call.result_item_id!r} "
-                        "is not among the candidates"
-                    )
-                if self.candidates[j].call_id != call.call_id:
-                    raise ValueError(
-                        f"candidates[{j}].call_id: must be {call.call_id!r} to pair with tool_calls[{i}]"
-                    )
-        for j, item in enumerate(self.candidates):
-            if item.call_id is not None:
-                i = calls.get(item.call_id)
-                if i is None:
-                    raise ValueError(f"candidates[{j}].call_id: no tool call with call_id {item.call_id!r}")
-                if self.tool_calls[i].result_item_id != item.item_id:
-                    raise ValueError(
-                        f"candidates[{j}].call_id: tool call {item.call_id!r} names another result item"
-                    )
-        user_turns = {item.turn.index: j for j, item in enumerate(self.candidates) if item.turn is not None and item.turn.speaker == "user"}
-        for i, call in enumerate(self.tool_calls):
-            if call.turn is not None and call.turn in user_turns:
+            if request.candidates[j].call_id != call.call_id:
                 raise ValueError(
-                    f"tool_calls[{i}].turn: turn {call.turn} is a user turn (candidates[{user_turns[call.turn]}]); a call is made by an assistant turn"
+                    f"candidates[{j}].call_id: must be {call.call_id!r} to pair with tool_calls[{i}]"
                 )
-        speakers: dict[int, tuple[str, int]] = {}
-        for j, item in enumerate(self.candidates):
-            if item.turn is None:
-                continue
-            seen_speaker = speakers.setdefault(item.turn.index, (item.turn.speaker, j))
-            if seen_speaker[0] != item.turn.speaker:
+    for j, item in enumerate(request.candidates):
+        if item.call_id is not None:
+            i = calls.get(item.call_id)
+            if i is None:
+                raise ValueError(f"candidates[{j}].call_id: no tool call with call_id {item.call_id!r}")
+            if request.tool_calls[i].result_item_id != item.item_id:
                 raise ValueError(
-                    f"candidates[{j}].turn.speaker: turn {item.turn.index} is already a {seen_speaker[0]} turn (candidates[{seen_speaker[1]}])"
+                    f"candidates[{j}].call_id: tool call {item.call_id!r} names another result item"
                 )
-        acq: set[str] = set()
-        for i, rec in enumerate(self.source_acquisition):
-            if rec.source_request_id in acq:
-                raise ValueError(
-                    f"source_acquisition[{i}].source_request_id: duplicate {rec.source_request_id!r}"
-                )
-            acq.add(rec.source_request_id)
-        return self
+    user_turns = {item.turn.index: j for j, item in enumerate(request.candidates) if item.turn is not None and item.turn.speaker == "user"}
+    for i, call in enumerate(request.tool_calls):
+        if call.turn is not None and call.turn in user_turns:
+            raise ValueError(
+                f"tool_calls[{i}].turn: turn {call.turn} is a user turn (candidates[{user_turns[call.turn]}]); a call is made by an assistant turn"
+            )
+    speakers: dict[int, tuple[str, int]] = {}
+    for j, item in enumerate(request.candidates):
+        if item.turn is None:
+            continue
+        seen_speaker = speakers.setdefault(item.turn.index, (item.turn.speaker, j))
+        if seen_speaker[0] != item.turn.speaker:
+            raise ValueError(
+                f"candidates[{j}].turn.speaker: turn {item.turn.index} is already a {seen_speaker[0]} turn (candidates[{seen_speaker[1]}])"
+            )
+    acq: set[str] = set()
+    for i, rec in enumerate(request.source_acquisition):
+        if rec.source_request_id in acq:
+            raise ValueError(
+                f"source_acquisition[{i}].source_request_id: duplicate {rec.source_request_id!r}"
+            )
+        acq.add(rec.source_request_id)
+    return request

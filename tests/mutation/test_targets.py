@@ -244,24 +244,53 @@ def test_a_mutant_no_test_reaches_counts_as_a_survivor():
     assert (t["killed"], t["survived"], t["not_reached"], t["other"]) == (1, 2, 1, 1)
 
 
+def _decorated_methods(path: str) -> list[tuple[ast.FunctionDef, ast.Call | None, set[str]]]:
+    """Each decorated method of a module-level class of `path`, with the call its body is (when it
+    is nothing but `return f(...)`, docstring aside), and the module's undecorated functions."""
+    tree = ast.parse((ROOT / path).read_text())
+    plain = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.decorator_list}
+    out = []
+    for method in [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
+                   if isinstance(m, ast.FunctionDef) and m.decorator_list]:
+        body = [s for s in method.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
+        call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
+        out.append((method, call if isinstance(call, ast.Call) else None, plain))
+    return out
+
+
 @pytest.mark.parametrize("path", ["manifests/api.py", "policies/api.py"])
 def test_every_decorated_view_method_only_calls_a_module_level_function_mutmut_measures(path):
     """mutmut skips decorated functions, and every DRF view method carries `@extend_schema`: the
     method must hold nothing but a call of an undecorated module-level function."""
-    tree = ast.parse((ROOT / path).read_text())
-    plain = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.decorator_list}
-    methods = [m for c in tree.body if isinstance(c, ast.ClassDef) for m in c.body
-               if isinstance(m, ast.FunctionDef) and m.decorator_list]
+    methods = _decorated_methods(path)
     assert methods, f"{path}: no decorated view method found"
-    for method in methods:
-        body = [s for s in method.body if not (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant))]
-        call = body[0].value if len(body) == 1 and isinstance(body[0], ast.Return) else None
-        assert isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in plain, (
+    for method, call, plain in methods:
+        assert call is not None and isinstance(call.func, ast.Name) and call.func.id in plain, (
             f"{path}:{method.lineno} {method.name} holds logic mutmut cannot mutate; move it into a "
             "module-level function"
         )
         args = [a.id for a in call.args if isinstance(a, ast.Name)] + [k.arg for k in call.keywords]
         assert "self" not in args, f"{path}:{method.lineno}: pass the request and the path's values, not the view"
+
+
+@pytest.mark.parametrize("path", ["ctxeng/engine/policy_models.py", "ctxeng/engine/request_models.py"])
+def test_every_validator_of_the_wire_models_is_a_call_of_a_function_mutmut_measures(path):
+    """The policy's and the request's validators (`@field_validator`, `@model_validator`), their
+    serializer and properties are decorated methods, which mutmut skips: each holds one call of an
+    undecorated module-level function, whose body mutmut mutates, and passes it only plain names
+    and constants (a condition or an expression in the call would be logic left unmutated)."""
+    methods = _decorated_methods(path)
+    assert len(methods) >= 5, f"{path}: the validators were not found"
+    for method, call, plain in methods:
+        assert call is not None and isinstance(call.func, ast.Name) and call.func.id in plain, (
+            f"{path}:{method.lineno} {method.name} holds logic mutmut cannot mutate; move it into a "
+            "module-level function it calls"
+        )
+        for arg in [*call.args, *(k.value for k in call.keywords)]:
+            simple = isinstance(arg, ast.Name | ast.Constant) or (
+                isinstance(arg, ast.Call) and isinstance(arg.func, ast.Name) and arg.func.id == "tuple"
+                and len(arg.args) == 1 and isinstance(arg.args[0], ast.Name))
+            assert simple, f"{path}:{method.lineno} {method.name}: {ast.unparse(arg)} is logic in the decorated method"
 
 
 def test_every_listed_equivalent_is_keyed_by_a_diff_and_names_a_module_of_some_target():
