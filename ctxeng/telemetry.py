@@ -217,12 +217,17 @@ def job_traceparent(job_id: str, submitted: str | None) -> str:
     traceparent's, or (none submitted) one derived from the job id; its span id is derived from
     the job id. The job id is a random UUID, so the derived ids are as random as generated ones."""
     digest = hashlib.sha256(f"ctxeng.assemble/{job_id}".encode()).digest()
-    span_id = digest[16:24].hex() if any(digest[16:24]) else "0" * 15 + "1"
+    span_id = w3c_id(digest[16:24])
     if submitted:
         _, trace_id, _, flags = submitted.split("-")
         return f"00-{trace_id}-{span_id}-{flags}"
-    trace_id = digest[:16].hex() if any(digest[:16]) else "0" * 31 + "1"
-    return f"00-{trace_id}-{span_id}-01"
+    return f"00-{w3c_id(digest[:16])}-{span_id}-01"
+
+
+def w3c_id(raw: bytes) -> str:
+    """`raw` as a W3C trace-context id (lower-case hex, two digits a byte); all zeros, which the
+    spec forbids, become the smallest valid id of the same length."""
+    return raw.hex() if any(raw) else "0" * (2 * len(raw) - 1) + "1"
 
 
 def _epoch_offset_ns() -> int:

@@ -365,6 +365,20 @@ def test_usage_shows_the_actual_input_tokens_beside_the_estimate_and_keeps_the_s
     assert f"estimated {sealed['budget']['payload_tokens']}, actual 3300" in out.stderr
 
 
+def test_every_file_the_cli_writes_is_json_indented_by_two_spaces_with_a_final_newline(example, tmp_path):
+    """What a reviewer reads and diffs: the manifest, the model input and the manifest with usage,
+    each one value a line indented by two spaces, non-ASCII text as itself (not \\u escapes), and a
+    final newline; the same layout whichever serializer wrote it."""
+    m, i, shown = tmp_path / "manifest.json", tmp_path / "input.json", tmp_path / "with-usage.json"
+    assert ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request.json"),
+                  "--manifest-out", str(m), "--input-out", str(i)).returncode == 0
+    assert ctxeng("usage", str(m), "--input-tokens", "3300", "--manifest-out", str(shown)).returncode == 0
+    for path in (m, i, shown):
+        text = path.read_text(encoding="utf-8")
+        assert text == json.dumps(json.loads(text), indent=2, ensure_ascii=False) + "\n", path.name
+        assert "\n  " in text, path.name
+
+
 def test_usage_of_a_blocked_manifest_or_a_bad_count_is_refused_naming_the_field(example, tmp_path):
     m = tmp_path / "blocked.json"
     ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request-blocked.json"), "--manifest-out", str(m))

@@ -86,6 +86,11 @@ def test_state_items_over_their_partition_are_replaced_by_the_structured_summary
     (t,) = [t for t in m.transforms if t.output_item_id == "structured-summary-state"]
     assert (t.type, t.transformer_version, t.trigger, t.status) == ("summarize", "ctxeng-structured/1", "over_partition", "applied")
     assert t.input_item_ids == ["plan-a"]
+    # The record's evidence of what was replaced: each evicted item by id and its first line (cut
+    # at 200 characters), beside the summary's own text.
+    first_line = words(300, "a")[:199] + "…"
+    assert t.before_excerpt == f"plan-a: {first_line}"
+    assert t.after_excerpt and t.after_excerpt in delivered_blocks(r.serialized_input, r.manifest_dict())["structured-summary-state"]
     assert set(t.preservation_assertions.values()) <= {"passed", "not_applicable"}
     assert t.preservation_assertions["open_items"] == "passed"
     summary = next(i for i in m.included if i.item_id == "structured-summary-state")

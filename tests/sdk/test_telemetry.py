@@ -33,6 +33,13 @@ def test_a_local_step_is_an_assembly_span_with_its_stages_and_its_usage_under_it
     stages = sorted((s for s in receiver.children_of(root) if s.name.startswith("ctxeng.stage.")),
                     key=lambda s: s.start_time_unix_nano)
     assert [s.name.removeprefix("ctxeng.stage.") for s in stages] == PIPELINE
+    # Each stage span says what the manifest's stage record says: its place and the items in and out.
+    recorded = {r["stage"]: r for r in step.manifest["stages"]}
+    for span in stages:
+        attrs, record = attributes(span), recorded[span.name.removeprefix("ctxeng.stage.")]
+        assert (attrs["ctxeng.stage.seq"], attrs["ctxeng.stage.items_in"], attrs["ctxeng.stage.items_out"]) == (
+            record["seq"], record["items_in"], record["items_out"]), span.name
+    assert sorted(attributes(s)["ctxeng.stage.seq"] for s in stages) == list(range(1, len(PIPELINE) + 1))
     assert usage.trace_id == root.trace_id and usage.parent_span_id == root.span_id
     attrs = attributes(root)
     assert attrs["openinference.span.kind"] == "CHAIN"
@@ -100,3 +107,21 @@ def test_without_the_variables_the_sdk_imports_nothing_of_opentelemetry(tmp_path
                           cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "loaded: []" in done.stderr
+
+
+def test_a_jobs_traceparent_is_a_w3c_header_derived_from_its_job_id():
+    """The service's assembly span (telemetry.job_traceparent): the same job id gives the same ids
+    (a retried job's span is the same span), another job other ids; a submitted traceparent keeps
+    its trace and its flags. An all-zero id is invalid in W3C trace context: the smallest valid
+    id of the same length stands for it."""
+    import re
+
+    own = telemetry.job_traceparent("job-1", None)
+    assert re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-01", own)
+    assert own == telemetry.job_traceparent("job-1", None)
+    assert own.split("-")[1:3] != telemetry.job_traceparent("job-2", None).split("-")[1:3]
+    joined = telemetry.job_traceparent("job-1", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00")
+    assert joined == f"00-0af7651916cd43dd8448eb211c80319c-{own.split('-')[2]}-00"
+    assert telemetry.w3c_id(bytes(16)) == "0" * 31 + "1"
+    assert telemetry.w3c_id(bytes(8)) == "0" * 15 + "1"
+    assert telemetry.w3c_id(b"\x00\xab") == "00ab"

@@ -170,6 +170,36 @@ def test_the_slots_of_a_lost_process_are_freed_at_once_and_only_its_own(fair_red
     assert fair_redis.hgetall("ctxeng:fair:holders") == {}  # a release forgets the holder too
 
 
+def test_release_lost_frees_what_a_gone_pool_process_of_this_worker_held_and_sends_it_again(fair_redis, settings, caplog):
+    """`release_lost(pid=)`, as the worker's main process calls it when its pool process `pid` is
+    gone: the entries that process held go back first in their tenants' queues with a message
+    each, the release is logged naming the process, and another process's entry is left alone."""
+    import logging
+    import os
+
+    from ctxeng.server import fair_queue
+
+    settings.CTXENG_FAIR_LEASE_SECONDS = 3600
+    a, b = ids(2), ids(1)
+    for item in a:
+        fair_queue.push(kind="assembly", item_id=item, tenant_id="1")
+    fair_queue.push(kind="preview", item_id=b[0], tenant_id="2")
+    assert take_as(fair_queue.holder_of(4242, os.getpid())) == ("1", f"assembly:{a[0]}")
+    assert take_as(fair_queue.holder_of(4243, os.getpid())) == ("2", f"preview:{b[0]}")
+    fair_redis.delete("celery")
+
+    with caplog.at_level(logging.WARNING, logger=fair_queue.logger.name):
+        assert fair_queue.release_lost(pid=4242) == [f"1|assembly:{a[0]}"]
+    assert fair_redis.lrange("ctxeng:fair:q:1", 0, -1) == [f"assembly:{a[0]}".encode(), f"assembly:{a[1]}".encode()]
+    sent = fair_redis.lrange("celery", 0, -1)
+    assert len(sent) == 1 and a[0].encode() in sent[0]
+    assert json.loads(sent[0])["headers"]["task"] == fair_queue.TASKS["assembly"]
+    [said] = [r.getMessage() for r in caplog.records if r.name == fair_queue.logger.name]
+    assert said == f"fair dispatch: assembly:{a[0]} held by tenant 1 was on pool process 4242, which is gone; queued again"
+    assert fair_redis.zrange("ctxeng:fair:run:2", 0, -1) == [f"preview:{b[0]}".encode()]
+    assert fair_queue.release_lost(pid=4242) == []  # nothing more to free
+
+
 def test_a_tenants_previews_beyond_the_lane_wait_while_its_jobs_and_others_run(fair_redis, settings):
     """Issue 51, N3: tenant 1 queues two previews, then a job; with one preview of it running
     (the default lane, CTXENG_FAIR_TENANT_MAX_PREVIEWS=1) its turn goes to the job behind the
