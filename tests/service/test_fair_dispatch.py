@@ -272,6 +272,40 @@ def test_a_message_for_a_job_already_taken_runs_nothing_so_the_cap_holds(unsent_
     assert fair_redis.llen(f"ctxeng:fair:q:{unsent_job.tenant_id}") == 0  # not queued a second time
 
 
+@pytest.mark.parametrize("kind", ["assembly", "preview"])
+def test_a_turn_with_every_waiting_tenant_at_its_cap_sends_its_message_again_later(kind, fair_redis, settings):
+    """The task itself (manifests.run_assembly_job, policies.run_impact_preview), run as a worker
+    runs it: when the turn finds every waiting tenant at its cap it runs nothing and sends its own
+    message again (the same task, item and keyword arguments) CTXENG_FAIR_REQUEUE_SECONDS later."""
+    import base64
+
+    from ctxeng.server import fair_queue
+    from manifests.tasks import run_assembly_job
+    from policies.tasks import run_impact_preview
+
+    settings.CTXENG_FAIR_TENANT_MAX_RUNNING = 1
+    settings.CTXENG_FAIR_LEASE_SECONDS = 3600
+    assert fair_queue.enabled()
+    running, waiting = ids(2)
+    for item in (running, waiting):
+        fair_queue.push(kind=kind, item_id=item, tenant_id="1")
+    assert take_as(fair_queue.holder_of(4242, 4241)) == ("1", f"{kind}:{running}")
+    fair_redis.delete("celery")
+
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    if kind == "assembly":
+        run_assembly_job.apply(args=[waiting], kwargs={"traceparent": traceparent})
+    else:
+        run_impact_preview.apply(args=[waiting])
+    [message] = [json.loads(m) for m in fair_redis.lrange("celery", 0, -1)]
+    assert message["headers"]["task"] == fair_queue.TASKS[kind]
+    assert message["headers"]["eta"] is not None
+    args, kwargs, _ = json.loads(base64.b64decode(message["body"]))
+    assert args == [waiting]
+    assert kwargs == ({"traceparent": traceparent} if kind == "assembly" else {})
+    assert fair_redis.lrange("ctxeng:fair:q:1", 0, -1) == [f"{kind}:{waiting}".encode()]  # still waiting its turn
+
+
 def test_a_message_whose_entry_was_lost_runs_its_job_under_a_lease(unsent_job, fair_redis):
     """The entry is gone (a broker restart without persistence) but the message came: the job is
     queued again and runs in a turn of its own, its lease released after."""
