@@ -207,6 +207,20 @@ def test_an_unterminated_heredoc_still_writes_its_file():
     assert effects("cat > x.py <<'EOF'\nprint(1)\n") == [write("x.py")]
 
 
+def test_commands_after_a_quoted_heredoc_keep_their_subshells_and_loops():
+    # bashlex reads past `<<'EOF'` only once our lexer has written the delimiter unquoted for it;
+    # the flat fallback reading would claim nothing from the subshell or the loop on
+    command = "cat > fix.py <<'EOF'\nprint(1)\nEOF\n(cd sub && cat a.py); for f in 1 2; do sed -i 's/a/b/' b.py; done"
+    assert effects(command, cwd="/r") == [write("/r/fix.py"), read("/r/sub/a.py"), write("/r/b.py")]
+
+
+def test_a_tab_stripping_heredoc_ends_at_its_indented_delimiter():
+    # `<<-` strips the leading tabs of the body and of the delimiter's line: the script is the
+    # body without them, and the command after the delimiter runs
+    command = "python3 - <<-'EOF'\n\twith open('out.txt', 'w') as f:\n\t    f.write('x')\n\tEOF\ncat y.py"
+    assert effects(command) == [write("out.txt"), read("y.py")]
+
+
 def test_cp_writes_the_destination_and_does_not_read_the_source():
     assert effects("cp src/x.py src/x.py.backup") == [write("src/x.py.backup")]
     assert effects("cp src/x.py backup/") == [write("backup/x.py")]
@@ -246,6 +260,12 @@ def test_an_inline_git_patch_writes_each_file_it_names():
     )
     assert effects(patch, cwd="/repo") == [
         write("/repo/src/x.py"), write("/repo/src/new.py"), write("/repo/src/gone.py")]
+
+
+def test_git_apply_strips_as_many_leading_components_as_its_p_option_says():
+    patch = "--- a/b/x.py\n+++ a/b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    assert effects(f"git apply -p2 <<'EOF'\n{patch}EOF", cwd="/repo") == [write("/repo/x.py")]
+    assert effects(f"git apply -p 0 -v <<'EOF'\n{patch}EOF", cwd="/repo") == [write("/repo/a/b/x.py")]
 
 
 def test_an_inline_patch_piped_from_cat_writes_its_files():
@@ -299,6 +319,13 @@ def test_cd_moves_later_relative_paths():
     assert effects("cd /testbed && sed -n '120,160p' django/x.py") == [read("/testbed/django/x.py", "120-160")]
     assert effects("cd sub; cat x.py", cwd="/repo") == [read("/repo/sub/x.py")]
     assert effects("cat ./a.py", cwd="/repo") == [read("/repo/a.py")]
+
+
+def test_pushd_moves_later_relative_paths_and_popd_loses_them():
+    assert effects("pushd /testbed > /dev/null && head -n 3 x.py", cwd="/r") == [read("/testbed/x.py", "1-3")]
+    # popd goes back to a directory the command does not name: relative paths claim nothing after it
+    assert effects("pushd sub; sed -n '3,4p' x.py; popd; cat y.py /etc/hosts", cwd="/r") == [
+        read("/r/sub/x.py", "3-4"), read("/etc/hosts")]
 
 
 def test_a_cd_we_cannot_follow_makes_later_relative_paths_claim_nothing():
