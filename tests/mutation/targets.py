@@ -215,6 +215,12 @@ def mutmut_section(target: Target) -> str:
         # mutmut's own process, which ran the suite for its statistics: a child forked from that
         # one inherited its event loop and waited on it for ever (no CPU, a "timeout" to mutmut).
         'process_isolation = "forkserver"',
+        # ... and a server that imported nothing: one that collected the tests (mutmut's default
+        # warmup) imported every test module before any mutant was active, so what a module
+        # builds at import stayed the original in every child: `from ctxeng.sdk.langchain import
+        # ContextMiddleware` built the middleware class (cached) from unmutated code, and its
+        # mutants "survived" tests that kill them (seed 643005). Each child imports afresh.
+        'forkserver_warmup = "none"',
     ]
     return "\n".join(lines) + "\n"
 

@@ -60,6 +60,8 @@ def test_the_workspace_configuration_of_a_target_is_its_row_of_the_table(name):
     for entry in config["also_copy"]:
         assert (ROOT / entry).exists(), entry
     assert not set(config["also_copy"]) & set(targets.SOURCE_PATHS)
+    # Each mutant's tests import the product afresh, with the mutant active (not from a warmed server).
+    assert (config["process_isolation"], config["forkserver_warmup"]) == ("forkserver", "none")
 
 
 def test_the_project_pyproject_seen_by_a_workspace_has_no_mutmut_section_of_its_own():
