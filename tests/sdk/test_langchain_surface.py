@@ -15,8 +15,6 @@ it (never dropped without a word).
 from __future__ import annotations
 
 import copy
-import importlib
-import sys
 import typing
 from typing import Any
 
@@ -75,24 +73,12 @@ def search(query: str) -> str:
     return "Release 2.1 drops Python 3.9."
 
 
-def run(history: list[Any], tools: list[Any], *, middleware: tuple[Any, ...] = (), model: RecordingChatModel | None = None,
-        context_middleware: type = ContextMiddleware):
+def run(history: list[Any], tools: list[Any], *, middleware: tuple[Any, ...] = (), model: RecordingChatModel | None = None):
     model = model or RecordingChatModel()
     session = sdk.Session("chat-agent", model="gpt-4o")
-    agent = create_agent(model, tools, middleware=[*middleware, context_middleware(session)])
+    agent = create_agent(model, tools, middleware=[*middleware, ContextMiddleware(session)])
     agent.invoke({"messages": history})
     return model, session
-
-
-def freshly_built_middleware(monkeypatch: pytest.MonkeyPatch) -> type:
-    """ContextMiddleware built anew, by a fresh import of its module (both restored after the test).
-
-    The class is built on first use and cached: the one this file imported was built when the tests
-    were collected. mutmut picks the mutant of a function when it is called, after collection, so
-    the cached class never runs a mutant of its own methods; a test that builds it again does."""
-    monkeypatch.delitem(sys.modules, "ctxeng.sdk.langchain")
-    monkeypatch.delattr(sdk, "langchain")
-    return importlib.import_module("ctxeng.sdk.langchain").ContextMiddleware
 
 
 def payload_tool_names(step: Any) -> list[str]:
@@ -144,13 +130,13 @@ def test_built_ins_keep_their_place_after_the_assembled_functions_and_none_is_lo
     assert payload_tool_names(session.steps[-1]) == ["search"]
 
 
-def test_function_tools_in_the_chat_and_the_responses_spelling_reach_the_model_as_the_agents_own_objects(monkeypatch):
+def test_function_tools_in_the_chat_and_the_responses_spelling_reach_the_model_as_the_agents_own_objects():
     # convert_to_openai_tool nests a BaseTool's or a chat-completions dict's name under "function"
     # and leaves a Responses API dict flat: the middleware reads each name where it is, and hands
     # the model the agent's own object for every function the payload lists.
     chat = {"type": "function", "function": {"name": "lookup", "description": "Look up.", "parameters": SCHEMA}}
     responses = {"type": "function", "name": "find", "description": "Find.", "parameters": SCHEMA}
-    model, session = run([HumanMessage(QUESTION)], [search, chat, responses], context_middleware=freshly_built_middleware(monkeypatch))
+    model, session = run([HumanMessage(QUESTION)], [search, chat, responses])
     assert sorted(payload_tool_names(session.steps[-1])) == ["find", "lookup", "search"]
     bound = model.bound[-1]["tools"]
     assert len(bound) == 3 and all(any(b is given for b in bound) for given in (search, chat, responses))
@@ -174,9 +160,9 @@ def test_the_chat_models_own_max_tokens_is_reserved_when_the_request_sets_none()
     assert session.steps[-1].manifest["budget"]["response_reserve"] == 10_000
 
 
-def test_the_models_answer_carries_the_ready_step_that_assembled_its_input(monkeypatch):
+def test_the_models_answer_carries_the_ready_step_that_assembled_its_input():
     session = sdk.Session("chat-agent", model="gpt-4o")
-    agent = create_agent(RecordingChatModel(), [search], middleware=[freshly_built_middleware(monkeypatch)(session)])
+    agent = create_agent(RecordingChatModel(), [search], middleware=[ContextMiddleware(session)])
     answer = agent.invoke({"messages": [HumanMessage(QUESTION)]})["messages"][-1]
     step = session.steps[-1]
     header = step.manifest["assembly"]
