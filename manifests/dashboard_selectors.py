@@ -1495,7 +1495,7 @@ class RunWindowRow:
 RUN_WINDOW_SORTS = {"latest": "largest at the last step", "growth": "grew most"}
 
 
-def run_window(steps: list[AssemblyJob], *, dimension: str, sort: str = "latest",
+def run_window(steps: list[AssemblyJob], *, dimension: str, sort: str,
                limit: int = RUN_WINDOW_ROWS) -> tuple[list[RunWindowRow], int]:
     """Per step of a run (the jobs with a manifest, in order), the included tokens of each source,
     source type, kind or partition: one GROUP BY query over the steps' item rows. Returns the
