@@ -19,7 +19,7 @@ from rest_framework.authtoken.models import Token
 
 from ctxeng.accounts.models import Profile
 from ctxeng.accounts.time_display import SESSION_TIME_DISPLAY
-from manifests.examples import example_json
+from manifests.examples import example_json, example_text
 from policies.dashboard_selectors import impact_summary
 
 from .conftest import PASSWORD
@@ -271,3 +271,22 @@ def test_badge_colours_reach_wcag_aa_contrast():
     low = {selector: round(contrast(fg, bg), 2) for selector, combos in pairs.items() for fg, bg in combos
            if contrast(fg, bg) < 4.5}
     assert low == {}
+
+
+def test_the_runs_filter_offers_each_policy_of_the_tenant_by_its_id_in_order(owner_client, example):
+    """/runs/'s policy menu: one option per policy id of the tenant acted in (sorted, the id as
+    value and text), none of another tenant's, the chosen one selected."""
+    from ctxeng.accounts.models import Tenant
+    from policies.services import policy_import
+
+    text = example_text("policy.yaml")
+    policy_import(tenant=example["tenant"], text=text.replace("id: source-research", "id: a-first-policy", 1),
+                  user=example["owner"], publish=False, note="a second policy")
+    outsider_tenant = Tenant.objects.get(slug="tenant-o")
+    policy_import(tenant=outsider_tenant, text=text.replace("id: source-research", "id: outsider-policy", 1),
+                  user=example["outsider"], publish=False, note="another tenant's")
+    body = owner_client.get("/runs/?policy=source-research").content.decode()
+    menu = re.search(r'<select name="policy">(.*?)</select>', body, re.S).group(1)
+    assert re.findall(r'<option value="([^"]*)"(?: selected)?>([^<]*)</option>', menu) == [
+        ("", "any"), ("a-first-policy", "a-first-policy"), ("source-research", "source-research")]
+    assert '<option value="source-research" selected>' in menu
