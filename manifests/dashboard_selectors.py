@@ -1079,12 +1079,13 @@ def run_item_ids(run: Run, *, steps: int, changed_only: bool = False, q: str = "
 
 def run_item_cells(run: Run, item_ids: list[str], job_ids: list[Any] | None = None) -> dict[tuple[str, str], dict[str, Any]]:
     """(item_id, job id) -> that step's decision for one page of items (and of steps, `job_ids`):
-    one query."""
+    one query, of the columns the matrix shows (decision, reason, partition) and names its rows by
+    (`item_label`: label, kind, source_ref)."""
     rows = ManifestItem.objects.filter(manifest__job__run=run, item_id__in=item_ids)
     if job_ids is not None:
         rows = rows.filter(manifest__job_id__in=job_ids)
-    rows = rows.values("item_id", "decision", "reason", "hard_gate", "partition", "tokens", "kind", "source_type",
-                       "source_ref", "label", job_id=F("manifest__job_id"))
+    rows = rows.values("item_id", "decision", "reason", "partition", "kind", "source_ref", "label",
+                       job_id=F("manifest__job_id"))
     return {(row["item_id"], str(row["job_id"])): row for row in rows}
 
 

@@ -89,3 +89,24 @@ def test_an_assembly_under_a_policy_with_only_a_draft_is_refused_naming_the_poli
     policy_import(tenant=tenant, text=example_policy_text, user=None, publish=False)
     with pytest.raises(BadReference, match="policy.id: policy 'source-research' has no published revision"):
         revision_for_assembly(tenant=tenant, policy_id="source-research", revision=None)
+
+
+def test_an_anthropic_content_list_shows_each_part_in_order_a_tool_use_by_its_name_and_id():
+    """Mixed content (seed 643005): text, the agent's tool_use (its input as JSON with sorted keys,
+    labelled by tool name and id), a tool_result (labelled by the call it answers), a bare value
+    and a part of another type, each its own segment in the order given."""
+    content = [
+        {"type": "text", "text": "Let me look."},
+        {"type": "tool_use", "id": "toolu_1", "name": "bash", "input": {"command": "ls", "a": 1}},
+        {"type": "tool_result", "tool_use_id": "toolu_0", "content": "done"},
+        "loose",
+        {"type": "image", "source": {"x": 1}},
+    ]
+    plain = {"block": None, "untrusted": False}
+    assert _content_segments(content) == [
+        {"text": "Let me look.", **plain},
+        {"text": '{"a": 1, "command": "ls"}', **plain, "tool": "tool_use bash id=toolu_1"},
+        {"text": "done", **plain, "tool": "tool_result for toolu_0"},
+        {"text": '"loose"', **plain},
+        {"text": '{"source": {"x": 1}, "type": "image"}', **plain},
+    ]
