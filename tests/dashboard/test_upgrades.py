@@ -92,6 +92,25 @@ def test_the_editor_names_the_missing_record_at_the_clause_line_and_saves_nothin
     assert PolicyRevision.objects.get(pk=draft.pk).digest == draft.digest
 
 
+def test_the_editor_names_an_address_that_is_no_assembly_of_the_tenant_at_its_line_and_saves_nothing(owner_client, example):
+    """The check only the service makes (the addresses against the tenant's manifests, after the
+    text parsed): its refusal reaches the editor as the field's error at the address's line."""
+    import html
+
+    import yaml
+
+    draft = example["draft"]
+    text = yaml.safe_dump(adds_a_prefix_source(draft.body, upgrades=[record("assembly-0000000000000000")]), sort_keys=False)
+    response = owner_client.post("/policies/source-research/revisions/4/edit/", {"body": text, "action": "save"})
+    assert response.status_code == 422
+    page = html.unescape(response.content.decode())
+    assert "'assembly-0000000000000000' is not an assembly of tenant 'tenant-x'" in page
+    assert "upgrades[1].addresses[0]" in page
+    line = next(n for n, ln in enumerate(text.splitlines(), 1) if "assembly-0000000000000000" in ln)
+    assert f"line {line}" in page
+    assert PolicyRevision.objects.get(pk=draft.pk).digest == draft.digest
+
+
 def run_preview(owner_client, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         owner_client.post("/policies/source-research/revisions/4/impact/run/")
