@@ -3,9 +3,11 @@ go first in each worker's run, and no test is lost or repeated."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from tests.conftest import waiting_tests_first
+from tests.conftest import fastest_first, waiting_tests_first
 
 
 def first_split(n: int, workers: int) -> list[int]:
@@ -45,3 +47,39 @@ def test_the_other_tests_keep_their_order_and_one_worker_gets_the_waiting_tests_
 
     assert waiting_tests_first(items, 1, is_waiting) == ["W1", "W2", "a", "b", "c", "d"]
     assert waiting_tests_first(items, 2, is_waiting) == ["W1", "a", "b", "W2", "c", "d"]
+
+
+class _Item:
+    def __init__(self, nodeid: str) -> None:
+        self.nodeid = nodeid
+        self.fixturenames = ()
+
+    def get_closest_marker(self, name: str) -> None:
+        return None
+
+
+def test_a_mutant_runs_its_fastest_tests_first_and_the_waiting_and_untimed_ones_after():
+    items = [_Item(n) for n in ("t::slow", "t::w_fast", "t::untimed", "t::fast", "t::mid", "t::also_fast")]
+    durations = {"t::slow": 9.0, "t::w_fast": 0.01, "t::fast": 0.1, "t::mid": 1.0, "t::also_fast": 0.1}
+    ordered = fastest_first(items, durations, is_waiting=lambda item: item.nodeid.startswith("t::w"))
+    assert [i.nodeid for i in ordered] == ["t::fast", "t::also_fast", "t::mid", "t::slow", "t::untimed", "t::w_fast"]
+
+
+def test_under_a_mutant_the_collection_is_ordered_by_the_statistics_run(tmp_path, monkeypatch):
+    from tests import conftest
+
+    (tmp_path / "mutmut-stats.json").write_text(json.dumps({"duration_by_test": {"a::x": 2.0, "a::y": 0.5}}))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "ctxeng.engine.budget.x_f__mutmut_3")
+    items = [_Item("a::x"), _Item("a::y")]
+
+    class _Config:
+        workerinput = {"workercount": 1}
+
+    monkeypatch.setattr(conftest, "_deselect_postgres_only", lambda config, items: None)
+    conftest.pytest_collection_modifyitems(_Config(), items)
+    assert [i.nodeid for i in items] == ["a::y", "a::x"]
+    monkeypatch.setenv("MUTANT_UNDER_TEST", "stats")
+    items = [_Item("a::x"), _Item("a::y")]
+    conftest.pytest_collection_modifyitems(_Config(), items)
+    assert [i.nodeid for i in items] == ["a::x", "a::y"]
