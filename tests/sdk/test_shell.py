@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import ast
 import json
-from pathlib import Path
 
+from bench.infra import TRACES
 from ctxeng.sdk._shell import Effect, effects
-
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 
 
 def read(path: str, lines: str | None = None, part: str | None = None) -> Effect:
@@ -398,7 +396,7 @@ def test_a_sed_with_an_unbalanced_quote_from_a_real_trace_claims_nothing():
 
 
 def _trace_commands() -> list[tuple[str, str]]:
-    assert TRACES.is_dir(), f"the shared traces are missing: {TRACES} (the `shared/` folder beside the repository)"
+    assert TRACES.is_dir(), f"the shared traces are missing: {TRACES} (the `shared/` folder beside the repository, or $CTXENG_TRACES)"
     commands = []
     for path in sorted((TRACES / "mini-swe-agent").glob("*.json")):
         for message in json.loads(path.read_text())["messages"]:
