@@ -26,8 +26,9 @@ import hashlib
 import json
 import re
 
+import pytest
 import tiktoken
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, example, find, given, settings
 from hypothesis import strategies as st
 
 from ctxeng.engine import assemble, parse_policy, parse_request
@@ -407,19 +408,33 @@ def test_a_forged_fence_in_content_opens_no_block():
     assert unescape(body) == forged and "<<<ctx:" not in body and "<<<ctx " not in body
 
 
-def test_most_generated_cases_are_ready_and_some_summaries_are_verified():
+def test_most_generated_cases_are_ready():
     """Guard on the generators: properties over blocked assemblies would prove little."""
     statuses: list[str] = []
-    verified: list[bool] = []
 
     @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(cases())
     def sample(case):
         req, pol = case
-        m = _assemble(req, pol).manifest
-        statuses.append(m.assembly.status.value)
-        verified.extend(t.status == "verified" for t in m.transforms if t.output_item_id == "sum-1")
+        statuses.append(_assemble(req, pol).manifest.assembly.status.value)
 
     sample()
     assert statuses.count("ready") >= 0.6 * len(statuses), statuses.count("ready") / len(statuses)
-    assert any(verified) and not all(verified)
+
+
+def _summary_outcomes(case) -> set[str]:
+    req, pol = case
+    return {t.status for t in _assemble(req, pol).manifest.transforms if t.output_item_id == "sum-1"}
+
+
+@pytest.mark.parametrize("outcome", ["verified", "blocked"])
+def test_the_generators_draw_summaries_that_pass_their_assertions_and_summaries_that_fail_them(outcome):
+    """Guard on the generators: the properties above meet both a supplied summary the engine
+    verifies and one whose assertions fail. Searched for (hypothesis `find`), not counted in one
+    draw of 60: under mutmut's statistics run (every product function behind a trampoline, on an
+    xdist worker after other tests) a count of 60 draws once saw no failing summary, a result no
+    ordinary run reproduced; a search fails only when the generators cannot make the case."""
+    found = find(cases(), lambda case: outcome in _summary_outcomes(case),
+                 settings=settings(max_examples=500, deadline=None, derandomize=True, database=None,
+                                   suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]))
+    assert outcome in _summary_outcomes(found)
