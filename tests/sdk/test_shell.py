@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import json
+from pathlib import Path
 
 from bench.infra import TRACES
 from ctxeng.sdk._shell import Effect, effects
