@@ -15,6 +15,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The real agent histories other projects recorded (mini-swe-agent/, swe-agent/): the `shared/`
+# folder beside the repository, or wherever $CTXENG_TRACES says. Benchmarks and tests read them
+# from here; `make test` stops at once when they are missing.
+TRACES = Path(os.environ.get("CTXENG_TRACES") or ROOT.parent / "shared" / "traces")
+
 
 def free_port() -> int:
     with socket.socket() as s:

@@ -13,11 +13,11 @@ call as `security.secrets_in_call_arguments` reads a call's arguments (`find_in_
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
+from bench.infra import TRACES
+
 ROOT = Path(__file__).resolve().parent.parent
-TRACES = Path(os.environ.get("CTXENG_TRACES", "/work/shared/traces"))
 PLANTED = {"secret-env"}  # the worked example's credential, there to be found
 NEW_FORMS = {"Keyword Value", "Authorization Header", "URL Token", "Paired Secret"}
 

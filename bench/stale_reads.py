@@ -4,7 +4,7 @@
 
 Measured against hand-made ground truth, not against the parser under test. For each of the four
 mini-swe-agent runs (bench/traces/labels/README.md; the traces are OpenAI chat dicts under
-`--traces`, default bench/traces/mini-swe-agent or /work/shared/traces/mini-swe-agent) the labels
+`--traces`, default the mini-swe-agent/ folder of bench.infra.TRACES: ../shared/traces or $CTXENG_TRACES) the labels
 say which tool results show a file's content (a *reading*: path, lines) and which later assistant
 turn first wrote that file (`stale_by`). The run's last model call is replayed: its history (every
 message before the last assistant message) goes through
@@ -49,10 +49,12 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from bench.infra import TRACES
+
 HERE = Path(__file__).resolve().parent
 LABELS = HERE / "traces" / "labels"
 RESULTS = HERE / "results"
-TRACE_DIRS = (HERE / "traces" / "mini-swe-agent", Path("/work/shared/traces/mini-swe-agent"))
+TRACE_DIRS = (TRACES / "mini-swe-agent",)
 RUNS = ("sqlfluff__sqlfluff-2419", "django__django-11815", "astropy__astropy-14995", "django__django-13964")
 PER_STEP_RUN = "django__django-11815"
 MISSED_GOAL = 0.10

@@ -1,6 +1,6 @@
 """Benchmark 9 — the agent's step on real histories (issue 48).
 
-`python -m bench.step_traces [--quick]`. Each shared real trace (`/work/shared/traces/`, or
+`python -m bench.step_traces [--quick]`. Each shared real trace (`../shared/traces/` beside the repository, or
 `$CTXENG_TRACES`: four mini-swe-agent runs and one SWE-agent run) is replayed step by step — the
 history as the agent held it before each model call, and the whole history last — through
 `sdk.Session("coding-agent", model="gpt-4o")` in local mode, beside langchain-core's
@@ -32,17 +32,15 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
-from .infra import ROOT, python, python_env
+from .infra import ROOT, TRACES, python, python_env
 from .timing import Row, at_most, cpu_now, median, ms
 
-TRACES = Path(os.environ.get("CTXENG_TRACES", "/work/shared/traces"))
 LIMITS = {"128k": "gpt-4o", "32k": {"name": "gpt-4o", "provider": "openai", "context_limit": 32000}}
 STEP_GOAL = 3.0  # per-step median and the longest run's last step, x trim_messages
 TOKENIZER_GOAL = 0.100  # s CPU, the o200k tokenizer in a fresh process

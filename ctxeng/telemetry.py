@@ -314,15 +314,17 @@ def _emit_assembly(*, result: Any, attributes: dict[str, Any], parent: str | Non
         ids.next.trace_id = ids.next.span_id = None
     # A blocked assembly is a decision, not an error: the span's status stays unset.
     inside = set_span_in_context(span)
-    stages = {s["stage"]: s for s in result.manifest_dict().get("stages") or []}
+    # The timings and the manifest's stage records are made from the same list (asm.stages): each
+    # timed stage has its record.
+    stages = {s["stage"]: s for s in result.manifest_dict()["stages"]}
     for stage, begin, end in result.stage_timings:
-        record = stages.get(stage) or {}
+        record = stages[stage]
         child = tracer.start_span(f"ctxeng.stage.{stage}", context=inside, start_time=begin + offset,
                                   attributes={"openinference.span.kind": OPENINFERENCE_KIND,
                                               "ctxeng.stage.name": stage,
-                                              "ctxeng.stage.seq": record.get("seq", 0),
-                                              "ctxeng.stage.items_in": record.get("items_in", 0),
-                                              "ctxeng.stage.items_out": record.get("items_out", 0)})
+                                              "ctxeng.stage.seq": record["seq"],
+                                              "ctxeng.stage.items_in": record["items_in"],
+                                              "ctxeng.stage.items_out": record["items_out"]})
         child.end(end_time=end + offset)
     if sealed_ns is not None:
         tracer.start_span("ctxeng.seal_write", context=inside, start_time=sealed_ns + offset,

@@ -104,6 +104,16 @@ def test_roles_are_granted_and_revoked_with_an_audit_event_each(admin_client, ex
     assert [e.note for e in events("membership_revoked", "reviewer")] == ["role reviewer"]
 
 
+@pytest.mark.parametrize("action", ["promote", "", "GRANT"])
+def test_an_action_that_is_neither_grant_nor_revoke_is_refused_naming_the_field(admin_client, example, action):
+    reviewer = user("reviewer")
+    response = admin_client.post(f"/people/{reviewer.pk}/role/", {"role": "policy_editor", "action": action})
+    assert response.status_code == 400
+    assert re.findall(r'<li class="message error" role="alert">([^<]*)</li>', text(response)) == ["action: grant or revoke"]
+    assert roles("reviewer") == {"reviewer"}
+    assert not events("membership_granted", "reviewer")
+
+
 def test_the_last_admin_of_a_tenant_keeps_the_role(admin_client, example):
     response = admin_client.post(f"/people/{example['owner'].pk}/role/", {"role": "admin", "action": "revoke"})
     assert response.status_code == 409 and "owner is the last admin of tenant-x" in text(response)

@@ -77,6 +77,20 @@ def test_an_included_item_shows_its_partition_share_and_its_place_in_the_payload
     assert "message 4 (tool)" in place and "call in message 3 (assistant)" in place and "result in message 4" in place
 
 
+def test_a_manifest_stored_without_item_rows_places_a_result_and_its_call_the_same(owner_client, example):
+    """A manifest written before item rows (`sections` empty) is read from its document: the
+    result's place names its call's message as when the rows exist."""
+    from django.db.models.query import QuerySet
+
+    job = example["ready"]
+    url = f"/assemblies/{job.id}/item/?item_id=result-call-a&part=payload"
+    with_rows = _text(_get(owner_client, url))
+    QuerySet(model=Manifest).filter(job=job).update(sections=None)
+    without = _text(_get(owner_client, url))
+    assert "call in message 3 (assistant)" in with_rows and "result in message 4" in with_rows
+    assert without == with_rows
+
+
 def test_a_control_item_is_placed_in_the_system_message(owner_client, example):
     body = _get(owner_client, f"/assemblies/{example['ready'].id}/item/?item_id=policy-system&part=payload")
     assert "control text is the system message" in body

@@ -13,6 +13,7 @@ import re
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pytest
 from django.conf import settings
 from django.template.loader import render_to_string
 from rest_framework.authtoken.models import Token
@@ -290,3 +291,15 @@ def test_the_runs_filter_offers_each_policy_of_the_tenant_by_its_id_in_order(own
     assert re.findall(r'<option value="([^"]*)"(?: selected)?>([^<]*)</option>', menu) == [
         ("", "any"), ("a-first-policy", "a-first-policy"), ("source-research", "source-research")]
     assert '<option value="source-research" selected>' in menu
+
+
+@pytest.mark.parametrize("count", [499, 500, 501])
+def test_the_flips_table_shows_500_and_says_how_many_there_are_beyond(count):
+    """On each side of the 500-row bound: the table stops at 500 rows, and only a longer list says
+    "Showing 500 of N"."""
+    flips = [{"item_id": f"item-{n}", "before": {"decision": "included", "reason": "ranked"},
+              "after": {"decision": "excluded", "reason": "budget_evicted"}} for n in range(count)]
+    body = render_to_string("manifests/partials/flips.html", {"flips": flips, "labels": None})
+    assert body.count("<tr>") == 1 + min(count, 500)  # the header's row and one per flip shown
+    note = re.search(r'<p class="muted">Showing (\d+) of (\d+)\.</p>', body)
+    assert (note.groups() if note else None) == (("500", str(count)) if count > 500 else None)

@@ -99,3 +99,12 @@ def test_what_the_search_shows_of_an_items_text_is_escaped(owner_client, example
 def test_an_empty_search_lists_nothing(owner_client, example, q):
     body = owner_client.get("/runs/run-42/search/", {"q": q}).content.decode()
     assert _hits(body) == [] and "found for" not in body
+
+
+def test_an_item_is_found_by_its_decisions_words_when_its_text_and_label_lack_them(owner_client, example):
+    # plan-42-r4's exclusion detail says "task_spec requires 5"; neither its text nor its label (nor
+    # any other candidate's) holds those words: the decision's columns find it
+    jobs = long_run([example["ready"]], steps=3, block=3)
+    assert "task_spec requires" not in json.dumps(example_json("request.json"))
+    body = owner_client.get("/runs/run-long/search/", {"q": "task_spec requires 5"}).content.decode()
+    assert _hits(body) == [(str(jobs[0].id), "plan-42-r4", "step-1")]

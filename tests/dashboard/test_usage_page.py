@@ -358,3 +358,21 @@ def test_an_outlier_is_listed_and_marked_but_left_out_of_the_factor(owner_client
     marks = {row[0][1][0]: dict(zip([text for text, _ in head], row, strict=True))["calibration"][0] for row in rows}
     assert marks.pop(f"/assemblies/{wild.id}/") == "outlier"
     assert set(marks.values()) == {"in band"} and len(marks) == 5
+
+
+def _token_story(body: str) -> str:
+    return html.unescape(re.search(r'<span class="token-story">(.*?)</span>\s*</div>', body, re.S).group(1))
+
+
+def test_the_overview_tells_the_providers_count_only_once_it_was_reported(example, api, owner_client):
+    """The assembly page's token line: no "provider reported" before a report; after one, the
+    provider's input tokens and their difference from the items' estimate, signed."""
+    job = example["ready"]
+    before = _token_story(owner_client.get(f"/assemblies/{job.id}/").content.decode())
+    assert "used" in before and "provider reported" not in before
+    estimated = int(job.manifest.sections["budget"]["estimated_used"])
+    response = api(example["owner"]).post(f"/api/v1/assemblies/{job.id}/usage/",
+                                          {"input_tokens": estimated + 17, "cached_tokens": 0, "output_tokens": 3}, format="json")
+    assert response.status_code == 200, response.content
+    after = _token_story(owner_client.get(f"/assemblies/{job.id}/").content.decode())
+    assert re.search(rf"provider reported {estimated + 17} \(\+17 vs the items' estimate\)", after), after

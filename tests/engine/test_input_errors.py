@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import pytest
 
-from ctxeng.engine.errors import InvalidInput, _path, json_nesting, load_yaml_text, loads_bounded, validate
+from ctxeng.engine.errors import (
+    InvalidInput,
+    _path,
+    json_nesting,
+    load_json_text,
+    load_yaml_text,
+    loads_bounded,
+    validate,
+)
 from ctxeng.engine.models import AssemblyRequest
 
 from .builders import item, request
@@ -83,6 +91,14 @@ def test_the_largest_exact_integers_are_read():
 def test_malformed_json_is_refused_as_such():
     (msg,) = refused('{"a": ', what="policy")
     assert msg.startswith("body: malformed JSON (")
+
+
+@pytest.mark.parametrize("text", ['{"a": ', b"[" * 65 + b"]" * 65])
+def test_a_json_text_it_cannot_read_is_refused_naming_what_was_read(text):
+    with pytest.raises(InvalidInput) as exc:
+        load_json_text(text, what="artifact")
+    assert exc.value.what == "artifact"
+    assert str(exc.value).startswith("invalid artifact: body: ")
 
 
 def test_yaml_reads_only_true_and_false_as_booleans():

@@ -174,3 +174,16 @@ def test_a_record_excerpt_keeps_short_text_whole_and_the_two_ends_of_long_text()
     assert _excerpt(long) == "a" * 600 + "\n…\n" + "b" * 600
     assert _excerpt("abcdefghij", limit=4) == "ab\n…\nij"
 
+
+
+@pytest.mark.parametrize(("ref", "label"), [
+    ({"path": "ci/test.log", "repo": "acme/app", "commit": "abc1234"}, "ci/test.log (repo acme/app @ abc1234)"),
+    ({"path": "ci/test.log", "repo": "acme/app"}, "ci/test.log"),  # a repository without a commit names no version
+    ({"path": "ci/test.log", "commit": "abc1234"}, "ci/test.log"),
+    ({"url": "https://ci.example/run/7/log", "path": "ci/test.log"}, "https://ci.example/run/7/log"),
+])
+def test_a_log_without_an_artifact_is_referred_to_by_its_source_and_version(ref, label):
+    """No stored artifact holds the full log: the reduced log names where it came from instead —
+    its URL or path, and the repository and commit when the reference has both."""
+    out, _ = reduce_log(cand(LOG, source_ref=ref))
+    assert out.split("\n")[1] == f"artifact_ref: {label}"

@@ -93,3 +93,30 @@ def test_the_sweeper_refuses_an_interval_that_is_not_positive_seconds_with_exit_
     with pytest.raises(CommandError, match="--every: expected a positive number of seconds") as refused:
         call_command("recover_jobs", "--every", every)
     assert refused.value.returncode == 2
+
+
+def test_a_failed_sweep_is_logged_with_its_traceback_and_the_sweeper_sweeps_on(monkeypatch, caplog):
+    import logging
+    import signal
+
+    from manifests.management.commands import recover_jobs
+
+    handlers = {}
+    monkeypatch.setattr(signal, "signal", lambda signum, handler: handlers.__setitem__(signum, handler))
+    sweeps = []
+
+    def sweep():
+        sweeps.append(len(sweeps))
+        if len(sweeps) == 1:
+            raise RuntimeError("database away")
+        handlers[signal.SIGTERM](signal.SIGTERM, None)  # stopped after the second sweep, which succeeds
+        return {"requeued": 0, "failed": 0, "resent": 0}
+
+    monkeypatch.setattr(recover_jobs, "assembly_jobs_recover", sweep)
+    with caplog.at_level(logging.WARNING, logger=recover_jobs.__name__):
+        call_command("recover_jobs", "--every", "0.001", stdout=StringIO())
+    assert sweeps == [0, 1]
+    [record] = [r for r in caplog.records if r.name == recover_jobs.__name__]
+    assert record.getMessage() == "stale-job sweep failed; trying again in 0.001 s"
+    assert record.exc_info is not None and isinstance(record.exc_info[1], RuntimeError)
+    assert "database away" in caplog.text

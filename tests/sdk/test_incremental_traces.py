@@ -3,8 +3,8 @@ unit counts, the per-machine rank table) changes no decision on real histories o
 ones (issue 48): every compared step's sealed manifest and payload are those of a fresh engine
 given the same request, with a tokenizer of its own (an empty count cache) and every per-content
 memo of the process empty (`memo.fresh`: secret findings, canonical JSON texts, digests, sha256
-states, argument texts), the session's own given back for its next step. Real histories are the shared traces (`$CTXENG_TRACES`, default
-`/work/shared/traces`; skipped where absent), at 128k and under the pressure of 32k; generated
+states, argument texts), the session's own given back for its next step. Real histories are the shared traces (`bench.infra.TRACES`: the
+`shared/` folder beside the repository, or `$CTXENG_TRACES`), at 128k and under the pressure of 32k; generated
 ones come from hypothesis (derandomized). Outputs are compared, never timings."""
 
 from __future__ import annotations
@@ -49,18 +49,15 @@ def _replay_and_compare(session: sdk.Session, messages: list[dict], tools: list[
 
 
 def _traces():
-    if not TRACES.is_dir():
-        return []
+    assert TRACES.is_dir(), f"the shared traces are missing: {TRACES} (the `shared/` folder beside the repository, or $CTXENG_TRACES)"
     return load_traces()
 
 
-@pytest.mark.skipif(not TRACES.is_dir(), reason=f"no shared traces at {TRACES}")
 @pytest.mark.parametrize("limit", list(MODELS))
 @pytest.mark.parametrize("trace", range(5))
 def test_every_compared_step_of_a_real_trace_is_a_fresh_engines(trace, limit):
     traces = _traces()
-    if trace >= len(traces):
-        pytest.skip("fewer traces")
+    assert len(traces) == 5, [name for name, _, _ in traces]  # four mini-swe-agent runs, one SWE-agent run
     name, messages, tools = traces[trace]
     ends = steps_of(messages)
     session = sdk.Session("coding-agent", model=MODELS[limit], run_id=f"run-{name[:40]}")

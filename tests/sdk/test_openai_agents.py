@@ -259,3 +259,30 @@ def test_the_readme_snippet_runs_as_written(scripted_agents_model, agents_tools)
         assert sha256_json(payload_seen(call, step.manifest)) == step.manifest["assembly"]["serialized_model_input_hash"]
     assert namespace["result"].final_output == ANSWER
     assert ANSWER in out.getvalue() and session.steps[-1].assembly_id in out.getvalue()
+
+
+def test_a_step_that_opens_with_no_system_message_sends_every_message_as_input():
+    # Only a leading system message becomes `instructions`; a step whose messages open with a user
+    # turn (a session-like object with no system text) keeps that turn in the model's input.
+    from types import SimpleNamespace
+
+    from agents.run import CallModelData, ModelInputData
+
+    user = {"role": "user", "content": TASK}
+    answer = {"role": "assistant", "content": ANSWER}
+
+    class NoSystemSession:
+        async def astep(self, messages, **options):
+            return SimpleNamespace(status="ready", messages=[user, answer], system=None)
+
+    data = CallModelData(model_data=ModelInputData(input=TASK, instructions=None),
+                         agent=Agent(name="releases"), context=None)
+    sent = asyncio.run(context_filter(NoSystemSession())(data))
+    assert sent.instructions is None
+    assert sent.input == [{"type": "message", "role": "user", "content": TASK},
+                          {"type": "message", "role": "assistant", "content": ANSWER}]
+
+
+def test_a_plain_string_input_becomes_one_user_message():
+    assert to_chat_messages(TASK) == [{"role": "user", "content": TASK}]
+    assert to_chat_messages(TASK, instructions="rules") == [{"role": "system", "content": "rules"}, {"role": "user", "content": TASK}]

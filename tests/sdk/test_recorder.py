@@ -284,3 +284,22 @@ def test_a_429_is_not_sent_again_before_its_retry_after(busy, caplog):
         assert recorder.status["pending"] == 1 and recorder.status["dropped"] == 0
     finally:
         recorder.close(timeout=0)
+
+
+def test_the_backoff_doubles_its_bound_with_each_failure_up_to_the_cap(monkeypatch, caplog):
+    """Full jitter: after n failures in a row the wait is drawn from retry_base up to
+    retry_base * 2**n, never more than retry_cap. Each draw here takes its upper bound."""
+    import logging
+
+    from ctxeng.sdk import _recorder
+
+    monkeypatch.setattr(_recorder.random, "uniform", lambda low, high: high)
+    caplog.set_level(logging.INFO, logger="ctxeng.sdk._recorder")
+    recorder = sdk.Recorder("http://127.0.0.1:9", "t", retry_base=1.0, retry_cap=100.0)
+    try:
+        for _ in range(8):
+            recorder._back_off("down")
+        waits = [r.getMessage().rsplit("retrying in ", 1)[1] for r in caplog.records if "retrying in" in r.getMessage()]
+        assert waits == ["2.0 s", "4.0 s", "8.0 s", "16.0 s", "32.0 s", "64.0 s", "100.0 s", "100.0 s"]
+    finally:
+        recorder.close(timeout=0)

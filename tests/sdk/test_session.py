@@ -132,6 +132,18 @@ def test_a_blocked_step_says_why_and_refuses_to_give_a_payload():
     assert step.manifest["assembly"]["serialized_model_input_hash"] is None
 
 
+def test_a_candidate_dict_item_takes_the_sessions_scope_and_producer_unless_it_names_its_own():
+    session = sdk.Session("chat-agent", model="gpt-4o", producer="my-agent")
+    spec = {"item_id": "spec-1", "kind": "file", "source_type": "editable_project_file", "intended_role": "untrusted_data",
+            "content": "clause one", "source_ref": {"path": "docs/spec.md"}}
+    own = {**spec, "item_id": "spec-2", "scope": "local/default/elsewhere", "producer": "indexer"}
+    request, _ = session.request(history(), items=[spec, own])
+    by_id = {c["item_id"]: c for c in request["candidates"]}
+    assert (by_id["spec-1"]["scope"], by_id["spec-1"]["producer"]) == (session.scope, "my-agent")
+    assert (by_id["spec-2"]["scope"], by_id["spec-2"]["producer"]) == ("local/default/elsewhere", "indexer")
+    assert by_id["spec-1"]["content_hash"] == "sha256:" + hashlib.sha256(b"clause one").hexdigest()
+
+
 @pytest.mark.parametrize(
     ("messages", "message"),
     [

@@ -10,9 +10,8 @@ import ast
 import json
 from pathlib import Path
 
+from bench.infra import TRACES
 from ctxeng.sdk._shell import Effect, effects
-
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
 
 
 def read(path: str, lines: str | None = None, part: str | None = None) -> Effect:
@@ -140,6 +139,12 @@ def test_stdin_and_devices_claim_nothing():
     assert effects("cat x.py | cat <<'EOF'\nhello\nEOF") == []
 
 
+def test_a_lone_dollar_is_a_literal_character_not_an_expansion():
+    # `$` before a space or the end of the word expands nothing: bash passes it on as it is
+    assert effects("grep -n return$ x.py") == [read("x.py", part="lines matching 'return$'")]
+    assert effects("echo costs 5$ > out.txt; cat a.py") == [write("out.txt"), read("a.py")]
+
+
 def test_a_file_redirected_into_a_filter_is_read():
     assert effects("head -n 5 < x.py") == [read("x.py", "1-5")]
     assert effects("cat < x.py | grep -n foo") == [read("x.py", part="lines matching 'foo'")]
@@ -227,6 +232,13 @@ def test_cp_writes_the_destination_and_does_not_read_the_source():
     assert effects("cp a.py b.py dest") == [write("dest/a.py"), write("dest/b.py")]
 
 
+def test_cp_and_mv_verbose_write_as_without_it():
+    # --verbose only prints what was done: the copy or move is the same
+    assert effects("cp --verbose src/x.py src/x.py.backup") == [write("src/x.py.backup")]
+    assert effects("cp -v --verbose a.py dest/") == [write("dest/a.py")]
+    assert effects("mv --verbose old.py new.py") == [write("old.py"), write("new.py")]
+
+
 def test_a_recursive_cp_claims_nothing():
     assert effects("cp -r src/ dst/") == []
 
@@ -294,6 +306,13 @@ def test_python_c_writes_literal_paths_opened_for_writing():
     assert effects("""python3 -c "open('out.txt', 'a').write('x')" """) == [write("out.txt")]
     assert effects("""python -c "from pathlib import Path; Path('a.py').write_text('x')" """) == [
         write("a.py")]
+
+
+def test_a_python_here_string_writes_what_it_opens_even_when_bashlex_refuses_the_command():
+    # `$((...))` sends the command to our own lexer's flat reading: the here-string is still the
+    # script python runs on its stdin
+    command = """echo $((1 + 2)); python3 <<< "open('out.txt', 'w').write('x')" """
+    assert effects(command, cwd="/r") == [write("/r/out.txt")]
 
 
 def test_a_script_that_only_reads_writes_nothing():
@@ -386,6 +405,14 @@ def test_malformed_input_claims_nothing_and_never_raises():
     assert effects(None) == []  # type: ignore[arg-type]
 
 
+def test_a_command_or_cwd_that_is_not_a_string_claims_nothing_and_never_raises():
+    # a caller may hand on a model's JSON argument as it came (a list), or a cwd as a Path
+    assert effects(["cat", "x.py"]) == []  # type: ignore[arg-type]
+    assert effects(["cat", "x.py"], cwd="/r") == []  # type: ignore[arg-type]
+    assert effects("cat x.py", cwd=Path("/r")) == []  # type: ignore[arg-type]
+    assert effects("cat x.py", cwd="/r") == [read("/r/x.py")]
+
+
 def test_a_word_that_makes_bashlex_loop_forever_is_read_without_it():
     # bashlex 0.18 never returns on `${` without its `}` in a word of mixed quoting
     assert effects("cat '${x'b && cat a.py") == [read("a.py")]
@@ -398,7 +425,7 @@ def test_a_sed_with_an_unbalanced_quote_from_a_real_trace_claims_nothing():
 
 
 def _trace_commands() -> list[tuple[str, str]]:
-    assert TRACES.is_dir(), f"the shared traces are missing: {TRACES} (the `shared/` folder beside the repository)"
+    assert TRACES.is_dir(), f"the shared traces are missing: {TRACES} (the `shared/` folder beside the repository, or $CTXENG_TRACES)"
     commands = []
     for path in sorted((TRACES / "mini-swe-agent").glob("*.json")):
         for message in json.loads(path.read_text())["messages"]:

@@ -77,3 +77,17 @@ def test_the_newest_reading_of_the_file_about_to_be_edited_outranks_newer_other_
     assert result_ids(declared, included=False), "the window was meant to be full"
     plain = sdk.Session("coding-agent", model=model).step(history)
     assert "c0" in result_ids(plain, included=False)
+
+
+def test_the_readings_of_files_about_to_be_edited_rank_below_the_task_and_newest_first():
+    """Two files read, both written by the declared edit tool: each reading ranks in (0.9, 1) — above
+    every other result, below the user's task (1.0) — and the newer reading above the older."""
+    history = tool_history(3, path_of=lambda k: ("a.py", "src", "b.py")[k], tool_of=lambda k: ("read_file", "grep", "read_file")[k])
+    history.append({"role": "assistant", "content": "Both files read; editing them next."})
+    tools = {"read_file": sdk.reads("path"), "edit_file": sdk.writes("path")}
+    request, _ = sdk.Session("coding-agent", tools=tools).request(history)
+    by_call = {c.get("source_ref", {}).get("call_id") or c["item_id"]: c for c in request["candidates"]}
+    relevance = {k: c["relevance"] for k, c in by_call.items() if k in ("c0", "c1", "c2")}
+    assert set(relevance) == {"c0", "c1", "c2"}, sorted(by_call)
+    assert 0.9 < relevance["c0"] < relevance["c2"] < 1.0
+    assert relevance["c1"] < 0.9

@@ -3,7 +3,7 @@
 Declarations say what each tool's calls read and write (`sdk.reads`, `sdk.writes`, `sdk.about`,
 `sdk.text_editor`, `sdk.shell`, `sdk.swe_agent`); the engine decides what is current (ctxeng.engine.
 versions). Every oracle here is written by hand from the rule for a scripted history of OpenAI chat
-dicts, or, for the shared real traces (/work/shared/traces, beside the repository), from reading
+dicts, or, for the shared real traces (`../shared/traces` beside the repository, or $CTXENG_TRACES), from reading
 the history itself: which file was read, and which later call wrote it.
 """
 
@@ -14,10 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.infra import TRACES
 from ctxeng import sdk
-
-TRACES = Path(__file__).resolve().parents[3] / "shared" / "traces"
-
 
 # --- scripted histories --------------------------------------------------------------------------
 
@@ -436,7 +434,7 @@ def test_a_tool_message_whose_content_is_a_list_of_text_parts_is_read_as_its_tex
 
 def trace(*parts: str) -> Path:
     path = TRACES.joinpath(*parts)
-    assert path.exists(), f"the shared traces are missing: {path} (expected /work/shared/traces beside the repository)"
+    assert path.exists(), f"the shared traces are missing: {path} (the `shared/` folder beside the repository, or $CTXENG_TRACES)"
     return path
 
 

@@ -324,3 +324,18 @@ def test_a_broken_status_line_header_or_short_body_is_a_connection_failure(hosti
     server = hostile(behave)
     with pytest.raises(ctxclient.ConnectionFailed):
         client_for(server).manifest(JOB_ID)
+
+
+@pytest.mark.parametrize(("url", "origin"), [
+    ("https://Ctx.Example/api/", ("https", "ctx.example", 443)),
+    ("https://ctx.example:443/x", ("https", "ctx.example", 443)),
+    ("http://ctx.example/", ("http", "ctx.example", 80)),
+    ("http://ctx.example:8000/", ("http", "ctx.example", 8000)),
+    ("ftp://ctx.example/", None),
+    ("https:///no-host", None),
+    ("http://ctx.example:99999/", None),
+])
+def test_an_origin_is_the_scheme_the_host_and_the_port_with_the_schemes_default(url, origin):
+    """What a redirect is compared by: `https://h/` and `https://h:443/` are one origin, and `http` is
+    another even on the same host (its default port 80)."""
+    assert ctxclient._origin(url) == origin

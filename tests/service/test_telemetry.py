@@ -284,6 +284,24 @@ def test_the_protocol_is_the_traces_variable_else_the_general_one_else_http_prot
     assert telemetry.protocol() == expected
 
 
+@pytest.mark.parametrize("variable", ["OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"])
+def test_grpc_without_its_exporter_is_refused_naming_the_extra_and_the_http_alternative(monkeypatch, variable):
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_PROTOCOL", raising=False)
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", raising=False)
+    monkeypatch.setenv(variable, "grpc")
+
+    def not_installed(name):
+        raise telemetry.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(telemetry.metadata, "distribution", not_installed)
+    with pytest.raises(telemetry.ConfigurationError) as refused:
+        telemetry.protocol()
+    message = str(refused.value)
+    assert message.startswith(f"{variable}=grpc needs the OTLP/gRPC exporter: ")
+    assert telemetry.GRPC_INSTALL_HINT in message
+    assert f"{variable}=http/protobuf" in message and "4318" in message
+
+
 def _service_env(**otel: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("OTEL_", "CTXENG_TEST_")) and k not in ("DATABASE_URL", "REDIS_URL")}
