@@ -141,11 +141,11 @@ TARGET ?= engine
 MUTATE_SAMPLE ?= 139
 MUTATE_SEED ?=
 MUTATE_TARGETS := engine sdk adapters services selectors dashboard api accounts policies content views server jobs client templates
-mutate: install
+mutate: check-system install
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,mutate]'
 	$(BIN)/python -m tests.mutation.targets run $(TARGET) $(MUTANTS) --max-children $(MUTATE_CHILDREN)
 
-mutate-sample: install
+mutate-sample: check-system install
 	$(BIN)/python -m pip install -q -c constraints.txt -e '.[server,dev,frameworks,mutate]'
 	$(BIN)/python -m tests.mutation.targets sample --size $(MUTATE_SAMPLE) --max-children $(MUTATE_CHILDREN) \
 		$(if $(MUTATE_SEED),--seed $(MUTATE_SEED)) $(MUTATE_TARGETS)
