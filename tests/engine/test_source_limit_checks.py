@@ -175,7 +175,6 @@ def test_a_record_excerpt_keeps_short_text_whole_and_the_two_ends_of_long_text()
     assert _excerpt("abcdefghij", limit=4) == "ab\n…\nij"
 
 
-
 @pytest.mark.parametrize(("ref", "label"), [
     ({"path": "ci/test.log", "repo": "acme/app", "commit": "abc1234"}, "ci/test.log (repo acme/app @ abc1234)"),
     ({"path": "ci/test.log", "repo": "acme/app"}, "ci/test.log"),  # a repository without a commit names no version
