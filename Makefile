@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: install install-server check-system check-traces run test test-engine fuzz lint lock docs dist bench bench-quality mutate mutate-sample schema screenshots clean
+.PHONY: install install-server check-system run test test-engine fuzz lint lock docs dist bench bench-quality mutate mutate-sample schema screenshots clean
 
 # System packages (scripts/check-system): present, installed with apt-get when root, or a stop
 # naming the command. `make test` needs redis-server (a private broker per test worker; not with
@@ -13,13 +13,6 @@ STAMP := $(VENV)/.installed-stamp
 TEST_NEEDS := venv chromium nginx $(if $(CTXENG_TEST_REDIS_URL),,redis-server)
 check-system:
 	@PY="$(PY)" sh scripts/check-system $(TEST_NEEDS)
-
-# The real agent traces the tests replay (bench/infra.py's TRACES): `shared/traces` beside the
-# repository, or $CTXENG_TRACES. Checked before anything long starts.
-check-traces:
-	@T="$${CTXENG_TRACES:-../shared/traces}"; [ -d "$$T/mini-swe-agent" ] && [ -d "$$T/swe-agent" ] || { \
-		echo "make test: the shared agent traces are missing at $$T (mini-swe-agent/ and swe-agent/);" >&2; \
-		echo "    lay the shared/ folder beside the repository, or set CTXENG_TRACES=<its traces folder>" >&2; exit 1; }
 
 # `make run` installs only what serving needs (the `server` extra); `make test` adds the test
 # tools, the framework adapters, the docs generator and the OTLP/gRPC exporter. Every install is
@@ -60,7 +53,7 @@ run: install-server
 # TEST_WORKERS=1 runs serially.
 TEST_WORKERS ?= $(shell $(PY) -c 'import os; print(2 * (os.cpu_count() or 1))' 2>/dev/null || echo auto)
 # The import contracts of pyproject.toml ([tool.importlinter]) first: a layer broken fails at once.
-test: check-system check-traces install
+test: check-system install
 	$(BIN)/lint-imports --no-cache
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 

@@ -15,10 +15,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The real agent histories other projects recorded (mini-swe-agent/, swe-agent/): the `shared/`
-# folder beside the repository, or wherever $CTXENG_TRACES says. Benchmarks and tests read them
-# from here; `make test` stops at once when they are missing.
-TRACES = Path(os.environ.get("CTXENG_TRACES") or ROOT.parent / "shared" / "traces")
+# The real agent histories other projects recorded (mini-swe-agent/, swe-agent/; MIT, their
+# licences beside them). Benchmarks and tests read them from $CTXENG_TRACES when set, else from the
+# `shared/` folder beside the repository, else from the copy vendored in bench/traces/ (the same
+# files: tests/bench/test_traces.py checks both against bench/traces/SHA256SUMS), so a clone
+# anywhere runs the suite, as tests/golden.py's examples_dir does for the worked examples.
+VENDORED_TRACES = ROOT / "bench" / "traces"
+
+
+def traces_dir() -> Path:
+    env = os.environ.get("CTXENG_TRACES")
+    if env:
+        return Path(env)
+    shared = ROOT.parent / "shared" / "traces"
+    return shared if (shared / "mini-swe-agent").is_dir() else VENDORED_TRACES
+
+
+TRACES = traces_dir()
 
 
 def free_port() -> int:
