@@ -28,9 +28,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+# The worked example: the shared folder beside the repository, else the vendored copy (the same
+# files, checked against its SHA256SUMS by tests/engine/test_examples.py), as tests/golden.py reads it.
 EXAMPLE = Path(__file__).resolve().parent.parent.parent / "shared" / "examples" / "research-agent"
-if not EXAMPLE.exists():  # CI lays shared/ beside the clone; a developer's tree has it at /work/shared
-    EXAMPLE = Path("/work/shared/examples/research-agent")
+if not EXAMPLE.exists():
+    EXAMPLE = Path(__file__).resolve().parent.parent / "docs" / "examples" / "research-agent"
 
 PI_COMMIT = "53fa77ccd8a279eb87e92294ef3687b03ff80112"
 SCOPE = "tenant-x/project-y/task-42"
