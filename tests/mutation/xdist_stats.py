@@ -21,6 +21,14 @@ recorded here in each worker and sent to the main process with the test's report
 - each worker's caller graph (`function_dependencies`) goes back in its `workeroutput` and is
   merged when the worker ends.
 
+Before each test of the statistics run (in one process or in a worker), every per-process cache of
+the product is emptied (`forget_product_caches`): the memos of `ctxeng.engine.memo` and every
+`functools.cache`/`lru_cache` function of a `ctxeng` module. A cached function runs only for the
+first test that asks for its value in a process, so without this only that test was recorded as
+calling it (and its callees), and a mutant of it was judged by that one test alone: a survivor the
+suite kills (`ctxeng.sdk.langchain._middleware_class`, seed 403688). The mutant's own run needs no
+such step: its process starts with empty caches, and its tests are every test recorded.
+
 A failing test ends the run (`-x`, as mutmut asks) and mutmut prints only "failed to collect
 stats"; its node id and traceback are also appended to `CTXENG_MUTATE_FAILURES` (a file) when set.
 """
@@ -61,6 +69,34 @@ def pytest_cmdline_main(config: pytest.Config):
         config.option.numprocesses = _workers()
         config.option.dist = "worksteal"
     yield
+
+
+def forget_product_caches() -> int:
+    """Empty the product's per-process caches (the memos and the functools caches of every imported
+    `ctxeng` module); returns how many functools caches were emptied."""
+    import sys
+
+    memo = sys.modules.get("ctxeng.engine.memo")
+    if memo is not None:
+        memo.clear_all()
+    emptied = 0
+    for name, module in list(sys.modules.items()):
+        if module is None or not (name == "ctxeng" or name.startswith("ctxeng.")):
+            continue
+        for value in list(vars(module).values()):
+            clear = getattr(value, "cache_clear", None)
+            if callable(clear) and getattr(value, "__module__", None) == name:
+                clear()
+                emptied += 1
+    return emptied
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before the test's fixtures: under the statistics run, no cache the product filled for an
+    earlier test (see the module's docstring)."""
+    if _mode() == "stats":
+        forget_product_caches()
 
 
 @pytest.hookimpl(hookwrapper=True)
