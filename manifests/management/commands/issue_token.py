@@ -13,7 +13,7 @@ class Command(BaseCommand):
     help = "Create the user, tenant and memberships if needed, and print the user's API token."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("username")
+        parser.add_argument("username", help="the token's owner (created if missing)")
         parser.add_argument("--tenant", required=True, help="tenant slug (created if missing)")
         parser.add_argument(
             "--role", action="append", required=True, choices=Role.values, help="repeat for several roles"

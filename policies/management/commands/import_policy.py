@@ -16,10 +16,10 @@ class Command(BaseCommand):
     help = "Import a policy file as a revision (idempotent); --publish makes it the current revision."
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("file", type=Path)
-        parser.add_argument("--tenant", required=True)
-        parser.add_argument("--publish", action="store_true")
-        parser.add_argument("--note", default="imported from file")
+        parser.add_argument("file", type=Path, help="a ContextPolicy YAML or JSON file")
+        parser.add_argument("--tenant", required=True, help="slug of the tenant the policy belongs to")
+        parser.add_argument("--publish", action="store_true", help="make the imported revision the current one")
+        parser.add_argument("--note", default="imported from file", help="the revision's change note")
 
     def handle(self, *args, file: Path, tenant: str, publish: bool, note: str, **options) -> None:
         try:
