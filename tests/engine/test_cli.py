@@ -67,6 +67,15 @@ def test_the_manifest_goes_to_stdout_without_manifest_out(example):
     assert out.stderr.startswith("ready:")
 
 
+def test_a_dash_for_an_output_file_is_stdout_and_no_file_named_dash(example, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = ctxeng("assemble", "--policy", str(example / "policy.yaml"), "--request", str(example / "request.json"),
+                 "--manifest-out", "-")
+    assert out.returncode == 0, out.stderr
+    check_expected(json.loads(out.stdout), None, load_example("expected.json"))
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_request_can_come_from_stdin(example):
     out = ctxeng_process("assemble", "--policy", str(example / "policy.yaml"), "--request", "-", stdin=(example / "request.json").read_text())
     assert out.returncode == 0, out.stderr

@@ -1,7 +1,11 @@
 """The SDK's remote mode: the same step through the REST API and a live server.
 
 Local and remote build the same request and the service runs the same engine, so the sealed
-decisions and the payload must be the same; only the assembly id and the seal time differ."""
+decisions and the payload must be the same; only the assembly id and the seal time differ.
+
+A live server in the test process, jobs run inline: not marked slow (until 2026-12-08 they were,
+so the mutation samples' selection, `-m "not slow"`, left the SDK's remote mode untested:
+`Session._remote` had no test there, seed 349366)."""
 
 from __future__ import annotations
 
@@ -45,7 +49,6 @@ def _without_identity(manifest: dict) -> dict:
     return out
 
 
-@pytest.mark.slow
 def test_a_remote_step_seals_the_same_decisions_and_payload_as_a_local_one(live_server, token):
     remote = sdk.Session("chat-agent", url=live_server.url, token=token, principal=PRINCIPAL, run_id="run-sdk-1")
     local = sdk.Session("chat-agent", principal=PRINCIPAL, run_id="run-sdk-1")
@@ -61,7 +64,6 @@ def test_a_remote_step_seals_the_same_decisions_and_payload_as_a_local_one(live_
     assert there.dashboard_url.startswith(live_server.url) and there.assembly_id in there.dashboard_url
 
 
-@pytest.mark.slow
 def test_a_remote_step_reports_usage_to_the_service(live_server, token):
     from ctxeng.client import Client
 
@@ -70,6 +72,11 @@ def test_a_remote_step_reports_usage_to_the_service(live_server, token):
     step.report_usage({"usage": {"prompt_tokens": 321, "completion_tokens": 7}})
     served = Client(live_server.url, token).manifest(step.assembly_id)
     assert served["budget"]["actual_input_tokens"] == 321
+    # The step shows what the service now serves: the sealed decisions, the usage beside them.
+    assert step.manifest["budget"]["actual_input_tokens"] == 321
+    assert step.manifest["included"] == served["included"] == step.sealed_manifest["included"]
+    assert step.usage["input_tokens"] == 321
+    assert step.usage["estimated_input_tokens"] == step.sealed_manifest["budget"]["payload_tokens"]
 
 
 def test_remote_mode_needs_a_token_and_the_principal_the_token_acts_for():
@@ -79,7 +86,6 @@ def test_remote_mode_needs_a_token_and_the_principal_the_token_acts_for():
         sdk.Session("chat-agent", url="http://127.0.0.1:9", token="t")
 
 
-@pytest.mark.slow
 def test_a_starter_name_runs_under_the_servers_current_revision_and_a_reference_under_its_own(live_server, token, editor_user):
     from ctxeng.accounts.models import Tenant
     from policies.services import policy_import
@@ -93,7 +99,6 @@ def test_a_starter_name_runs_under_the_servers_current_revision_and_a_reference_
     assert pinned.manifest["assembly"]["policy"]["revision"] == 1
 
 
-@pytest.mark.slow
 def test_a_conversation_steps_pages_show_each_turn_to_a_reviewer(live_server, token, reviewer_user, client):
     history = [*HISTORY, {"role": "assistant", "content": "It is 18C in Paris."}, {"role": "user", "content": "And <b>Oslo</b>?"}]
     step = sdk.Session("chat-agent", url=live_server.url, token=token, principal=PRINCIPAL).step(history)
