@@ -125,3 +125,17 @@ def test_a_policy_that_is_not_an_object_is_refused_naming_the_body():
         with pytest.raises(InvalidInput) as refused:
             policy_parse(body)
         assert refused.value.errors == ["body: field required (a ContextPolicy object)"]
+
+
+def test_a_preview_that_fails_on_its_thread_is_logged_with_its_id_and_the_error(transactional_db, caplog):
+    # Written for a survivor of seed 349366 (docs/mutation.md): the thread's exception would be
+    # lost in its future; the log is the only place an operator sees which preview failed.
+    import logging
+
+    from policies.services import _run_inline
+
+    with caplog.at_level(logging.ERROR, logger="policies.services"):
+        _run_inline("not-a-preview-id")
+    [record] = [r for r in caplog.records if r.name == "policies.services"]
+    assert record.getMessage() == "impact preview not-a-preview-id failed in process"
+    assert record.exc_info is not None and record.levelno == logging.ERROR

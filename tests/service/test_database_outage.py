@@ -73,14 +73,16 @@ def test_a_read_during_an_outage_is_a_503_too(transactional_db, agent_api, outag
     assert response.json()["errors"][0].startswith("the database is unavailable")
 
 
-def test_a_dashboard_page_during_an_outage_is_the_503_page(transactional_db, client, agent_user, outage):
+def test_a_dashboard_page_during_an_outage_is_the_503_page(transactional_db, client, agent_user, outage, settings):
     """The session middleware reads the database before any view: Django's handler500 path."""
     client.force_login(agent_user)
     client.raise_request_exception = False  # as a server does: Django's handler answers
     with outage():
         response = client.get("/")
-    assert response.status_code == 503 and "Retry-After" in response
-    assert "The database cannot be reached right now" in response.content.decode()
+    assert response.status_code == 503
+    assert response["Retry-After"] == str(settings.CTXENG_OUTAGE_RETRY_AFTER_SECONDS)
+    assert ("The database cannot be reached right now; nothing was changed. Try again in "
+            f"{settings.CTXENG_OUTAGE_RETRY_AFTER_SECONDS} seconds.") in response.content.decode()
 
 
 def test_an_api_url_whose_middleware_fails_during_an_outage_answers_json(transactional_db, client, agent_user,
