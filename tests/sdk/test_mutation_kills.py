@@ -164,3 +164,21 @@ def test_the_langchain_reply_size_is_read_from_settings_then_the_chat_model_and_
     # A request object with neither settings nor a model (what a custom middleware may pass): no size.
     assert reply_params(SimpleNamespace()) == {}
     assert reply_params(SimpleNamespace(model_settings=None, model=SimpleNamespace(max_tokens=True))) == {}
+
+
+@pytest.mark.parametrize("marker", [
+    {"role": "system", "content": "Be brief."},
+    {"role": "developer", "content": "Be brief."},
+    {"role": "tool", "tool_call_id": "c1", "content": "18C"},
+    {"role": "assistant", "content": None, "tool_calls": []},
+])
+def test_a_history_with_an_openai_only_message_reads_as_openai_even_beside_a_system_argument(marker):
+    # Written for a survivor of seed 349366 (docs/mutation.md): Anthropic's messages have no
+    # system, developer or tool role and no tool_calls, so one such message decides the format;
+    # `system=` decides only a history that could be either.
+    from ctxeng.sdk._messages import detect_format
+
+    history = [marker, {"role": "user", "content": "Paris?"}]
+    assert detect_format(history, system="You answer questions.") == "openai"
+    assert detect_format([{"role": "user", "content": "Paris?"}], system="You answer questions.") == "anthropic"
+    assert detect_format([{"role": "user", "content": "Paris?"}]) == "openai"
