@@ -45,9 +45,27 @@ def test_the_listing_puts_what_changes_first_and_counts_what_does_not(monkeypatc
     # addressed, then becoming blocked, then not replayable, then the other changes, each in replay order
     assert [r["n"] for r in first["rows"]] == [5, 6]
     assert (first["listed"], first["no_change"], first["pages"], first["first"], first["last"]) == (5, 2, 3, 1, 2)
-    assert [r["n"] for r in dashboard_selectors.impact_listing(rows, 2)["rows"]] == [3, 2]
+    second = dashboard_selectors.impact_listing(rows, 2)
+    assert [r["n"] for r in second["rows"]] == [3, 2]
+    # "Showing 3–4 of the 5": whole numbers on every page (seed 349366: a page's first row as a
+    # division read 1.0 on the first page, equal to 1 in Python but "1.0" on the page)
+    assert (second["first"], second["last"]) == (3, 4)
+    assert all(type(listing[k]) is int for listing in (first, second) for k in ("first", "last", "pages"))
     last = dashboard_selectors.impact_listing(rows, 99)  # past the last page: the last
     assert (last["page"], [r["n"] for r in last["rows"]]) == (3, [7])
+
+
+def test_the_export_lists_every_flipped_id_a_row_kept_beyond_the_flips_it_shows():
+    # Written for a survivor of seed 349366 (docs/mutation.md): a row keeps its first
+    # IMPACT_FLIPS_SHOWN flips and every flipped id; the export gives every id.
+    row = preview_row(3)
+    row["comparison"]["flips"] = row["comparison"]["flips"][:1]
+    (exported,) = dashboard_selectors.impact_export_rows([row])
+    assert exported["flipped_item_ids"] == ["item-0", "item-1", "item-2"] and exported["flip_count"] == 3
+    older = preview_row(2)  # a row stored before the full list was kept: the flips it shows
+    del older["comparison"]["flipped_item_ids"]
+    (exported,) = dashboard_selectors.impact_export_rows([older])
+    assert exported["flipped_item_ids"] == ["item-0", "item-1"]
 
 
 def test_a_listed_row_shows_its_first_flips_and_the_stored_row_keeps_them_all(monkeypatch):
