@@ -141,3 +141,22 @@ def test_each_runs_policy_revision_is_named_on_the_page_and_in_the_exports(owner
     assert {row["policy_a"] for row in rows} == {"source-research r3"}
     document = json.loads(b"".join(owner_client.get("/compare/export.json", {"run": "run-x", "run_b": "run-r4"}).streaming_content))
     assert (document["policies_a"], document["policies_b"]) == (["source-research r3"], ["source-research r4"])
+
+
+def test_a_compared_items_decision_keeps_its_source_on_both_sides():
+    # Written for a survivor of seed 349366 (docs/mutation.md): the compare page names an item by
+    # its source (item_label: label, kind, source_ref), included or excluded, flipped or one-sided.
+    from manifests.dashboard_selectors import compare_sections
+
+    ref = {"path": "src/app.py", "lines": "1-40"}
+    a = {"included": [{"item_id": "f", "admission_reason": "ranked", "partition": "code", "tokens": 9, "kind": "code", "source_ref": ref},
+                      {"item_id": "gone", "admission_reason": "ranked", "partition": "code", "tokens": 3, "kind": "code",
+                       "source_ref": {"path": "old.py"}}],
+         "excluded": []}
+    b = {"included": [], "excluded": [{"item_id": "f", "reason": "budget", "partition": "code", "tokens": 9, "kind": "code",
+                                       "source_ref": ref}]}
+    compared = compare_sections(a, b)
+    [flip] = compared["flips"]
+    assert flip["before"]["source_ref"] == flip["after"]["source_ref"] == ref
+    assert compared["only_a"] == [{"item_id": "gone", "decision": "included", "reason": "ranked", "partition": "code",
+                                   "tokens": 3, "kind": "code", "source_ref": {"path": "old.py"}}]

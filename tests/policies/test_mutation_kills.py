@@ -139,3 +139,12 @@ def test_a_preview_that_fails_on_its_thread_is_logged_with_its_id_and_the_error(
     [record] = [r for r in caplog.records if r.name == "policies.services"]
     assert record.getMessage() == "impact preview not-a-preview-id failed in process"
     assert record.exc_info is not None and record.levelno == logging.ERROR
+
+
+def test_a_stored_selection_fills_every_field_of_the_next_previews_form():
+    # Written for a survivor of seed 349366 (docs/mutation.md): the next preview starts from the last.
+    from policies.dashboard_selectors import selection_form
+
+    assert selection_form({"runs": ["run-a", "run-b"], "since": "2026-11-01", "until": "2026-12-01", "limit": 20}) == {
+        "runs": "run-a, run-b", "since": "2026-11-01", "until": "2026-12-01", "limit": "20"}
+    assert selection_form(None) == selection_form({}) == {"runs": "", "since": "", "until": "", "limit": ""}
