@@ -103,7 +103,9 @@ def test_an_api_url_whose_middleware_fails_during_an_outage_answers_json(transac
 
 
 def test_a_database_lost_after_the_commit_answers_the_job_not_a_503(
-        transactional_db, agent_api, published_policy, example_request, tmp_path, monkeypatch, settings):
+        transactional_db, agent_api, published_policy, example_request, tmp_path, monkeypatch, settings, caplog):
+    import logging
+
     from manifests import api
 
     settings.CTXENG_JOBS_INLINE = False  # queued: nothing runs the job in this process
@@ -124,6 +126,9 @@ def test_a_database_lost_after_the_commit_answers_the_job_not_a_503(
     assert response.status_code == 202, response.content
     assert response.json()["status"] == "queued"
     assert list(AssemblyJob.objects.values_list("id", flat=True)) == [__import__("uuid").UUID(response.json()["id"])]
+    # The operator's log names the job answered without its status read back (seed 349366).
+    assert [r.getMessage() for r in caplog.records if r.name == "manifests.api" and r.levelno == logging.WARNING] == [
+        f"database lost after assembly {response.json()['id']} was committed; answering it as saved"]
 
 
 def _commit_then(fail_after: bool, monkeypatch):
