@@ -110,3 +110,51 @@ def test_an_anthropic_content_list_shows_each_part_in_order_a_tool_use_by_its_na
         {"text": '"loose"', **plain},
         {"text": '{"source": {"x": 1}, "type": "image"}', **plain},
     ]
+
+
+# Written for a survivor of seed 349366 (docs/mutation.md).
+@pytest.mark.django_db
+def test_a_re_injected_item_names_the_artifact_and_revision_it_was_loaded_from(owner_client, example):
+    """A candidate submitted as an artifact_ref (no content) is shown with the stored artifact's
+    content and the artifact's id and revision as the request named them."""
+    import copy
+
+    from manifests.examples import example_json
+    from manifests.services import artifact_create
+
+    from .conftest import run_job
+
+    request = example_json("request.json")
+    plan = next(c for c in request["candidates"] if c["item_id"] == "plan-42-r5")
+    artifact_create(user=example["owner"], tenant=example["tenant"], artifact_id="plan-42", revision=5,
+                    kind="research_plan", content=plan["content"], writer="artifact-store/v1", scope=plan["scope"])
+    request = copy.deepcopy(request)
+    request["step_id"] = "step-21"
+    plan = next(c for c in request["candidates"] if c["item_id"] == "plan-42-r5")
+    plan["content"] = None
+    plan["artifact_ref"] = {"artifact_id": "plan-42", "revision": 5}
+    job = run_job(example["owner"], request, "re-injected")
+    body = owner_client.get(f"/assemblies/{job.id}/item/", {"item_id": "plan-42-r5"},
+                            headers={"HX-Request": "true"}).content.decode()
+    assert "(re-injected from artifact plan-42@5)" in body
+    assert "Plan v5: cover all five repositories; open items OI-1..OI-3." in body
+
+
+# Written for a survivor of seed 349366 (docs/mutation.md).
+@pytest.mark.django_db
+def test_the_matrix_cells_of_a_page_of_steps_are_those_steps_only(example):
+    """run_item_cells reads the decisions of the steps asked for (`job_ids`), not the whole run's:
+    the matrix of a 1,000-step run reads its 20 shown steps' rows."""
+    from manifests.dashboard_selectors import run_item_cells
+
+    from .long_run import long_run
+
+    jobs = long_run([example["ready"], example["blocked"]], steps=3, block=1)
+    run = jobs[0].run
+    items = ["plan-42-r5", "task-goal"]
+    every = run_item_cells(run, items, [job.pk for job in jobs])
+    assert {job for _, job in every} == {str(job.id) for job in jobs}
+    shown = run_item_cells(run, items, [jobs[1].pk])
+    assert set(shown) == {("plan-42-r5", str(jobs[1].id)), ("task-goal", str(jobs[1].id))}
+    assert shown == {key: every[key] for key in shown}
+    assert run_item_cells(run, items) == every  # without job_ids: every step of the run

@@ -815,3 +815,30 @@ def test_the_cache_record_names_the_identity_fields_the_policy_declares_ready_or
     no_prefix = _example_manifest(without_source="system_policy")
     assert no_prefix.cache.prefix_hash is None
     assert identity(no_prefix) == declared
+
+
+# Written for a survivor of seed 349366 (docs/mutation.md).
+def test_describe_names_a_union_of_validated_types_by_the_users_field_only():
+    """A value matching no member of a union whose members carry validators: pydantic adds each
+    member's `function-before[...]` / `function-after[...]` to the error's loc; `describe` names
+    the path by the user's fields only. No product model reaches this (its budget amount unions,
+    the only ones with such members, sit under wrap validators that never call the union), so the
+    contract is pinned on a model written here, with the formats' own `Id` as one member."""
+    from typing import Annotated
+
+    from pydantic import AfterValidator, BaseModel, ValidationError
+
+    from ctxeng.engine.errors import describe
+    from ctxeng.engine.limits import Id
+
+    class Ref(BaseModel):
+        name: Id | Annotated[int, AfterValidator(lambda v: v)]
+
+    class Step(BaseModel):
+        refs: list[Ref]
+
+    with pytest.raises(ValidationError) as refused:
+        Step.model_validate({"refs": [{"name": "ok"}, {"name": [1]}]})
+    assert [e["loc"][3].split("[")[0] for e in refused.value.errors()] == ["function-before", "function-after"]
+    assert describe(refused.value) == ["refs[1].name: Input should be a valid string",
+                                       "refs[1].name: Input should be a valid integer"]
