@@ -1,5 +1,7 @@
-"""Deploy safety: production settings pass `check --deploy` and fail loudly when unreadable; agent
-tokens are throttled. (The Content-Security-Policy is tested in tests/dashboard/test_csp.py.)"""
+"""Deploy safety: production settings pass `check --deploy` and fail loudly when unreadable, each in
+a fresh `manage.py` process. (The agent token throttle: tests/service/test_agent_throttle.py; the
+settings readers in process: tests/service/test_settings_readers.py; the Content-Security-Policy:
+tests/dashboard/test_csp.py.)"""
 
 from __future__ import annotations
 
@@ -60,22 +62,3 @@ def test_an_unreadable_setting_stops_the_process_and_names_it(name, value):
     result = _run("manage.py", "check", **{name: value})
     assert result.returncode != 0
     assert name in result.stderr
-
-
-# --------------------------------------------------------------------------- throttling
-
-
-def test_an_agent_token_over_its_rate_gets_429_with_retry_after(settings, agent_api, reviewer_api, published_policy):
-    settings.CTXENG_THROTTLE_AGENT = "3/min"
-    assert [agent_api.get("/api/v1/policies/").status_code for _ in range(3)] == [200, 200, 200]
-    throttled = agent_api.get("/api/v1/policies/")
-    assert throttled.status_code == 429
-    assert throttled.json()["errors"][0].startswith("Request was throttled")
-    assert int(throttled["Retry-After"]) > 0
-    assert reviewer_api.get("/api/v1/policies/").status_code == 200  # counted per token owner
-
-
-def test_session_users_of_the_dashboard_are_not_throttled_as_agents(settings, client, agent_user, published_policy):
-    settings.CTXENG_THROTTLE_AGENT = "1/min"
-    client.force_login(agent_user)
-    assert [client.get("/api/v1/policies/").status_code for _ in range(3)] == [200, 200, 200]
