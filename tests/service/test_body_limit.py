@@ -8,7 +8,6 @@ import json
 
 import pytest
 
-
 from manifests.models import AssemblyJob
 
 
