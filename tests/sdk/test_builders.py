@@ -53,12 +53,13 @@ def test_the_same_source_gets_the_same_id_at_every_step():
     assert sdk.plan("x", "plan-42", 5).item_id == "plan-42-r5"
 
 
-# Each builder: two items of one source (their texts differ), and one of another source.
+# Each builder: items of one source (their texts differ; any further argument, such as item_id=,
+# passed on), and one of another source.
 SOURCES = {
-    "code": (lambda t: sdk.code("pi", COMMIT, "a.py", "1-2", t), lambda: sdk.code("pi", COMMIT, "a.py", "1-3", "x")),
-    "web": (lambda t: sdk.web("https://a.org/x", t), lambda: sdk.web("https://a.org/y", "x")),
-    "file": (lambda t: sdk.file("notes/plan.md", t, revision=3), lambda: sdk.file("notes/plan.md", "x", revision=4)),
-    "memory": (lambda t: sdk.memory(t, memory_id="mem-1"), lambda: sdk.memory("x", memory_id="mem-2")),
+    "code": (lambda t, **kw: sdk.code("pi", COMMIT, "a.py", "1-2", t, **kw), lambda: sdk.code("pi", COMMIT, "a.py", "1-3", "x")),
+    "web": (lambda t, **kw: sdk.web("https://a.org/x", t, **kw), lambda: sdk.web("https://a.org/y", "x")),
+    "file": (lambda t, **kw: sdk.file("notes/plan.md", t, revision=3, **kw), lambda: sdk.file("notes/plan.md", "x", revision=4)),
+    "memory": (lambda t, **kw: sdk.memory(t, memory_id="mem-1", **kw), lambda: sdk.memory("x", memory_id="mem-2")),
 }
 
 
@@ -70,11 +71,7 @@ def test_a_default_item_id_names_its_builder_and_is_the_sources_own(name):
     assert all(c in "0123456789abcdef" for c in first[len(name) + 1:])  # a digest's head, in hex
     assert same("two").item_id == first
     assert other().item_id != first and other().item_id.startswith(f"{name}-")
-    mine = {"code": lambda: sdk.code("pi", COMMIT, "a.py", "1-2", "x", item_id="mine"),
-            "web": lambda: sdk.web("https://a.org/x", "x", item_id="mine"),
-            "file": lambda: sdk.file("notes/plan.md", "x", item_id="mine"),
-            "memory": lambda: sdk.memory("x", memory_id="mem-1", item_id="mine")}[name]
-    assert mine().item_id == "mine"
+    assert same("one", item_id="mine").item_id == "mine"
 
 
 def test_a_web_page_records_when_it_was_fetched_and_its_digest():
